@@ -1,0 +1,294 @@
+"""Joining, invitations, sessions, leaving, participants (PROTOCOL.md sections 2-4).
+
+Redemption order is fixed by the protocol: unknown secret -> `unauthorized`,
+revoked -> `invitation_revoked`, expired -> `invitation_expired`, used up ->
+`invitation_redeemed`. The whole redemption is one `BEGIN IMMEDIATE`
+transaction, so concurrent joins on a single-use invitation serialize and
+exactly one of them gets a session.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import attrs
+
+from commonroom.engine import limits
+from commonroom.engine.core import Tx, hash_secret, new_id
+from commonroom.engine.records import InvitationInfo, Participant
+from commonroom.protocol import capabilities as caps_mod
+from commonroom.protocol import invitation as codec
+from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.protocol.timefmt import format_ts
+
+# ------------------------------------------------------------------ params
+
+
+@attrs.frozen
+class JoinParams:
+    invite: str = attrs.field(metadata={"doc": "the invitation secret or the full commonroom:// URI"})
+    name: str = attrs.field(metadata={"doc": "display name, 1-64 characters"})
+    kind: str = attrs.field(default="agent", metadata={"choices": ("agent", "human")})
+    transport: str | None = attrs.field(default=None, metadata={"doc": "how the client dialled (informational)"})
+
+
+@attrs.frozen
+class InviteParams:
+    capabilities: list[str] | None = attrs.field(default=None, metadata={"doc": "default: the agent set"})
+    expires_in_minutes: int | None = attrs.field(
+        default=None, metadata={"min": 1, "max": limits.INVITATION_MAX_MINUTES}
+    )
+    max_uses: int | None = attrs.field(default=1, metadata={"min": 1, "doc": "null = unlimited"})
+    label: str | None = None
+
+
+@attrs.frozen
+class InviteIdParams:
+    invite_id: str
+
+
+@attrs.frozen
+class ListParams:
+    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX})
+
+
+@attrs.frozen
+class ParticipantIdParams:
+    participant_id: str
+
+
+@attrs.frozen
+class NoParams:
+    pass
+
+
+# ---------------------------------------------------------------- handlers
+
+
+def join(tx: Tx, p: JoinParams) -> dict[str, Any]:
+    secret = codec.secret_from(p.invite)
+    name = p.name.strip()
+    if not name or len(name) > limits.NAME_MAX:
+        raise invalid_request(f"name must be 1 to {limits.NAME_MAX} characters", "name")
+    row = tx.conn.execute(
+        "SELECT invite_id, capabilities, expires_at, max_uses, used_count, revoked_at"
+        " FROM invitations WHERE secret_hash = ?",
+        (hash_secret(secret),),
+    ).fetchone()
+    if row is None:
+        raise CommonroomError("unauthorized", "unknown invitation")
+    invite_id, caps_json, expires_at, max_uses, used_count, revoked_at = row
+    if revoked_at is not None:
+        raise CommonroomError("invitation_revoked", "this invitation was revoked")
+    if expires_at <= tx.now_s:
+        raise CommonroomError("invitation_expired", "this invitation has expired")
+    if max_uses is not None and used_count >= max_uses:
+        raise CommonroomError("invitation_redeemed", "this invitation has been used up")
+    count = tx.conn.execute("SELECT count(*) FROM participants").fetchone()[0]
+    if count >= limits.MAX_PARTICIPANTS:
+        raise CommonroomError(
+            "limit_exceeded",
+            f"the room already has {limits.MAX_PARTICIPANTS} participants",
+            {"limit": limits.MAX_PARTICIPANTS},
+            retry_after_seconds=60,
+        )
+    capabilities = tuple(json.loads(caps_json))
+    participant_id = new_id("pt_")
+    tx.conn.execute(
+        "INSERT INTO participants (participant_id, kind, name, capabilities, joined_at)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (participant_id, p.kind, name, caps_json, tx.now_s),
+    )
+    bearer, session_expires = tx.engine.create_session(
+        tx, participant_id, capabilities, limits.SESSION_DEFAULT_MINUTES
+    )
+    tx.conn.execute(
+        "UPDATE invitations SET used_count = used_count + 1 WHERE invite_id = ?", (invite_id,)
+    )
+    tx.emit(
+        "participant.joined",
+        participant_id=participant_id,
+        kind=p.kind,
+        name=name,
+        capabilities=list(capabilities),
+    )
+    tx.emit("invitation.redeemed", invite_id=invite_id, participant_id=participant_id)
+    tx.engine.last_seen[participant_id] = tx.now
+    return {
+        "session_id": bearer,
+        "participant_id": participant_id,
+        "workspace_id": tx.engine.workspace_id,
+        "kind": p.kind,
+        "name": name,
+        "capabilities": list(capabilities),
+        "expires_at": session_expires,
+    }
+
+
+def create_invitation(tx: Tx, p: InviteParams) -> dict[str, Any]:
+    """The invite answer; the `commonroom://` URI appears only here."""
+    wanted = caps_mod.normalize(
+        p.capabilities if p.capabilities is not None else caps_mod.DEFAULT_AGENT
+    )
+    if not wanted:
+        raise invalid_request("an invitation needs at least one capability", "capabilities")
+    if "*" in wanted:
+        raise invalid_request("'*' is the host's and never travels in an invitation", "capabilities")
+    if not caps_mod.is_subset(wanted, tx.actor.capabilities):
+        raise CommonroomError(
+            "permission_denied",
+            "an invitation cannot grant capabilities its creator does not hold",
+            {"held": list(tx.actor.capabilities), "requested": list(wanted)},
+        )
+    hint = tx.engine.transport_hint
+    if hint is None:
+        raise CommonroomError(
+            "transport_unavailable", "the room has no transport running to invite anyone to"
+        )
+    minutes = p.expires_in_minutes or limits.INVITATION_DEFAULT_MINUTES
+    expires_at = format_ts(tx.now + timedelta(minutes=minutes))
+    invite_id = new_id("inv_")
+    secret = new_id("", 24)
+    invitation = codec.Invitation(
+        capabilities=wanted,
+        expires_at=expires_at,
+        secret=secret,
+        transport=hint,
+        workspace_id=tx.engine.workspace_id,
+    )
+    uri = codec.encode(invitation)
+    tx.conn.execute(
+        "INSERT INTO invitations (invite_id, secret_hash, capabilities, created_by, created_at,"
+        " expires_at, max_uses, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (invite_id, hash_secret(secret), json.dumps(list(wanted)), tx.actor.participant_id,
+         tx.now_s, expires_at, p.max_uses, p.label),
+    )
+    tx.emit(
+        "invitation.created",
+        invite_id=invite_id,
+        capabilities=list(wanted),
+        expires_at=expires_at,
+        max_uses=p.max_uses,
+    )
+    return {
+        "invite_id": invite_id,
+        "invitation": uri,
+        "expires_at": expires_at,
+        "capabilities": list(wanted),
+        "max_uses": p.max_uses,
+    }
+
+
+def _invitation_info(tx: Tx, row: tuple[Any, ...]) -> InvitationInfo:
+    invite_id, caps_json, created_by, created_at, expires_at, max_uses, used, revoked, label = row
+    if revoked is not None:
+        state = "revoked"
+    elif expires_at <= tx.now_s:
+        state = "expired"
+    elif max_uses is not None and used >= max_uses:
+        state = "used_up"
+    else:
+        state = "active"
+    return InvitationInfo(
+        invite_id, json.loads(caps_json), created_by, created_at, expires_at, max_uses, used,
+        revoked, label, state,
+    )
+
+
+_INVITATION_COLUMNS = (
+    "invite_id, capabilities, created_by, created_at, expires_at, max_uses, used_count,"
+    " revoked_at, label"
+)
+
+
+def list_invitations(tx: Tx, p: ListParams) -> dict[str, Any]:
+    rows = tx.conn.execute(
+        f"SELECT {_INVITATION_COLUMNS} FROM invitations ORDER BY created_at DESC LIMIT ?",
+        (p.limit,),
+    ).fetchall()
+    return {"invitations": [_invitation_info(tx, row) for row in rows]}
+
+
+def revoke_invitation(tx: Tx, p: InviteIdParams) -> InvitationInfo:
+    row = tx.conn.execute(
+        f"SELECT {_INVITATION_COLUMNS} FROM invitations WHERE invite_id = ?", (p.invite_id,)
+    ).fetchone()
+    if row is None:
+        raise invalid_request(f"no invitation {p.invite_id!r}", "invite_id")
+    if row[7] is None:
+        tx.conn.execute(
+            "UPDATE invitations SET revoked_at = ? WHERE invite_id = ?", (tx.now_s, p.invite_id)
+        )
+        tx.emit("invitation.revoked", invite_id=p.invite_id)
+        row = (*row[:7], tx.now_s, row[8])
+    return _invitation_info(tx, row)
+
+
+def _end_sessions(tx: Tx, participant_id: str, reason: str) -> int:
+    cur = tx.conn.execute(
+        "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE participant_id = ?"
+        " AND ended_at IS NULL",
+        (tx.now_s, reason, participant_id),
+    )
+    return cur.rowcount
+
+
+def revoke_sessions(tx: Tx, p: ParticipantIdParams) -> dict[str, Any]:
+    row = tx.conn.execute(
+        "SELECT is_host FROM participants WHERE participant_id = ?", (p.participant_id,)
+    ).fetchone()
+    if row is None:
+        raise invalid_request(f"no participant {p.participant_id!r}", "participant_id")
+    if row[0] and p.participant_id != tx.actor.participant_id:
+        raise CommonroomError("permission_denied", "the host's sessions cannot be revoked")
+    ended = _end_sessions(tx, p.participant_id, "revoked")
+    if ended:
+        tx.emit("session.revoked", participant_id=p.participant_id)
+    return {"participant_id": p.participant_id, "revoked_sessions": ended}
+
+
+def leave(tx: Tx, p: NoParams) -> dict[str, Any]:
+    pid = tx.actor.participant_id
+    for lease_id, region in tx.conn.execute(
+        "SELECT lease_id, region FROM leases WHERE participant_id = ? AND ended_at IS NULL",
+        (pid,),
+    ).fetchall():
+        tx.conn.execute(
+            "UPDATE leases SET ended_at = ?, end_reason = 'left' WHERE lease_id = ?",
+            (tx.now_s, lease_id),
+        )
+        tx.emit("lease.released", lease_id=lease_id, participant_id=pid, region=region,
+                reason="left")
+    _end_sessions(tx, pid, "left")
+    tx.conn.execute(
+        "UPDATE participants SET left_at = ?, last_seen = ? WHERE participant_id = ?",
+        (tx.now_s, tx.now_s, pid),
+    )
+    tx.engine.last_seen.pop(pid, None)
+    tx.emit("participant.left", participant_id=pid)
+    return {"participant_id": pid, "left": True}
+
+
+def participants(tx: Tx, p: NoParams) -> dict[str, Any]:
+    return {"participants": list_participants(tx)}
+
+
+def list_participants(tx: Tx) -> list[Participant]:
+    out: list[Participant] = []
+    horizon = tx.now - timedelta(seconds=limits.PRESENCE_SECONDS)
+    for pid, kind, name, caps_json, adv_json, joined_at, last_seen_db, left_at in tx.conn.execute(
+        "SELECT participant_id, kind, name, capabilities, advertised, joined_at, last_seen,"
+        " left_at FROM participants ORDER BY joined_at, participant_id"
+    ):
+        seen = tx.engine.last_seen.get(pid)
+        last_seen = format_ts(seen) if seen is not None else last_seen_db
+        present = left_at is None and seen is not None and seen >= horizon
+        out.append(
+            Participant(
+                pid, kind, name, json.loads(caps_json), json.loads(adv_json), present, joined_at,
+                last_seen,
+            )
+        )
+    return out

@@ -1,0 +1,162 @@
+"""Leases: time-boxed reservations of a region (PROTOCOL.md section 6).
+
+A lease conflicts with another participant's active lease on the same region,
+an ancestor or a descendant (`workspace` relates to everything). Renewal never
+reaches past `acquired_at + 120 min`. Expiry is applied by the engine's sweep
+(see core.Engine._expire), so an expired lease never blocks anyone.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+import attrs
+
+from commonroom.engine import limits
+from commonroom.engine.core import Tx, new_id
+from commonroom.engine.records import Lease
+from commonroom.engine.regions import related
+from commonroom.protocol.capabilities import allows
+from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.protocol.timefmt import format_ts
+
+_MINUTES = {"min": 1, "max": limits.LEASE_MAX_MINUTES}
+
+
+@attrs.frozen
+class CheckoutParams:
+    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace"})
+    minutes: int = attrs.field(default=limits.LEASE_DEFAULT_MINUTES, metadata=_MINUTES)
+
+
+@attrs.frozen
+class RenewParams:
+    lease_id: str
+    minutes: int = attrs.field(default=limits.LEASE_DEFAULT_MINUTES, metadata=_MINUTES)
+
+
+@attrs.frozen
+class LeaseIdParams:
+    lease_id: str
+
+
+_COLUMNS = "lease_id, participant_id, region, acquired_at, expires_at"
+
+
+def active_leases(tx: Tx) -> list[Lease]:
+    return [
+        Lease(*row)
+        for row in tx.conn.execute(
+            f"SELECT {_COLUMNS} FROM leases WHERE ended_at IS NULL AND expires_at > ?"
+            " ORDER BY acquired_at, lease_id",
+            (tx.now_s,),
+        )
+    ]
+
+
+def blocking_lease(tx: Tx, region: str, participant_id: str) -> Lease | None:
+    """Another participant's active lease on `region`, an ancestor or a descendant."""
+    for lease in active_leases(tx):
+        if lease.participant_id != participant_id and related(lease.region, region):
+            return lease
+    return None
+
+
+def raise_if_blocked(tx: Tx, region: str, participant_id: str) -> None:
+    lease = blocking_lease(tx, region, participant_id)
+    if lease is not None:
+        raise CommonroomError(
+            "lease_conflict",
+            f"{lease.region!r} is leased by another participant until {lease.expires_at}",
+            {"participant_id": lease.participant_id, "expires_at": lease.expires_at},
+            lease_id=lease.lease_id,
+            region=lease.region,
+        )
+
+
+def _expiry(now: datetime, acquired_at: str, minutes: int) -> str:
+    cap = datetime.fromisoformat(acquired_at) + timedelta(minutes=limits.LEASE_MAX_MINUTES)
+    return format_ts(min(now + timedelta(minutes=minutes), cap))
+
+
+def checkout(tx: Tx, p: CheckoutParams) -> Lease:
+    _, span = tx.engine.resolve(p.region)
+    pid = tx.actor.participant_id
+    raise_if_blocked(tx, span.region, pid)
+    for lease in active_leases(tx):
+        if lease.participant_id == pid and lease.region == span.region:
+            return _renew(tx, lease, p.minutes)
+    held = sum(1 for lease in active_leases(tx) if lease.participant_id == pid)
+    if held >= limits.MAX_OPEN_LEASES:
+        raise CommonroomError(
+            "limit_exceeded",
+            f"a participant holds at most {limits.MAX_OPEN_LEASES} leases",
+            {"limit": limits.MAX_OPEN_LEASES},
+            retry_after_seconds=60,
+        )
+    lease = Lease(
+        new_id("ls_"), pid, span.region, tx.now_s, _expiry(tx.now, tx.now_s, p.minutes)
+    )
+    tx.conn.execute(
+        f"INSERT INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", attrs.astuple(lease)
+    )
+    tx.emit("lease.acquired", lease_id=lease.lease_id, participant_id=pid, region=lease.region,
+            expires_at=lease.expires_at)
+    return lease
+
+
+def _get_active(tx: Tx, lease_id: str) -> Lease:
+    row = tx.conn.execute(
+        f"SELECT {_COLUMNS} FROM leases WHERE lease_id = ? AND ended_at IS NULL AND expires_at > ?",
+        (lease_id, tx.now_s),
+    ).fetchone()
+    if row is None:
+        raise invalid_request(f"no active lease {lease_id!r}", "lease_id")
+    return Lease(*row)
+
+
+def _renew(tx: Tx, lease: Lease, minutes: int) -> Lease:
+    expires_at = _expiry(tx.now, lease.acquired_at, minutes)
+    if expires_at <= lease.expires_at:
+        left = (datetime.fromisoformat(lease.expires_at) - tx.now).total_seconds()
+        raise CommonroomError(
+            "limit_exceeded",
+            f"a lease lasts at most {limits.LEASE_MAX_MINUTES} minutes from its acquisition",
+            {"lease_id": lease.lease_id, "expires_at": lease.expires_at},
+            lease_id=lease.lease_id,
+            retry_after_seconds=max(1, int(left) + 1),
+        )
+    tx.conn.execute("UPDATE leases SET expires_at = ? WHERE lease_id = ?", (expires_at, lease.lease_id))
+    renewed = attrs.evolve(lease, expires_at=expires_at)
+    tx.emit("lease.renewed", lease_id=lease.lease_id, participant_id=lease.participant_id,
+            region=lease.region, expires_at=expires_at)
+    return renewed
+
+
+def renew(tx: Tx, p: RenewParams) -> Lease:
+    lease = _get_active(tx, p.lease_id)
+    if lease.participant_id != tx.actor.participant_id:
+        raise CommonroomError("permission_denied", "only the holder renews a lease")
+    return _renew(tx, lease, p.minutes)
+
+
+def release(tx: Tx, p: LeaseIdParams) -> dict[str, Any]:
+    lease = _get_active(tx, p.lease_id)
+    if lease.participant_id != tx.actor.participant_id and not allows(
+        tx.actor.capabilities, "approve"
+    ):
+        raise CommonroomError(
+            "permission_denied", "only the holder, or a session with approve, releases a lease"
+        )
+    tx.conn.execute(
+        "UPDATE leases SET ended_at = ?, end_reason = 'released' WHERE lease_id = ?",
+        (tx.now_s, lease.lease_id),
+    )
+    tx.emit("lease.released", lease_id=lease.lease_id, participant_id=lease.participant_id,
+            region=lease.region, reason="released")
+    return {"lease_id": lease.lease_id, "released": True}
+
+
+def leases(tx: Tx, p: Any) -> dict[str, Any]:
+    return {"leases": active_leases(tx)}

@@ -1,0 +1,368 @@
+"""Proposals, review and commits (PROTOCOL.md section 7).
+
+Status transitions are data, not scattered `if`s: `TRANSITIONS[status]` lists
+the statuses an action may move a proposal to. A region proposal commits when
+its base is current *or* when the region's text is byte-identical at the base
+and at the current version (others changed other regions only); the new
+version is the current document with that region replaced, so nothing anyone
+wrote is overwritten. Anything else is `stale_version` with the recovery
+fields, and the proposal becomes `conflicted`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+from typing import Any, Final
+
+import attrs
+
+from commonroom.engine import limits
+from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
+from commonroom.engine.leases import raise_if_blocked
+from commonroom.engine.records import Change, Proposal
+from commonroom.engine.regions import WHOLE
+from commonroom.protocol.errors import CommonroomError, invalid_request
+
+# action -> {from status: to status}
+TRANSITIONS: Final[dict[str, dict[str, str]]] = {
+    "approve": {"pending": "approved"},
+    "reject": {"pending": "rejected"},
+    "commit": {"approved": "committed"},
+    "conflict": {"approved": "conflicted"},
+    "withdraw": {"pending": "withdrawn", "approved": "withdrawn"},
+    "supersede": {"pending": "superseded", "approved": "superseded"},
+}
+STATUSES: Final = (
+    "pending", "approved", "rejected", "committed", "conflicted", "withdrawn", "superseded",
+)
+
+
+@attrs.frozen
+class ProposeParams:
+    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace"})
+    base_version: int = attrs.field(metadata={"min": 1})
+    summary: str
+    content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included"})
+
+
+@attrs.frozen
+class ReviewParams:
+    proposal_id: str
+    decision: str = attrs.field(metadata={"choices": ("approve", "reject")})
+    comment: str | None = None
+
+
+@attrs.frozen
+class ProposalIdParams:
+    proposal_id: str
+
+
+@attrs.frozen
+class ProposalsParams:
+    status: str | None = attrs.field(default=None, metadata={"choices": STATUSES})
+    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX})
+
+
+@attrs.frozen
+class CommitParams:
+    proposal_id: str | None = None
+    base_version: int | None = attrs.field(default=None, metadata={"min": 1})
+    summary: str | None = None
+    content: str | None = None
+
+
+_COLUMNS = (
+    "proposal_id, participant_id, region, base_version, summary, status, created_at, updated_at,"
+    " reviewer_id, review_comment, committed_version"
+)
+
+
+def region_digest(snap: Snapshot, region: str) -> str | None:
+    """sha256 of a region's text at a version; None when the region does not exist there."""
+    if region == WHOLE:
+        return snap.content_hash
+    if not snap.outline.has_path(region):
+        return None
+    text = snap.outline.region_text(snap.outline.resolve(region))
+    return hashlib.sha256(encode_text(text)).hexdigest()
+
+
+def region_text(snap: Snapshot, region: str) -> str:
+    if region == WHOLE:
+        return snap.text
+    if not snap.outline.has_path(region):
+        return ""
+    return snap.outline.region_text(snap.outline.resolve(region))
+
+
+def unified_diff(before: str, after: str, from_label: str, to_label: str) -> str:
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True), after.splitlines(keepends=True), from_label, to_label
+        )
+    )
+
+
+def _get(tx: Tx, proposal_id: str) -> Proposal:
+    row = tx.conn.execute(
+        f"SELECT {_COLUMNS} FROM proposals WHERE proposal_id = ?", (proposal_id,)
+    ).fetchone()
+    if row is None:
+        raise CommonroomError(
+            "proposal_not_found", f"no proposal {proposal_id!r}", proposal_id=proposal_id
+        )
+    return Proposal(*row)
+
+
+def _move(tx: Tx, proposal: Proposal, action: str, **columns: Any) -> Proposal:
+    target = TRANSITIONS[action].get(proposal.status)
+    if target is None:
+        raise CommonroomError(
+            "proposal_conflict",
+            f"cannot {action} a {proposal.status} proposal",
+            {"status": proposal.status},
+            proposal_id=proposal.proposal_id,
+        )
+    sets = ", ".join(f"{name} = ?" for name in ("status", "updated_at", *columns))
+    tx.conn.execute(
+        f"UPDATE proposals SET {sets} WHERE proposal_id = ?",
+        (target, tx.now_s, *columns.values(), proposal.proposal_id),
+    )
+    return attrs.evolve(proposal, status=target, updated_at=tx.now_s, **columns)
+
+
+def _check_summary(summary: str) -> str:
+    summary = summary.strip()
+    if not summary or len(summary) > limits.SUMMARY_MAX:
+        raise invalid_request(f"summary must be 1 to {limits.SUMMARY_MAX} characters", "summary")
+    return summary
+
+
+def _check_size(content: str) -> None:
+    size = len(encode_text(content))
+    if size > limits.PROPOSAL_MAX_BYTES:
+        raise CommonroomError(
+            "limit_exceeded",
+            f"content is {size} bytes; a proposal holds at most {limits.PROPOSAL_MAX_BYTES}",
+            {"limit_bytes": limits.PROPOSAL_MAX_BYTES, "size_bytes": size},
+            http_status=413,
+        )
+
+
+def propose(tx: Tx, p: ProposeParams) -> Proposal:
+    summary = _check_summary(p.summary)
+    _check_size(p.content)
+    engine = tx.engine
+    if p.base_version > engine.current_version:
+        raise CommonroomError(
+            "version_not_found",
+            f"version {p.base_version} does not exist yet",
+            {"version": p.base_version},
+            current_version=engine.current_version,
+        )
+    base, span = engine.resolve(p.region, p.base_version)
+    pid = tx.actor.participant_id
+    raise_if_blocked(tx, span.region, pid)
+    pending = tx.conn.execute(
+        "SELECT count(*) FROM proposals WHERE participant_id = ? AND status = 'pending'", (pid,)
+    ).fetchone()[0]
+    if pending >= limits.MAX_PENDING_PROPOSALS:
+        raise CommonroomError(
+            "limit_exceeded",
+            f"a participant has at most {limits.MAX_PENDING_PROPOSALS} pending proposals",
+            {"limit": limits.MAX_PENDING_PROPOSALS},
+            retry_after_seconds=60,
+        )
+    digest = region_digest(base, span.region)
+    assert digest is not None
+    proposal = Proposal(
+        new_id("pr_"), pid, span.region, p.base_version, summary, "pending", tx.now_s, tx.now_s,
+        None, None, None,
+    )
+    tx.conn.execute(
+        f"INSERT INTO proposals ({_COLUMNS}, content, base_region_hash)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*attrs.astuple(proposal), p.content, digest),
+    )
+    tx.emit("proposal.created", proposal_id=proposal.proposal_id, participant_id=pid,
+            region=proposal.region, base_version=proposal.base_version, summary=summary)
+    # A proposal whose base already moved on (its region changed since) is
+    # superseded at once rather than left to wait for a review that cannot land.
+    if region_digest(engine.current(), span.region) != digest and p.base_version < engine.current_version:
+        proposal = _move(tx, proposal, "supersede")
+        tx.emit("proposal.superseded", proposal_id=proposal.proposal_id)
+    return proposal
+
+
+def proposal_detail(tx: Tx, p: ProposalIdParams) -> dict[str, Any]:
+    """The proposal plus its content and the diff a reviewer sees: current region text -> proposed."""
+    from commonroom.engine.records import to_wire
+
+    proposal = _get(tx, p.proposal_id)
+    content = tx.conn.execute(
+        "SELECT content FROM proposals WHERE proposal_id = ?", (p.proposal_id,)
+    ).fetchone()[0]
+    current = tx.engine.current()
+    out: dict[str, Any] = to_wire(proposal)
+    out["content"] = content
+    out["current_version"] = current.version
+    out["diff"] = unified_diff(
+        region_text(current, proposal.region), content,
+        f"{proposal.region}@{current.version}", f"{proposal.region}@proposed",
+    )
+    return out
+
+
+def list_proposals(tx: Tx, p: ProposalsParams) -> dict[str, Any]:
+    if p.status is None:
+        rows = tx.conn.execute(
+            f"SELECT {_COLUMNS} FROM proposals ORDER BY created_at DESC, proposal_id LIMIT ?",
+            (p.limit,),
+        )
+    else:
+        rows = tx.conn.execute(
+            f"SELECT {_COLUMNS} FROM proposals WHERE status = ?"
+            " ORDER BY created_at DESC, proposal_id LIMIT ?",
+            (p.status, p.limit),
+        )
+    return {"proposals": [Proposal(*row) for row in rows]}
+
+
+def open_proposals(tx: Tx) -> list[Proposal]:
+    return [
+        Proposal(*row)
+        for row in tx.conn.execute(
+            f"SELECT {_COLUMNS} FROM proposals WHERE status IN ('pending', 'approved')"
+            " ORDER BY created_at, proposal_id"
+        )
+    ]
+
+
+def review(tx: Tx, p: ReviewParams) -> dict[str, Any]:
+    proposal = _get(tx, p.proposal_id)
+    reviewer = tx.actor.participant_id
+    moved = _move(tx, proposal, p.decision, reviewer_id=reviewer, review_comment=p.comment)
+    tx.emit(f"proposal.{moved.status}", proposal_id=moved.proposal_id, reviewer_id=reviewer)
+    return {"proposal_id": moved.proposal_id, "status": moved.status, "reviewer_id": reviewer}
+
+
+def withdraw(tx: Tx, p: ProposalIdParams) -> Proposal:
+    proposal = _get(tx, p.proposal_id)
+    if proposal.participant_id != tx.actor.participant_id:
+        raise CommonroomError(
+            "permission_denied", "only the author withdraws a proposal",
+            proposal_id=proposal.proposal_id,
+        )
+    moved = _move(tx, proposal, "withdraw")
+    tx.emit("proposal.withdrawn", proposal_id=moved.proposal_id)
+    return moved
+
+
+def _changes_since(tx: Tx, base_version: int) -> list[Change]:
+    return [
+        Change(*row)
+        for row in tx.conn.execute(
+            "SELECT version, summary, participant_id, created_at FROM versions"
+            " WHERE version > ? ORDER BY version LIMIT ?",
+            (base_version, limits.CHANGES_IN_STALE_ERROR),
+        )
+    ]
+
+
+def stale_error(tx: Tx, region: str, base_version: int, proposal_id: str | None) -> CommonroomError:
+    from commonroom.engine.records import to_wire
+
+    engine = tx.engine
+    base, current = engine.snapshot(base_version), engine.current()
+    extra: dict[str, Any] = {} if proposal_id is None else {"proposal_id": proposal_id}
+    return CommonroomError(
+        "stale_version",
+        f"{region!r} changed since version {base_version}; the current version is"
+        f" {current.version}: read it again and propose anew",
+        {},
+        base_version=base_version,
+        expected_version=base_version,
+        current_version=current.version,
+        diff=unified_diff(
+            region_text(base, region), region_text(current, region),
+            f"{region}@{base_version}", f"{region}@{current.version}",
+        ),
+        changes=to_wire(_changes_since(tx, base_version)),
+        region=region,
+        **extra,
+    )
+
+
+def commit(tx: Tx, p: CommitParams) -> dict[str, Any]:
+    if p.proposal_id is not None:
+        if p.content is not None or p.base_version is not None:
+            raise invalid_request(
+                "a proposal commit takes only proposal_id; a raw commit takes base_version,"
+                " summary and content", "content",
+            )
+        return _commit_proposal(tx, p.proposal_id)
+    return _commit_raw(tx, p)
+
+
+def _commit_proposal(tx: Tx, proposal_id: str) -> dict[str, Any]:
+    engine = tx.engine
+    proposal = _get(tx, proposal_id)
+    if proposal.status != "approved":
+        _move(tx, proposal, "commit")  # raises proposal_conflict naming the status
+    raise_if_blocked(tx, proposal.region, tx.actor.participant_id)
+    current = engine.current()
+    content, base_digest = tx.conn.execute(
+        "SELECT content, base_region_hash FROM proposals WHERE proposal_id = ?", (proposal_id,)
+    ).fetchone()
+    fresh = proposal.base_version == current.version or (
+        proposal.region != WHOLE and region_digest(current, proposal.region) == base_digest
+    )
+    if not fresh:
+        _move(tx, proposal, "conflict")
+        tx.emit("proposal.conflicted", proposal_id=proposal_id)
+        tx.fail_after_commit(stale_error(tx, proposal.region, proposal.base_version, proposal_id))
+        return {}
+    if proposal.region == WHOLE:
+        new_text = content
+    else:
+        new_text = current.outline.replace(current.outline.resolve(proposal.region), content)
+    snap = engine.write_version(
+        tx, new_text, summary=proposal.summary, participant_id=tx.actor.participant_id,
+        region=proposal.region, source="proposal", proposal_id=proposal_id,
+    )
+    _move(tx, proposal, "commit", committed_version=snap.version)
+    tx.emit("proposal.committed", proposal_id=proposal_id, version=snap.version)
+    return {
+        "version": snap.version,
+        "content_hash": snap.content_hash,
+        "summary": proposal.summary,
+        "region": proposal.region,
+        "proposal_id": proposal_id,
+    }
+
+
+def _commit_raw(tx: Tx, p: CommitParams) -> dict[str, Any]:
+    from commonroom.protocol.capabilities import require
+
+    require(tx.actor.capabilities, "admin")
+    if p.base_version is None:
+        raise invalid_request("base_version is required (or proposal_id)", "base_version")
+    if p.content is None:
+        raise invalid_request("content is required for a raw commit", "content")
+    summary = _check_summary(p.summary or "")
+    engine = tx.engine
+    if p.base_version > engine.current_version:
+        raise CommonroomError(
+            "version_not_found", f"version {p.base_version} does not exist yet",
+            {"version": p.base_version}, current_version=engine.current_version,
+        )
+    raise_if_blocked(tx, WHOLE, tx.actor.participant_id)
+    if p.base_version != engine.current_version:
+        raise stale_error(tx, WHOLE, p.base_version, None)
+    snap = engine.write_version(
+        tx, p.content, summary=summary, participant_id=tx.actor.participant_id, region=WHOLE,
+        source="raw",
+    )
+    return {"version": snap.version, "content_hash": snap.content_hash, "summary": summary,
+            "region": WHOLE}

@@ -1,0 +1,220 @@
+"""Read operations: status, summary, regions, read, diff, changes, history, room.
+
+Reads work on the cached `Snapshot` of a version (text + parsed outline), so
+reading a region costs a dict lookup and a slice, not a re-read or re-parse.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from commonroom.engine import limits
+from commonroom.engine.access import list_participants
+from commonroom.engine.core import Tx, encode_text
+from commonroom.engine.leases import active_leases
+from commonroom.engine.proposals import open_proposals, region_text, unified_diff
+from commonroom.engine.records import Change, Event
+from commonroom.engine.regions import WHOLE
+from commonroom.protocol.errors import CommonroomError
+
+_LIMIT = {"min": 1, "max": limits.LIST_MAX}
+
+
+@attrs.frozen
+class ReadParams:
+    region: str = attrs.field(default=WHOLE, metadata={"doc": "heading path, bare unique title, or workspace"})
+    version: int | None = attrs.field(default=None, metadata={"min": 1})
+    max_lines: int | None = attrs.field(default=None, metadata={"min": 1})
+    max_bytes: int | None = attrs.field(default=None, metadata={"min": 1})
+
+
+@attrs.frozen
+class DiffParams:
+    base_version: int = attrs.field(metadata={"min": 1})
+    to_version: int | None = attrs.field(default=None, metadata={"min": 1})
+    region: str | None = None
+
+
+@attrs.frozen
+class ChangesParams:
+    version: int = attrs.field(metadata={"min": 0})
+    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata=_LIMIT)
+
+
+@attrs.frozen
+class HistoryParams:
+    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata=_LIMIT)
+    before_event_id: int | None = attrs.field(default=None, metadata={"min": 1})
+
+
+def status(tx: Tx, p: Any = None) -> dict[str, Any]:
+    engine = tx.engine
+    snap = engine.current()
+    conn = tx.conn
+    return {
+        "workspace_id": engine.workspace_id,
+        "version": snap.version,
+        "content_hash": snap.content_hash,
+        "name": engine.name,
+        "substrate": "markdown",
+        "lifecycle": engine.lifecycle,
+        "participants": conn.execute(
+            "SELECT count(*) FROM participants WHERE left_at IS NULL"
+        ).fetchone()[0],
+        "active_leases": conn.execute(
+            "SELECT count(*) FROM leases WHERE ended_at IS NULL AND expires_at > ?", (tx.now_s,)
+        ).fetchone()[0],
+        "pending_proposals": conn.execute(
+            "SELECT count(*) FROM proposals WHERE status = 'pending'"
+        ).fetchone()[0],
+    }
+
+
+def regions(tx: Tx, p: Any = None) -> dict[str, Any]:
+    snap = tx.engine.current()
+    return {
+        "version": snap.version,
+        "regions": [
+            {"region": h.path, "title": h.title, "level": h.level, "line": h.line}
+            for h in snap.outline.headings
+        ],
+    }
+
+
+def summary(tx: Tx, p: Any = None) -> dict[str, Any]:
+    snap = tx.engine.current()
+    excerpt = snap.text[:400]
+    return {
+        "version": snap.version,
+        "outline": [
+            {"region": h.path, "title": h.title, "level": h.level} for h in snap.outline.headings
+        ],
+        "excerpt": excerpt,
+        "size": len(snap.data),
+    }
+
+
+def read(tx: Tx, p: ReadParams) -> dict[str, Any]:
+    snap, span = tx.engine.resolve(p.region, p.version)
+    content = snap.outline.region_text(span)
+    truncated = False
+    if p.max_lines is not None:
+        lines = content.splitlines(keepends=True)
+        if len(lines) > p.max_lines:
+            content = "".join(lines[: p.max_lines])
+            truncated = True
+    if p.max_bytes is not None:
+        raw = encode_text(content)
+        if len(raw) > p.max_bytes:
+            content = raw[: p.max_bytes].decode("utf-8", "ignore")
+            truncated = True
+    return {"version": snap.version, "region": span.region, "content": content, "truncated": truncated}
+
+
+def diff(tx: Tx, p: DiffParams) -> dict[str, Any]:
+    engine = tx.engine
+    to_version = p.to_version if p.to_version is not None else engine.current_version
+    base, target = engine.snapshot(p.base_version), engine.snapshot(to_version)
+    region = WHOLE
+    if p.region is not None:
+        # The region must exist on one side at least; its canonical path names both.
+        try:
+            region = base.outline.resolve(p.region).region
+        except CommonroomError:
+            region = target.outline.resolve(p.region).region
+    return {
+        "base_version": base.version,
+        "current_version": target.version,
+        "to_version": target.version,
+        "region": region,
+        "diff": unified_diff(
+            region_text(base, region), region_text(target, region),
+            f"{region}@{base.version}", f"{region}@{target.version}",
+        ),
+    }
+
+
+def changes_since(tx: Tx, p: ChangesParams) -> dict[str, Any]:
+    rows = tx.conn.execute(
+        "SELECT version, summary, participant_id, created_at FROM versions WHERE version > ?"
+        " ORDER BY version LIMIT ?",
+        (p.version, p.limit),
+    ).fetchall()
+    changes = [Change(*row) for row in rows]
+    return {
+        "from_version": p.version,
+        "to_version": changes[-1].version if changes else tx.engine.current_version,
+        "current_version": tx.engine.current_version,
+        "changes": changes,
+    }
+
+
+def events_after(tx: Tx, cursor: int, limit: int) -> list[Event]:
+    return [
+        Event(row[0], row[1], row[2], json.loads(row[3]))
+        for row in tx.conn.execute(
+            "SELECT event_id, type, created_at, payload FROM events WHERE event_id > ?"
+            " ORDER BY event_id LIMIT ?",
+            (cursor, limit),
+        )
+    ]
+
+
+def history(tx: Tx, p: HistoryParams) -> dict[str, Any]:
+    bound = p.before_event_id if p.before_event_id is not None else 2**62
+    rows = tx.conn.execute(
+        "SELECT event_id, type, created_at, payload FROM events WHERE event_id < ?"
+        " ORDER BY event_id DESC LIMIT ?",
+        (bound, p.limit),
+    ).fetchall()
+    return {"events": [Event(r[0], r[1], r[2], json.loads(r[3])) for r in rows]}
+
+
+def latest_event_id(tx: Tx) -> int:
+    row = tx.conn.execute("SELECT max(event_id) FROM events").fetchone()
+    return int(row[0] or 0)
+
+
+def room(tx: Tx, p: Any = None) -> dict[str, Any]:
+    """One consistent snapshot (one transaction) plus the event id it is current to."""
+    return {
+        "status": status(tx),
+        "participants": list_participants(tx),
+        "leases": active_leases(tx),
+        "proposals": open_proposals(tx),
+        "handoffs": [],
+        "latest_event_id": latest_event_id(tx),
+    }
+
+
+def diagnostics(tx: Tx, p: Any = None) -> dict[str, Any]:
+    """What is running, never where: the transport is named, its address is not."""
+    engine = tx.engine
+    hint = engine.transport_hint
+    oldest = tx.conn.execute("SELECT min(event_id) FROM events").fetchone()[0]
+    return {
+        "workspace_id": engine.workspace_id,
+        "protocol": "commonroom",
+        "protocol_version": "1",
+        "transport": {
+            "type": hint.type if hint else engine.transport_name,
+            "encrypted": hint.encrypted if hint else False,
+            "mode": hint.mode if hint else None,
+        },
+        "version": engine.current_version,
+        "events": {"oldest_event_id": oldest or 0, "latest_event_id": latest_event_id(tx),
+                   "ring_size": limits.EVENT_RING},
+        "limits": {
+            "requests_per_minute": 600,
+            "body_bytes": 1024 * 1024,
+            "proposal_bytes": limits.PROPOSAL_MAX_BYTES,
+            "list_max": limits.LIST_MAX,
+        },
+    }
+
+
+def whole_text(tx: Tx) -> str:
+    return region_text(tx.engine.current(), WHOLE)

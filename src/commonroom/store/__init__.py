@@ -1,0 +1,1 @@
+"""SQLite sidecar: schema, migrations, version storage, the event ring. Knows SQL, not HTTP."""

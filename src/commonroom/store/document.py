@@ -1,0 +1,88 @@
+"""The markdown file on disk: cheap change detection and atomic writes.
+
+Change detection is a `stat` (size, mtime_ns, inode) compared with what we
+saw last; only when that differs is the file read. Writes go to a temp file
+in the same folder, are fsynced, keep the original permission bits, and are
+renamed over the file, so a reader never sees half a document.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+import tempfile
+from pathlib import Path
+
+import attrs
+
+
+@attrs.frozen
+class FileStamp:
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileStamp:
+        return cls(st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+class DocumentFile:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stamp: FileStamp | None = None  # what the file was when we last read or wrote it
+
+    def changed(self) -> bool:
+        """One stat; True when the file may differ from what we last saw."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return self.stamp is not None
+        return FileStamp.of(st) != self.stamp
+
+    def read(self) -> bytes:
+        with open(self.path, "rb") as handle:
+            data = handle.read()
+            self.stamp = FileStamp.of(os.fstat(handle.fileno()))
+        return data
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def write(self, data: bytes) -> None:
+        self.install(self.prepare(data))
+
+    def prepare(self, data: bytes) -> Path:
+        """Write `data` to a fsynced temp file beside the document, with its permission bits."""
+        try:
+            mode: int | None = stat_mod.S_IMODE(os.stat(self.path).st_mode)
+        except FileNotFoundError:
+            mode = None
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                if mode is not None:
+                    os.fchmod(handle.fileno(), mode)
+                os.fsync(handle.fileno())
+        except BaseException:
+            self.discard(Path(tmp))
+            raise
+        return Path(tmp)
+
+    def discard(self, temp: Path) -> None:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+
+    def install(self, temp: Path) -> None:
+        """Rename the prepared temp file over the document and fsync the folder."""
+        os.replace(temp, self.path)
+        dir_fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        self.stamp = FileStamp.of(os.stat(self.path))

@@ -1,0 +1,112 @@
+"""The sidecar schema and its forward migrations.
+
+`MIGRATIONS[i]` takes a database at schema version i to i+1. A new table for a
+later feature (handoffs, tasks, messages) is a new entry at the end; existing
+entries never change once released.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 0 -> 1: the room's core.
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE blocks (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, data BLOB NOT NULL);
+    CREATE TABLE versions (
+        version INTEGER PRIMARY KEY,
+        content_hash TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        manifest BLOB NOT NULL,
+        summary TEXT NOT NULL,
+        participant_id TEXT,
+        region TEXT,
+        source TEXT NOT NULL,
+        proposal_id TEXT,
+        created_at TEXT NOT NULL,
+        file_written INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE participants (
+        participant_id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        capabilities TEXT NOT NULL,
+        advertised TEXT NOT NULL DEFAULT '[]',
+        joined_at TEXT NOT NULL,
+        last_seen TEXT,
+        left_at TEXT,
+        is_host INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE sessions (
+        session_hash BLOB PRIMARY KEY,
+        participant_id TEXT NOT NULL REFERENCES participants(participant_id),
+        capabilities TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        ended_at TEXT,
+        end_reason TEXT
+    );
+    CREATE INDEX sessions_open ON sessions (ended_at, expires_at);
+    CREATE INDEX sessions_participant ON sessions (participant_id);
+    CREATE TABLE invitations (
+        invite_id TEXT PRIMARY KEY,
+        secret_hash BLOB NOT NULL UNIQUE,
+        capabilities TEXT NOT NULL,
+        created_by TEXT,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        max_uses INTEGER,
+        used_count INTEGER NOT NULL DEFAULT 0,
+        revoked_at TEXT,
+        label TEXT
+    );
+    CREATE TABLE leases (
+        lease_id TEXT PRIMARY KEY,
+        participant_id TEXT NOT NULL,
+        region TEXT NOT NULL,
+        acquired_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        ended_at TEXT,
+        end_reason TEXT
+    );
+    CREATE INDEX leases_open ON leases (ended_at, expires_at);
+    CREATE TABLE proposals (
+        proposal_id TEXT PRIMARY KEY,
+        participant_id TEXT NOT NULL,
+        region TEXT NOT NULL,
+        base_version INTEGER NOT NULL,
+        summary TEXT NOT NULL,
+        content TEXT NOT NULL,
+        base_region_hash TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        reviewer_id TEXT,
+        review_comment TEXT,
+        committed_version INTEGER
+    );
+    CREATE INDEX proposals_status ON proposals (status, created_at);
+    CREATE TABLE events (
+        event_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        type TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        payload TEXT NOT NULL
+    );
+    """,
+)
+
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> int:
+    """Bring the database to SCHEMA_VERSION; returns the version it found."""
+    found = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if found > SCHEMA_VERSION:
+        raise RuntimeError(
+            f"sidecar schema {found} is newer than this commonroom ({SCHEMA_VERSION})"
+        )
+    for index in range(found, SCHEMA_VERSION):
+        conn.executescript("BEGIN IMMEDIATE;" + MIGRATIONS[index] + f"PRAGMA user_version = {index + 1}; COMMIT;")
+    return found

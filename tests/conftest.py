@@ -1,0 +1,95 @@
+"""Shared fixtures: a real markdown file, a real sidecar, an injected clock."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from commonroom.engine.core import Engine
+from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.invitation import TransportHint
+from commonroom.protocol.timefmt import ManualClock
+
+SAMPLE = """# Plan
+
+Intro text.
+
+## Goals
+
+- ship it
+
+## Risks
+
+Nothing yet.
+
+```python
+# not a heading
+```
+
+# Appendix
+
+The end.
+"""
+
+
+class Driver:
+    """A test driver around one Engine: call operations, join agents."""
+
+    def __init__(self, engine: Engine, clock: ManualClock) -> None:
+        self.engine = engine
+        self.clock = clock
+        self.host = engine.mint_host_session()
+
+    def call(self, op: str, bearer: str | None, /, **params: Any) -> Any:
+        from commonroom.engine.records import to_wire
+
+        outcome = self.engine.execute(op, bearer, params)
+        if outcome.error is not None:
+            raise outcome.error
+        return to_wire(outcome.result)
+
+    def error(self, op: str, bearer: str | None, /, **params: Any) -> CommonroomError:
+        outcome = self.engine.execute(op, bearer, params)
+        assert outcome.error is not None, f"{op} unexpectedly succeeded: {outcome.result}"
+        return outcome.error
+
+    def invite(self, **params: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("workspace.invite", self.host, **params)
+        return result
+
+    def join(self, name: str = "agent", caps: list[str] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        if caps is not None:
+            params["capabilities"] = caps
+        inv = self.invite(**params)
+        result: dict[str, Any] = self.call(
+            "session.join", None, invite=inv["invitation"], name=name
+        )
+        return result
+
+    @property
+    def version(self) -> int:
+        return self.engine.current_version
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def doc_path(tmp_path: Path) -> Path:
+    path = tmp_path / "idea.md"
+    path.write_text(SAMPLE)
+    return path
+
+
+@pytest.fixture
+def room(doc_path: Path, clock: ManualClock) -> Iterator[Driver]:
+    engine = Engine(doc_path, clock=clock)
+    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    yield Driver(engine, clock)
+    engine.close()

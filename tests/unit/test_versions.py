@@ -1,0 +1,202 @@
+"""Versions: storage, external edits, atomic writes, crash recovery (engine/core.py, store/)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, given, settings
+
+from commonroom.engine.core import Engine, sha256_hex
+from commonroom.protocol.timefmt import ManualClock
+from commonroom.store import blobs
+from tests.conftest import SAMPLE, Driver
+
+
+def test_blocks_round_trip_and_share(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "b.db")
+    conn.execute("CREATE TABLE blocks (id INTEGER PRIMARY KEY, hash BLOB UNIQUE, data BLOB)")
+    doc = "".join(f"# Section {i}\n\n" + "words " * 200 + "\n\n" for i in range(200)).encode()
+    m1 = blobs.store_text(conn, doc)
+    edited = doc.replace(b"# Section 100\n\nwords", b"# Section 100\n\nWORDS", 1)
+    m2 = blobs.store_text(conn, edited)
+    assert blobs.load_text(conn, m1) == doc and blobs.load_text(conn, m2) == edited
+    blocks = conn.execute("SELECT count(*) FROM blocks").fetchone()[0]
+    assert blocks <= len(list(blobs.split_blocks(doc))) + 2
+    assert len(m2) < 200
+
+
+def test_block_split_is_lossless_for_odd_inputs() -> None:
+    for data in (b"", b"#", b"\n\n\n", b"no newline at end", b"#a\r\n#b\r\n", bytes(range(256)) * 300):
+        assert b"".join(blobs.split_blocks(data)) == data
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(["Plan", "Plan/Goals", "Plan/Risks", "Appendix", "workspace"]),
+            st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_any_sequence_of_replacements_keeps_every_version_exact(
+    tmp_path_factory: object, edits: list[tuple[str, str]]
+) -> None:
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp())
+    path = folder / "doc.md"
+    path.write_text(SAMPLE)
+    engine = Engine(path, clock=ManualClock())
+    host = engine.mint_host_session()
+    expected: dict[int, bytes] = {1: SAMPLE.encode()}
+    versions = [1]
+    for region, body in edits:
+        snap = engine.current()
+        try:
+            span = snap.outline.resolve(region)
+        except Exception:
+            continue
+        heading = snap.outline.region_text(span).splitlines(keepends=True)[0] if region != "workspace" else ""
+        new_text = snap.outline.replace(span, heading + body + "\n")
+        outcome = engine.execute(
+            "workspace.commit", host,
+            {"base_version": snap.version, "summary": "edit", "content": new_text},
+        )
+        assert outcome.error is None, outcome.error
+        v = outcome.result["version"]
+        assert v > versions[-1]
+        versions.append(v)
+        expected[v] = new_text.encode("utf-8", "surrogateescape")
+        assert path.read_bytes() == expected[v]
+    engine.close()
+    reopened = Engine(path, clock=ManualClock())
+    for version, data in expected.items():
+        reopened._snapshots.clear()
+        snap = reopened.snapshot(version)
+        assert snap.data == data and snap.content_hash == sha256_hex(data)
+    reopened.close()
+
+
+def test_external_edit_is_detected_before_reads_and_writes(room: Driver) -> None:
+    agent = room.join()["session_id"]
+    base = room.version
+    room.engine.path.write_text(SAMPLE.replace("Intro text.", "Edited by hand."))
+    read = room.call("workspace.read", agent, region="Plan")
+    assert read["version"] == base + 1 and "Edited by hand." in read["content"]
+    events = room.call("workspace.history", room.host, limit=5)["events"]
+    change = next(e for e in events if e["type"] == "change.committed")
+    assert change["payload"]["source"] == "external"
+    assert change["payload"]["participant_id"] is None
+    assert change["payload"]["summary"] == "external edit"
+    # Before a write: a proposal based on the old version is based on a stale version.
+    room.engine.path.write_text(SAMPLE.replace("The end.", "Another end."))
+    err = room.error("workspace.commit", room.host, base_version=base + 1, summary="x",
+                     content="# X\n")
+    assert err.code == "stale_version" and err.to_wire()["current_version"] == base + 2
+
+
+def test_unchanged_file_is_a_stat_not_a_read(room: Driver, monkeypatch: object) -> None:
+    agent = room.join()["session_id"]
+    room.call("workspace.read", agent, region="Goals")
+    reads: list[int] = []
+    original = room.engine.doc.read
+
+    def counting_read() -> bytes:
+        reads.append(1)
+        return original()
+
+    room.engine.doc.read = counting_read  # type: ignore[method-assign]
+    for _ in range(20):
+        room.call("workspace.read", agent, region="Goals")
+    assert reads == []
+
+
+def test_atomic_write_keeps_permission_bits(room: Driver) -> None:
+    os.chmod(room.engine.path, 0o640)
+    room.engine.doc.stamp = None  # the chmod is not a content change
+    room.call("workspace.commit", room.host, base_version=room.version, summary="x",
+              content="# X\n")
+    mode = stat.S_IMODE(os.stat(room.engine.path).st_mode)
+    assert mode == 0o640
+    leftovers = [p for p in room.engine.path.parent.iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
+
+
+def test_reopen_keeps_workspace_id_and_history(doc_path: Path, clock: ManualClock) -> None:
+    first = Engine(doc_path, clock=clock)
+    ws = first.workspace_id
+    host = first.mint_host_session()
+    first.execute("workspace.commit", host, {"base_version": 1, "summary": "x", "content": "# X\n"})
+    first.close()
+    second = Engine(doc_path, clock=clock)
+    assert second.workspace_id == ws and second.current_version == 2
+    assert second.execute("workspace.status", host, {}).result["version"] == 2
+    second.close()
+
+
+def test_file_edited_while_closed_becomes_a_version(doc_path: Path, clock: ManualClock) -> None:
+    first = Engine(doc_path, clock=clock)
+    first.close()
+    doc_path.write_text("# Changed offline\n")
+    second = Engine(doc_path, clock=clock)
+    assert second.current_version == 2
+    assert second.current().text == "# Changed offline\n"
+    second.close()
+
+
+def test_crash_between_sidecar_commit_and_rename_rolls_forward(
+    doc_path: Path, clock: ManualClock
+) -> None:
+    engine = Engine(doc_path, clock=clock)
+    host = engine.mint_host_session()
+
+    def crash(temp: Path) -> None:
+        raise SystemExit("simulated crash after commit")
+
+    engine.doc.install = crash  # type: ignore[method-assign]
+    try:
+        engine.execute("workspace.commit", host,
+                       {"base_version": 1, "summary": "x", "content": "# Committed\n"})
+    except SystemExit:
+        pass
+    engine.conn.close()
+    assert doc_path.read_text() == SAMPLE  # the rename never happened
+    reopened = Engine(doc_path, clock=clock)
+    assert reopened.current_version == 2
+    assert doc_path.read_text() == "# Committed\n"  # rolled forward, not an external edit
+    kinds = [r[0] for r in reopened.conn.execute("SELECT source FROM versions ORDER BY version")]
+    assert kinds == ["initial", "raw"]
+    reopened.close()
+
+
+def test_failed_temp_write_commits_nothing(doc_path: Path, clock: ManualClock) -> None:
+    engine = Engine(doc_path, clock=clock)
+    host = engine.mint_host_session()
+
+    def full_disk(data: bytes) -> Path:
+        raise OSError(28, "No space left on device")
+
+    engine.doc.prepare = full_disk  # type: ignore[method-assign]
+    try:
+        engine.execute("workspace.commit", host,
+                       {"base_version": 1, "summary": "x", "content": "# Lost\n"})
+    except OSError:
+        pass
+    assert engine.current_version == 1
+    assert engine.conn.execute("SELECT max(version) FROM versions").fetchone()[0] == 1
+    assert doc_path.read_text() == SAMPLE
+    engine.close()
+
+
+def test_file_deleted_under_the_room_is_restored(room: Driver) -> None:
+    agent = room.join()["session_id"]
+    room.engine.path.unlink()
+    room.call("workspace.status", agent)
+    assert room.engine.path.read_text() == SAMPLE
