@@ -1,0 +1,1 @@
+"""`ce`, the command-line client, and the byte client behind it (`byteclient`)."""
