@@ -1,0 +1,1 @@
+"""HTTP adapter: the quart-trio app served by hypercorn's trio worker (see `serving`)."""
