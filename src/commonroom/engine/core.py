@@ -222,6 +222,10 @@ class Engine:
             self.current_version = int(row[0])
             self._recover(now)
         self.name = str(self._meta("name"))
+        saved_hint = self._meta("transport_hint")
+        if saved_hint and saved_hint != "null":
+            self.transport_hint = TransportHint(**json.loads(saved_hint))
+            self.transport_name = self.transport_hint.type
         host = self.conn.execute(
             "SELECT participant_id FROM participants WHERE is_host = 1"
         ).fetchone()
@@ -328,6 +332,41 @@ class Engine:
             return Outcome(result, None, events)
         except CommonroomError as error:
             return Outcome(None, error, events)
+
+    def authorize(self, bearer: str | None, capability: str) -> Outcome:
+        """For streams, which are not operations: authenticate and check one capability.
+
+        The result is the `Actor`; the events are any expiries applied on the way.
+        """
+        from commonroom.protocol.capabilities import require
+
+        events: list[Event] = []
+        try:
+            now = self.clock()
+            events.extend(self.refresh(now))
+            with self.transaction(now) as tx:
+                actor = self.authenticate(tx, bearer)
+                require(actor.capabilities, capability)
+            return Outcome(actor, None, events)
+        except CommonroomError as error:
+            return Outcome(None, error, events)
+
+    def set_transport(self, name: str, hint: TransportHint | None) -> None:
+        """Remember how the room is reached now (and for `ce invite` while no room runs)."""
+        self.transport_name = name
+        self.transport_hint = hint
+        value = json.dumps(hint.to_json() if hint is not None else None)
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES ('transport_hint', ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (value,),
+        )
+
+    def last_ingress_port(self) -> int | None:
+        raw = self._meta("transport_hint")
+        hint = json.loads(raw) if raw else None
+        port = hint.get("port") if isinstance(hint, dict) else None
+        return port if isinstance(port, int) else None
 
     def refresh(self, now: datetime) -> list[Event]:
         """External edits and due expiries, each committed on its own; returns their events."""

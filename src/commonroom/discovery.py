@@ -1,0 +1,119 @@
+"""Discovery documents and the agent skill, generated from the operation table.
+
+None of them holds a secret, a session id, a transport address or the document.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from commonroom import PROTOCOL_NAME, PROTOCOL_VERSION, __version__
+from commonroom.engine.operations import OPERATIONS
+from commonroom.engine.params import json_schema
+from commonroom.protocol.capabilities import ALL, DEFAULT_AGENT
+from commonroom.protocol.errors import STATUS
+
+STREAM_ROUTES: tuple[dict[str, Any], ...] = (
+    {"name": "workspace.observe", "method": "GET", "path": "/workspace/observe",
+     "capability": "observe",
+     "summary": "Server-sent events: replay after Last-Event-ID / since_event_id, then live."},
+    {"name": "workspace.observe_ws", "method": "GET", "path": "/workspace/observe/ws",
+     "capability": "observe", "summary": "The same events over a WebSocket, one per text frame."},
+    {"name": "workspace.wait", "method": "GET", "path": "/workspace/wait",
+     "capability": "observe",
+     "summary": "Long-poll: events after ?cursor=, holding up to ?timeout_seconds= (max 25)."},
+)
+
+
+def operations_document() -> list[dict[str, Any]]:
+    routes = [
+        {
+            "name": op.name,
+            "method": op.method,
+            "path": op.path,
+            "capability": op.capability,
+            "summary": op.summary,
+            "params": json_schema(op.params),
+        }
+        for op in OPERATIONS
+    ]
+    return routes + [dict(route) for route in STREAM_ROUTES]
+
+
+def agent_workspace() -> dict[str, Any]:
+    """GET /.well-known/agent-workspace"""
+    return {
+        "protocol": PROTOCOL_NAME,
+        "protocol_version": PROTOCOL_VERSION,
+        "server": {"name": "commonroom", "version": __version__},
+        "substrate": "markdown",
+        "join": {"method": "POST", "path": "/session/join",
+                 "body": {"invite": "secret or commonroom:// URI", "name": "str",
+                          "kind": "agent|human"}},
+        "auth": "Authorization: Bearer <session_id>",
+        "protocol_document": "/protocol",
+        "skills": "/skills",
+        "capabilities": list(ALL),
+        "default_agent_capabilities": list(DEFAULT_AGENT),
+    }
+
+
+def protocol_document() -> dict[str, Any]:
+    """GET /protocol: every route, its capability and parameters; every error code."""
+    return {
+        "protocol": PROTOCOL_NAME,
+        "protocol_version": PROTOCOL_VERSION,
+        "errors": dict(STATUS),
+        "operations": operations_document(),
+        "limits": {
+            "requests_per_minute_per_bearer": 600,
+            "unauthenticated_requests_per_minute_per_address": 60,
+            "body_bytes": 1024 * 1024,
+            "list_limit": [1, 200],
+        },
+    }
+
+
+def skills_index() -> dict[str, Any]:
+    return {"skills": [{"name": "commonroom", "path": "/skills/commonroom",
+                        "description": "How to work on a document in a commonroom."}]}
+
+
+def skill_markdown() -> str:
+    """GET /skills/commonroom: the agent skill, with the route list from the table."""
+    lines = [
+        "---",
+        "name: commonroom",
+        "description: Work with people on one markdown document in a commonroom.",
+        "---",
+        "",
+        "# Working in a commonroom",
+        "",
+        "A commonroom is a temporary room around one markdown file. The file is the",
+        "host's; you change it only through proposals a person approves.",
+        "",
+        "1. Join: `POST /session/join {invite, name, kind: \"agent\"}` and keep `session_id`",
+        "   secret; send it as `Authorization: Bearer <session_id>`.",
+        "2. Look around: `GET /workspace/room` (status, participants, leases, open",
+        "   proposals, `latest_event_id`), then `GET /workspace/regions`.",
+        "3. Read what you will change: `GET /workspace/read?region=Path/To/Heading`;",
+        "   note `version`.",
+        "4. Lease it so others keep out: `POST /workspace/checkout {region, minutes}`.",
+        "5. Propose: `POST /workspace/propose {region, base_version, summary, content}`;",
+        "   `content` replaces the region's whole span, heading line included.",
+        "6. Wait for a person to approve (watch `GET /workspace/observe` or",
+        "   `GET /workspace/wait?cursor=N`), then `POST /workspace/commit {proposal_id}`.",
+        "7. Release your lease: `POST /workspace/release {lease_id}`.",
+        "",
+        "On `stale_version`, read `diff` and `changes`, read the region again and",
+        "propose anew. On `lease_conflict`, the holder is in `details`; pick another",
+        "region or ask them. Branch on `error`, never on `message`.",
+        "",
+        "## Operations",
+        "",
+    ]
+    for route in operations_document():
+        cap = route["capability"] or "none"
+        lines.append(f"- `{route['method']} {route['path']}` ({cap}): {route['summary']}")
+    lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""What both listeners share: request parsing, the operation view, JSON answers.
+
+A view only translates: HTTP request -> (operation name, bearer, params) ->
+`Room.execute` -> JSON. Every rule lives in the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from quart import Response, request
+
+from commonroom.engine.operations import Operation
+from commonroom.engine.records import to_wire
+from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.ratelimit import retry_after
+from commonroom.room import Room
+
+JSON = "application/json"
+
+
+def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    response = Response(json.dumps(body), status=status, content_type=JSON)
+    response.headers["Cache-Control"] = "no-store"
+    for key, value in (headers or {}).items():
+        response.headers[key] = value
+    return response
+
+
+def error_response(error: CommonroomError) -> Response:
+    headers: dict[str, str] = {}
+    seconds = error.recovery.get("retry_after_seconds")
+    if error.http_status == 429 and seconds is not None:
+        headers["Retry-After"] = str(seconds)
+    return json_response(error.to_wire(), error.http_status, headers)
+
+
+def rate_limited(seconds: float) -> CommonroomError:
+    wait = retry_after(seconds)
+    return CommonroomError(
+        "limit_exceeded",
+        f"too many requests; try again in {wait} s",
+        {"scope": "requests"},
+        retry_after_seconds=wait,
+    )
+
+
+async def read_params(op: Operation) -> tuple[dict[str, Any], bool]:
+    """(params, from_query): the query string for GET, the JSON object body for POST."""
+    if op.method == "GET":
+        return {key: value for key, value in request.args.items()}, True
+    raw = await request.get_data(cache=False)
+    if not raw or not raw.strip():
+        return {}, False
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise invalid_request(f"the body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise invalid_request("the body must be a JSON object")
+    return body, False
+
+
+def bearer_from_header() -> str | None:
+    header = request.headers.get("Authorization")
+    if header is None:
+        return None
+    scheme, _, value = header.partition(" ")
+    if scheme.lower() != "bearer" or not value.strip():
+        raise CommonroomError("unauthorized", "Authorization must be 'Bearer <session_id>'")
+    return value.strip()
+
+
+BearerSource = Callable[[], Awaitable[str | None]]
+
+
+def operation_view(
+    op: Operation, room: Room, bearer_source: BearerSource
+) -> Callable[[], Awaitable[Response]]:
+    async def view() -> Response:
+        try:
+            bearer = await bearer_source()
+            params, from_query = await read_params(op)
+            outcome = await room.execute(op.name, bearer, params, from_query=from_query)
+        except CommonroomError as error:
+            return error_response(error)
+        if outcome.error is not None:
+            return error_response(outcome.error)
+        return json_response(to_wire(outcome.result))
+
+    view.__name__ = op.name.replace(".", "_")
+    return view

@@ -1,0 +1,236 @@
+"""`ce serve`: one trio.run, one room nursery owning everything the room runs.
+
+    room nursery
+    ├─ signal watcher (SIGINT/SIGTERM -> stop event; see DESIGN "Known pitfalls" 5)
+    ├─ Room.run: expiry sweeper + file watcher
+    ├─ rate-limiter housekeeping
+    ├─ transport plugin (loopback / tailcat process)
+    └─ listeners nursery
+       ├─ hypercorn serve(ingress app)  127.0.0.1:<ingress port>
+       └─ hypercorn serve(owner app)    127.0.0.1:<owner port>
+
+Stopping: the stop event ends every observe stream (hub.close_all), the
+listeners drain and close, `workspace.stopped` is recorded, the credential
+file is removed, and the nursery is cancelled. Leases are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from commonroom.engine.core import SIDECAR_SUFFIX, Engine
+from commonroom.http.ingress import Gate, IngressSettings, create_ingress_app
+from commonroom.http.owner import OwnerAuth, create_owner_app
+from commonroom.http.serving import ServeConfig, serve, wait_for_stop_signal
+from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.invitation import TransportHint
+from commonroom.protocol.timefmt import Clock, system_clock
+from commonroom.room import Room
+from commonroom.transport import registry
+
+CREDENTIALS_SUFFIX = ".commonroom.host.json"
+RATE_SWEEP_SECONDS = 60.0
+
+
+@attrs.frozen
+class ServeOptions:
+    path: Path
+    transport: str = "loopback"
+    owner_port: int = 0
+    ingress_port: int | None = None  # None: the port used last time when free, else any
+    ephemeral: bool = False
+    heartbeat_seconds: float = 15.0
+    install_signal_handlers: bool = True
+    requests_per_minute: int = 600
+    anonymous_per_minute: int = 60
+    # Injected time for tests: the engine's wall clock and the rate limiter's monotonic one.
+    clock: Clock = system_clock
+    rate_clock: Callable[[], float] = trio.current_time
+
+
+@attrs.frozen
+class Ready:
+    workspace_id: str
+    human_url: str
+    invitation: str
+    transport: dict[str, Any]
+    owner_port: int
+    ingress_port: int
+    notes: tuple[str, ...] = ()
+
+    def ready_json(self) -> dict[str, Any]:
+        """The one `--json` ready line of PROTOCOL.md section 13."""
+        return {
+            "workspace_id": self.workspace_id,
+            "human_url": self.human_url,
+            "invitation": self.invitation,
+            "transport": self.transport,
+            "owner_port": self.owner_port,
+            "ingress_port": self.ingress_port,
+        }
+
+
+@attrs.frozen
+class Credentials:
+    pid: int
+    ingress_port: int
+    owner_port: int
+    host_session: str
+    workspace_id: str
+
+
+def credentials_path(doc: Path) -> Path:
+    doc = Path(doc).resolve()
+    return doc.with_name(doc.name + CREDENTIALS_SUFFIX)
+
+
+def _write_credentials(doc: Path, creds: Credentials) -> None:
+    path = credentials_path(doc)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(attrs.asdict(creds), handle)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_credentials(doc: Path) -> Credentials | None:
+    """The running room's host credentials, or None when no room runs for `doc`."""
+    path = credentials_path(doc)
+    try:
+        raw = json.loads(path.read_text())
+        creds = Credentials(**raw)
+    except (OSError, ValueError, TypeError):
+        return None
+    return creds if _pid_alive(creds.pid) else None
+
+
+def _unwrap(error: BaseException) -> BaseException:
+    """A lone CommonroomError inside (nested) exception groups, else the error itself."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+async def serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None],
+                     stop: trio.Event | None = None) -> None:
+    try:
+        await _serve_room(options, on_ready=on_ready, stop=stop if stop is not None else trio.Event())
+    except BaseExceptionGroup as group:
+        inner = _unwrap(group)
+        if isinstance(inner, CommonroomError):
+            raise inner from None
+        raise
+
+
+async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None],
+                      stop: trio.Event) -> None:
+    doc = Path(options.path).resolve()
+    plugin = registry.load(options.transport)()
+    temp_dir: str | None = None
+    sidecar: Path | None = None
+    if options.ephemeral:
+        temp_dir = tempfile.mkdtemp(prefix="commonroom-")
+        sidecar = Path(temp_dir) / (doc.name + SIDECAR_SUFFIX)
+    engine = Engine(doc, sidecar=sidecar, clock=options.clock)
+    try:
+        room = Room(engine)
+        await _run(room, plugin, options, doc, on_ready, stop)
+    finally:
+        credentials_path(doc).unlink(missing_ok=True)
+        engine.close()
+        if temp_dir is not None:
+            shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
+               on_ready: Callable[[Ready], None], stop: trio.Event) -> None:
+    engine = room.engine
+    host_session = await room.run_sync(engine.mint_host_session)
+    settings = IngressSettings(
+        requests_per_minute=options.requests_per_minute,
+        anonymous_per_minute=options.anonymous_per_minute,
+        heartbeat_seconds=options.heartbeat_seconds,
+        clock=options.rate_clock,
+    )
+    ingress_app = create_ingress_app(room, settings)
+    auth = OwnerAuth(host_session)
+    owner_app = create_owner_app(room, auth)
+    notes: list[str] = []
+
+    async with trio.open_nursery() as nursery:
+        if options.install_signal_handlers:
+            await nursery.start(wait_for_stop_signal, stop)
+        await nursery.start(room.run)
+        nursery.start_soon(_sweep_rate_limits, ingress_app.extensions["commonroom.gate"])
+
+        async with trio.open_nursery() as listeners:
+            wanted = options.ingress_port
+            if wanted is None:
+                wanted = engine.last_ingress_port() if engine.transport_name == "loopback" else 0
+                wanted = wanted or 0
+            try:
+                ingress_port = await listeners.start(partial(
+                    serve, ingress_app, ServeConfig(port=wanted), shutdown_trigger=stop.wait))
+            except OSError:
+                if options.ingress_port is not None and options.ingress_port != 0:
+                    raise CommonroomError(
+                        "transport_unavailable",
+                        f"ingress port {options.ingress_port} is not free",
+                    ) from None
+                ingress_port = await listeners.start(partial(
+                    serve, ingress_app, ServeConfig(port=0), shutdown_trigger=stop.wait))
+                notes.append(f"ingress port {wanted} was taken; bound {ingress_port}")
+            owner_port = await listeners.start(partial(
+                serve, owner_app, ServeConfig(port=options.owner_port),
+                shutdown_trigger=stop.wait))
+
+            hint: TransportHint = await nursery.start(plugin.run, "127.0.0.1", ingress_port)
+            await room.run_sync(engine.set_transport, options.transport, hint)
+            await room.record("workspace.started", version=engine.current_version)
+            invite = await room.call("workspace.invite", host_session, {})
+            _write_credentials(doc, Credentials(
+                os.getpid(), ingress_port, owner_port, host_session, engine.workspace_id))
+            on_ready(Ready(
+                workspace_id=engine.workspace_id,
+                human_url=f"http://127.0.0.1:{owner_port}/?token={auth.login_token}",
+                invitation=invite["invitation"],
+                transport={"type": hint.type, "encrypted": hint.encrypted, "status": "READY"},
+                owner_port=owner_port,
+                ingress_port=ingress_port,
+                notes=tuple(notes),
+            ))
+            await stop.wait()
+            engine.lifecycle = "stopping"
+            room.hub.close_all()
+        # Listeners have drained; record the stop and end the background work.
+        credentials_path(doc).unlink(missing_ok=True)
+        with trio.CancelScope(shield=True):
+            await room.record("workspace.stopped", version=engine.current_version)
+        nursery.cancel_scope.cancel()
+
+
+async def _sweep_rate_limits(gate: Gate) -> None:
+    while True:
+        await trio.sleep(RATE_SWEEP_SECONDS)
+        gate.sweep()

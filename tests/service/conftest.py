@@ -1,0 +1,88 @@
+"""A real room in the test's trio nursery: real hypercorn on ephemeral 127.0.0.1 ports."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from commonroom.cli import byteclient
+from commonroom.service import Ready, ServeOptions, serve_room
+from tests.conftest import SAMPLE
+
+
+@attrs.define
+class LiveRoom:
+    ready: Ready
+    path: Path
+    stop: trio.Event
+    host_session: str
+
+    async def raw(self, method: str, path: str, *, body: Any = None,
+                  headers: Mapping[str, str] | None = None, port: int | None = None,
+                  raw_body: bytes | None = None) -> byteclient.Response:
+        stream = await trio.open_tcp_stream("127.0.0.1", port or self.ready.ingress_port)
+        data = raw_body if raw_body is not None else (
+            None if body is None else json.dumps(body).encode())
+        return await byteclient.request(stream, method, path, headers=headers, body=data)
+
+    async def call(self, method: str, path: str, bearer: str | None = None, body: Any = None,
+                   headers: Mapping[str, str] | None = None) -> byteclient.Response:
+        all_headers = dict(headers or {})
+        if bearer is not None:
+            all_headers["Authorization"] = f"Bearer {bearer}"
+        if body is not None:
+            all_headers["Content-Type"] = "application/json"
+        return await self.raw(method, path, body=body, headers=all_headers)
+
+    async def join(self, name: str = "agent", capabilities: list[str] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {}
+        if capabilities is not None:
+            params["capabilities"] = capabilities
+        invite = (await self.call("POST", "/workspace/invite", self.host_session, params)).json()
+        joined = await self.call("POST", "/session/join", None,
+                                 {"invite": invite["invitation"], "name": name})
+        assert joined.status == 200, joined.body
+        result: dict[str, Any] = joined.json()
+        return result
+
+
+async def start_room(nursery: trio.Nursery, path: Path, **options: Any) -> LiveRoom:
+    from commonroom.service import read_credentials
+
+    stop = trio.Event()
+    ready_box: list[Ready] = []
+    got = trio.Event()
+
+    def on_ready(ready: Ready) -> None:
+        ready_box.append(ready)
+        got.set()
+
+    opts = ServeOptions(path=path, owner_port=0, ingress_port=0,
+                        install_signal_handlers=False, **options)
+    nursery.start_soon(lambda: serve_room(opts, on_ready=on_ready, stop=stop))
+    with trio.fail_after(10):
+        await got.wait()
+    creds = read_credentials(path)
+    assert creds is not None
+    return LiveRoom(ready_box[0], path, stop, creds.host_session)
+
+
+@pytest.fixture
+def doc(tmp_path: Path) -> Path:
+    path = tmp_path / "idea.md"
+    path.write_text(SAMPLE)
+    return path
+
+
+@pytest.fixture
+async def live(doc: Path) -> AsyncIterator[LiveRoom]:
+    async with trio.open_nursery() as nursery:
+        room = await start_room(nursery, doc)
+        yield room
+        room.stop.set()

@@ -1,0 +1,190 @@
+"""The session ingress against real hypercorn: routes, errors, limits, guards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+
+from commonroom.protocol.invitation import decode
+from tests.service.conftest import LiveRoom, start_room
+
+
+async def test_status_read_and_join_shapes(live: LiveRoom) -> None:
+    agent = await live.join()
+    bearer = agent["session_id"]
+    status = (await live.call("GET", "/workspace/status", bearer)).json()
+    assert set(status) >= {"workspace_id", "version", "content_hash", "name", "substrate",
+                           "lifecycle", "participants", "active_leases", "pending_proposals"}
+    assert status["substrate"] == "markdown"
+    read = await live.call("GET", "/workspace/read?region=Goals", bearer)
+    assert read.status == 200 and read.json()["region"] == "Plan/Goals"
+    regions = (await live.call("GET", "/workspace/regions", bearer)).json()
+    assert {"region", "title", "level", "line"} <= set(regions["regions"][0])
+
+
+async def test_anonymous_and_forged_bearers_are_401(live: LiveRoom) -> None:
+    for headers in ({}, {"Authorization": "Bearer ses_forged"}, {"Authorization": "Basic x"}):
+        response = await live.raw("GET", "/workspace/status", headers=headers)
+        assert response.status == 401 and response.json()["error"] == "unauthorized"
+
+
+async def test_host_and_origin_guards(live: LiveRoom) -> None:
+    bad_host = await live.raw("GET", "/workspace/status", headers={"Host": "evil.example"})
+    assert bad_host.status == 403 and bad_host.json()["error"] == "permission_denied"
+    for host in ("localhost", f"127.0.0.1:{live.ready.ingress_port}", "localhost:1"):
+        ok = await live.raw("GET", "/.well-known/agent-workspace", headers={"Host": host})
+        assert ok.status == 200, host
+    bad_origin = await live.raw("GET", "/protocol", headers={"Origin": "http://evil.example"})
+    assert bad_origin.status == 403
+    good_origin = await live.raw("GET", "/protocol", headers={"Origin": "http://localhost:3000"})
+    assert good_origin.status == 200
+
+
+async def test_errors_are_json_never_html(live: LiveRoom) -> None:
+    agent = await live.join()
+    bearer = agent["session_id"]
+    unknown = await live.call("GET", "/nope", bearer)
+    assert unknown.status == 404 and unknown.json()["error"] == "invalid_request"
+    wrong = await live.call("GET", "/workspace/checkout", bearer)
+    assert wrong.status == 405 and wrong.json()["error"] == "invalid_request"
+    bad_json = await live.raw("POST", "/workspace/checkout", raw_body=b"{nope",
+                              headers={"Authorization": f"Bearer {bearer}"})
+    assert bad_json.status == 400 and bad_json.json()["error"] == "invalid_request"
+    typed = await live.call("POST", "/workspace/checkout", bearer, {"region": 5})
+    assert typed.status == 400 and typed.json()["details"]["field"] == "region"
+    limit = await live.call("GET", "/workspace/proposals?limit=500", bearer)
+    assert limit.status == 400
+    region = await live.call("GET", "/workspace/read?region=Nowhere", bearer)
+    assert region.status == 400 and region.json()["region"] == "Nowhere"
+    for response in (unknown, wrong, bad_json, typed, limit, region):
+        assert response.header("content-type").startswith("application/json")
+        assert b"<html" not in response.body.lower() and b"Traceback" not in response.body
+
+
+async def test_oversized_body_is_413(live: LiveRoom) -> None:
+    agent = await live.join()
+    response = await live.raw(
+        "POST", "/workspace/propose", raw_body=b"x" * (1024 * 1024 + 1),
+        headers={"Authorization": f"Bearer {agent['session_id']}"},
+    )
+    assert response.status == 413 and response.json()["error"] == "limit_exceeded"
+
+
+async def test_agent_cannot_approve_or_raw_commit(live: LiveRoom) -> None:
+    agent = await live.join()
+    bearer = agent["session_id"]
+    status = (await live.call("GET", "/workspace/status", bearer)).json()
+    prop = (await live.call("POST", "/workspace/propose", bearer, {
+        "region": "Goals", "base_version": status["version"], "summary": "s",
+        "content": "## Goals\n\nnew\n"})).json()
+    review = await live.call("POST", "/workspace/proposal/review", bearer,
+                             {"proposal_id": prop["proposal_id"], "decision": "approve"})
+    assert review.status == 403 and review.json()["error"] == "permission_denied"
+    raw = await live.call("POST", "/workspace/commit", bearer,
+                          {"base_version": status["version"], "summary": "x", "content": "# X\n"})
+    assert raw.status == 403
+
+
+async def test_discovery_has_no_secrets(live: LiveRoom) -> None:
+    invite = (await live.call("POST", "/workspace/invite", live.host_session, {})).json()
+    secret = decode(invite["invitation"]).secret
+    for path in ("/.well-known/agent-workspace", "/protocol", "/skills", "/skills/commonroom"):
+        response = await live.raw("GET", path)
+        assert response.status == 200, path
+        text = response.body.decode()
+        for leak in (secret, live.host_session, str(live.ready.ingress_port), "Intro text."):
+            assert leak not in text, (path, leak)
+    diag = (await live.call("GET", "/workspace/diagnostics", live.host_session)).json()
+    assert diag["transport"]["type"] == "loopback" and "127.0.0.1" not in str(diag)
+
+
+async def test_rate_limit_per_bearer(doc: Path) -> None:
+    now = [0.0]
+    async with trio.open_nursery() as nursery:
+        live = await start_room(nursery, doc, requests_per_minute=30, rate_clock=lambda: now[0])
+        agent = await live.join()
+        bearer = agent["session_id"]
+        codes = [(await live.call("GET", "/workspace/status", bearer)).status for _ in range(30)]
+        assert codes == [200] * 30
+        refused = await live.call("GET", "/workspace/status", bearer)
+        assert refused.status == 429
+        assert refused.json()["error"] == "limit_exceeded"
+        assert refused.json()["retry_after_seconds"] >= 1
+        assert refused.header("retry-after") == str(refused.json()["retry_after_seconds"])
+        # The host's own bearer has its own bucket.
+        assert (await live.call("GET", "/workspace/status", live.host_session)).status == 200
+        now[0] += 2.0  # refills 1 token per 2 s at 30/min
+        assert (await live.call("GET", "/workspace/status", bearer)).status == 200
+        live.stop.set()
+
+
+async def test_unauthenticated_limit_per_address(doc: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        live = await start_room(nursery, doc, anonymous_per_minute=5, rate_clock=lambda: 0.0)
+        codes = [(await live.raw("GET", "/workspace/status",
+                                 headers={"Authorization": f"Bearer ses_guess{i}"})).status
+                 for i in range(6)]
+        assert codes == [401] * 5 + [429]
+        live.stop.set()
+
+
+async def test_external_edit_becomes_a_version_with_nobody_calling(live: LiveRoom) -> None:
+    before = (await live.call("GET", "/workspace/status", live.host_session)).json()["version"]
+    live.path.write_text("# Edited in an editor\n")
+    with trio.fail_after(3):
+        while True:
+            history = (await live.call("GET", "/workspace/history?limit=5",
+                                       live.host_session)).json()["events"]
+            kinds = [e["type"] for e in history]
+            if "change.committed" in kinds:
+                break
+            await trio.sleep(0.2)
+    event = next(e for e in history if e["type"] == "change.committed")
+    assert event["payload"]["source"] == "external" and event["payload"]["version"] == before + 1
+
+
+async def test_restart_keeps_workspace_sessions_and_history(doc: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        first = await start_room(nursery, doc)
+        agent = await first.join()
+        first.stop.set()
+    async with trio.open_nursery() as nursery:
+        second = await start_room(nursery, doc)
+        assert second.ready.workspace_id == first.ready.workspace_id
+        status = await second.call("GET", "/workspace/status", agent["session_id"])
+        assert status.status == 200
+        kinds = [e["type"] for e in (await second.call(
+            "GET", "/workspace/history?limit=200", agent["session_id"])).json()["events"]]
+        assert "workspace.stopped" in kinds and "participant.joined" in kinds
+        second.stop.set()
+
+
+async def test_owner_cookie_csrf_and_no_mcp(live: LiveRoom) -> None:
+    port = live.ready.owner_port
+    host = {"Host": f"127.0.0.1:{port}"}
+    anon = await live.raw("GET", "/", port=port, headers=host)
+    assert anon.status == 401
+    token = live.ready.human_url.split("token=")[1]
+    login = await live.raw("GET", f"/?token={token}", port=port, headers=host)
+    assert login.status == 303
+    cookie_header = login.header("set-cookie")
+    assert "HttpOnly" in cookie_header and "SameSite=Strict" in cookie_header
+    cookie = cookie_header.split(";")[0]
+    again = await live.raw("GET", f"/?token={token}", port=port, headers=host)
+    assert again.status == 401  # one time
+    page = await live.raw("GET", "/", port=port, headers={**host, "Cookie": cookie})
+    assert page.status == 200 and b"Participants" in page.body
+    csrf = page.body.decode().split('name="commonroom-csrf" content="')[1].split('"')[0]
+    status = await live.raw("GET", "/owner/api/workspace/status", port=port,
+                            headers={**host, "Cookie": cookie})
+    assert status.status == 200 and status.json()["version"] >= 1
+    no_csrf = await live.raw("POST", "/owner/api/workspace/invite", port=port, body={},
+                             headers={**host, "Cookie": cookie})
+    assert no_csrf.status == 403
+    with_csrf = await live.raw("POST", "/owner/api/workspace/invite", port=port, body={},
+                               headers={**host, "Cookie": cookie, "X-Commonroom-CSRF": csrf})
+    assert with_csrf.status == 200 and with_csrf.json()["invitation"].startswith("commonroom://")
+    mcp = await live.raw("POST", "/mcp", port=port, body={}, headers={**host, "Cookie": cookie,
+                                                                      "X-Commonroom-CSRF": csrf})
+    assert mcp.status == 404
