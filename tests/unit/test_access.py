@@ -111,6 +111,7 @@ def test_session_expiry_and_sweep(room: Driver) -> None:
     room.clock.advance(hours=8, seconds=1)
     assert room.error("workspace.status", bearer).code == "session_expired"
     events, _ = room.engine.sweep()
+    assert [e.type for e in events] == ["session.expired"]
     assert room.error("workspace.status", bearer).code == "session_expired"
 
 

@@ -90,8 +90,8 @@ def test_region_removed_by_commit_ends_its_leases(room: Driver) -> None:
     room.call("workspace.commit", a, proposal_id=proposal["proposal_id"])
     assert "Risks" not in room.call("workspace.read", room.host)["content"]
     assert room.call("workspace.leases", room.host)["leases"] == []
-    released = [e for e in room.call("workspace.history", room.host)["events"]
-                if e["type"] == "lease.released"][0]
+    released = next(e for e in room.call("workspace.history", room.host)["events"]
+                if e["type"] == "lease.released")
     assert released["payload"]["reason"] == "region_removed"
     assert released["payload"]["lease_id"] == lease["lease_id"]
 

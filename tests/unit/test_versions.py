@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import stat
@@ -161,11 +162,9 @@ def test_crash_between_sidecar_commit_and_rename_rolls_forward(
         raise SystemExit("simulated crash after commit")
 
     engine.doc.install = crash  # type: ignore[method-assign]
-    try:
+    with contextlib.suppress(SystemExit):
         engine.execute("workspace.commit", host,
                        {"base_version": 1, "summary": "x", "content": "# Committed\n"})
-    except SystemExit:
-        pass
     engine.conn.close()
     assert doc_path.read_text() == SAMPLE  # the rename never happened
     reopened = Engine(doc_path, clock=clock)
@@ -184,11 +183,9 @@ def test_failed_temp_write_commits_nothing(doc_path: Path, clock: ManualClock) -
         raise OSError(28, "No space left on device")
 
     engine.doc.prepare = full_disk  # type: ignore[method-assign]
-    try:
+    with contextlib.suppress(OSError):
         engine.execute("workspace.commit", host,
                        {"base_version": 1, "summary": "x", "content": "# Lost\n"})
-    except OSError:
-        pass
     assert engine.current_version == 1
     assert engine.conn.execute("SELECT max(version) FROM versions").fetchone()[0] == 1
     assert doc_path.read_text() == SAMPLE

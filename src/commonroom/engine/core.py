@@ -33,12 +33,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import secrets
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -234,10 +233,8 @@ class Engine:
     def _remove_stray_temp_files(self) -> None:
         prefix = f".{self.path.name}."
         for entry in self.path.parent.glob(prefix + "*.tmp"):
-            try:
+            with suppress(OSError):
                 entry.unlink()
-            except OSError:
-                pass
 
     def _recover(self, now: datetime) -> None:
         """Bring file and sidecar together after a stop or a crash (PROTOCOL.md section 15)."""

@@ -65,7 +65,7 @@ def parse_params(cls: type[P], raw: Mapping[str, Any], *, from_query: bool = Fal
     if not isinstance(raw, Mapping):
         raise invalid_request("the request body must be a JSON object")
     hints = typing.get_type_hints(cls)
-    fields = attrs.fields(cls)  # type: ignore[misc]
+    fields = attrs.fields(cls)  # type: ignore[arg-type]
     known = {f.name for f in fields}
     for key in raw:
         if key not in known:

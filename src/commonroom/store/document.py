@@ -8,6 +8,7 @@ renamed over the file, so a reader never sees half a document.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_mod
 import tempfile
@@ -72,10 +73,8 @@ class DocumentFile:
         return Path(tmp)
 
     def discard(self, temp: Path) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(temp)
-        except FileNotFoundError:
-            pass
 
     def install(self, temp: Path) -> None:
         """Rename the prepared temp file over the document and fsync the folder."""

@@ -1,0 +1,72 @@
+"""The room service's own background work, on trio's MockClock (no real waiting)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from commonroom.engine.core import Engine
+from commonroom.engine.records import Event
+from commonroom.protocol.invitation import TransportHint
+from commonroom.protocol.timefmt import parse_ts
+from commonroom.room import Room
+
+BASE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+def mock_wall_clock(clock: trio.testing.MockClock) -> object:
+    # The engine reads time on the store thread, so it reads the MockClock object directly.
+    return lambda: BASE + timedelta(seconds=clock.current_time())
+
+
+async def _room(doc_path: Path, clock: trio.testing.MockClock) -> tuple[Room, str, str]:
+    engine = Engine(doc_path, clock=mock_wall_clock(clock))  # type: ignore[arg-type]
+    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    room = Room(engine)
+    host = engine.mint_host_session()
+    invite = await room.call("workspace.invite", host, {})
+    joined = await room.call("session.join", None, {"invite": invite["invitation"], "name": "a"})
+    return room, host, joined["session_id"]
+
+
+async def _next_of(sub: object, kind: str) -> Event:
+    while True:
+        for event in await sub.next_batch():  # type: ignore[attr-defined]
+            if event.type == kind:
+                return event
+
+
+async def test_sweeper_expires_a_lease_within_a_second_with_nobody_calling(
+    doc_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    room, _, bearer = await _room(doc_path, autojump_clock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(room.run)
+        sub = room.hub.subscribe()
+        lease = await room.call("workspace.checkout", bearer, {"region": "Goals", "minutes": 1})
+        with trio.fail_after(600):
+            event = await _next_of(sub, "lease.expired")
+        late = parse_ts(event.created_at) - parse_ts(lease["expires_at"])
+        assert timedelta(0) <= late <= timedelta(seconds=1)
+        assert event.payload["lease_id"] == lease["lease_id"]
+        nursery.cancel_scope.cancel()
+    room.engine.close()
+
+
+async def test_sweeper_wakes_for_a_session_that_expires_later(
+    doc_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    room, _, bearer = await _room(doc_path, autojump_clock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(room.run)
+        sub = room.hub.subscribe()
+        with trio.fail_after(9 * 3600):
+            event = await _next_of(sub, "session.expired")
+        status = await room.execute("workspace.status", bearer, {})
+        assert status.error is not None and status.error.code == "session_expired"
+        assert parse_ts(event.created_at) - BASE <= timedelta(hours=8, seconds=1)
+        nursery.cancel_scope.cancel()
+    room.engine.close()
