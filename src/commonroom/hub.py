@@ -4,12 +4,17 @@ Theory of operation: the room publishes each batch of events *after* its
 transaction committed, in event-id order. Every subscriber owns a bounded
 buffer; `publish` never waits: when a subscriber's buffer is full it is marked
 `lagged` and its buffer is dropped, so a slow reader can neither slow the room
-nor make its memory grow. The subscriber then tells its client to resync.
+nor make its memory grow. The subscriber then tells its client to resync
+(`reset_lag` starts buffering again).
 
 A subscriber attaches *before* it replays history from the sidecar; live
 events that arrive during the replay wait in its buffer, and the consumer
 skips ids it already replayed. That is how replay-then-live has no gap and no
-duplicate.
+duplicate (see `commonroom.streams`).
+
+`close_all` (the room is stopping) closes every subscriber and wakes its
+reader; a subscriber created afterwards is born closed, so a stream that
+starts during shutdown ends at once instead of waiting forever.
 """
 
 from __future__ import annotations
@@ -25,7 +30,11 @@ DEFAULT_BUFFER = 256
 
 
 class Subscriber:
+    """One reader's bounded view of the live events; not shared between tasks."""
+
     def __init__(self, hub: EventHub, buffer: int) -> None:
+        if buffer < 1:
+            raise ValueError("a subscriber needs a buffer of at least one event")
         self._hub = hub
         self._buffer: deque[Event] = deque()
         self._limit = buffer
@@ -37,11 +46,17 @@ class Subscriber:
         if self.lagged or self.closed:
             return
         if len(self._buffer) >= self._limit:
+            # Overflow: drop everything (memory stays bounded); the reader resyncs.
             self.lagged = True
             self._buffer.clear()
         else:
             self._buffer.append(event)
         self._wakeup.set()
+
+    @property
+    def pending(self) -> int:
+        """Events buffered and not yet taken by `next_batch`."""
+        return len(self._buffer)
 
     def close(self) -> None:
         """End the subscription (e.g. its session was revoked); wakes the reader."""
@@ -50,7 +65,11 @@ class Subscriber:
         self._hub._subscribers.discard(self)
 
     async def next_batch(self) -> list[Event]:
-        """Wait for events; returns [] when lagged or closed (check the flags)."""
+        """Wait for events, oldest first.
+
+        Returns [] when lagged or closed (check the flags). Cancel-safe: a
+        cancelled wait loses nothing, the events stay buffered.
+        """
         while not self._buffer and not self.lagged and not self.closed:
             self._wakeup = trio.Event()
             await self._wakeup.wait()
@@ -59,6 +78,7 @@ class Subscriber:
         return batch
 
     def reset_lag(self) -> None:
+        """Start buffering again after a lag (the reader resynced)."""
         self.lagged = False
         self._buffer.clear()
 
@@ -73,20 +93,28 @@ class EventHub:
     def __init__(self) -> None:
         self._subscribers: set[Subscriber] = set()
         self.latest_event_id = 0
+        self.closed = False
 
     def subscribe(self, buffer: int = DEFAULT_BUFFER) -> Subscriber:
         sub = Subscriber(self, buffer)
-        self._subscribers.add(sub)
+        if self.closed:
+            sub.closed = True
+        else:
+            self._subscribers.add(sub)
         return sub
 
     def publish(self, events: Iterable[Event]) -> None:
+        """Offer committed events to every subscriber; never waits."""
+        subscribers = tuple(self._subscribers)
         for event in events:
             if event.event_id > self.latest_event_id:
                 self.latest_event_id = event.event_id
-            for sub in tuple(self._subscribers):
+            for sub in subscribers:
                 sub._offer(event)
 
     def close_all(self) -> None:
+        """The room is stopping: close every subscriber (and any later one)."""
+        self.closed = True
         for sub in tuple(self._subscribers):
             sub.close()
 

@@ -22,14 +22,14 @@ def mock_wall_clock(clock: trio.testing.MockClock) -> object:
     return lambda: BASE + timedelta(seconds=clock.current_time())
 
 
-async def _room(doc_path: Path, clock: trio.testing.MockClock) -> tuple[Room, str, str]:
+async def _room(doc_path: Path, clock: trio.testing.MockClock) -> tuple[Room, str, dict[str, str]]:
     engine = Engine(doc_path, clock=mock_wall_clock(clock))  # type: ignore[arg-type]
     engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     room = Room(engine)
     host = engine.mint_host_session()
     invite = await room.call("workspace.invite", host, {})
     joined = await room.call("session.join", None, {"invite": invite["invitation"], "name": "a"})
-    return room, host, joined["session_id"]
+    return room, host, joined
 
 
 async def _next_of(sub: object, kind: str) -> Event:
@@ -42,7 +42,8 @@ async def _next_of(sub: object, kind: str) -> Event:
 async def test_sweeper_expires_a_lease_within_a_second_with_nobody_calling(
     doc_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    room, _, bearer = await _room(doc_path, autojump_clock)
+    room, _, joined = await _room(doc_path, autojump_clock)
+    bearer = joined["session_id"]
     async with trio.open_nursery() as nursery:
         await nursery.start(room.run)
         sub = room.hub.subscribe()
@@ -59,7 +60,8 @@ async def test_sweeper_expires_a_lease_within_a_second_with_nobody_calling(
 async def test_sweeper_wakes_for_a_session_that_expires_later(
     doc_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    room, _, bearer = await _room(doc_path, autojump_clock)
+    room, _, joined = await _room(doc_path, autojump_clock)
+    bearer = joined["session_id"]
     async with trio.open_nursery() as nursery:
         await nursery.start(room.run)
         sub = room.hub.subscribe()
@@ -67,6 +69,7 @@ async def test_sweeper_wakes_for_a_session_that_expires_later(
             event = await _next_of(sub, "session.expired")
         status = await room.execute("workspace.status", bearer, {})
         assert status.error is not None and status.error.code == "session_expired"
-        assert parse_ts(event.created_at) - BASE <= timedelta(hours=8, seconds=1)
+        late = parse_ts(event.created_at) - parse_ts(joined["expires_at"])
+        assert timedelta(0) <= late <= timedelta(seconds=1)
         nursery.cancel_scope.cancel()
     room.engine.close()

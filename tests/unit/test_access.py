@@ -109,9 +109,14 @@ def test_invitation_list_shows_state_not_secret(room: Driver) -> None:
 def test_session_expiry_and_sweep(room: Driver) -> None:
     bearer = room.join()["session_id"]
     room.clock.advance(hours=8, seconds=1)
-    assert room.error("workspace.status", bearer).code == "session_expired"
     events, _ = room.engine.sweep()
-    assert [e.type for e in events] == ["session.expired"]
+    assert "session.expired" in [e.type for e in events]
+    assert room.error("workspace.status", bearer).code == "session_expired"
+
+
+def test_expired_session_refused_before_any_sweep(room: Driver) -> None:
+    bearer = room.join()["session_id"]
+    room.clock.advance(hours=8, seconds=1)
     assert room.error("workspace.status", bearer).code == "session_expired"
 
 

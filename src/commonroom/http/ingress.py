@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
+from contextlib import aclosing
 from typing import Any
 
 import attrs
@@ -20,7 +21,7 @@ import trio
 from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
-from commonroom import discovery
+from commonroom import discovery, streams
 from commonroom.engine.operations import OPERATIONS
 from commonroom.engine.records import Actor
 from commonroom.http.common import (
@@ -147,8 +148,6 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
 
     @app.get("/workspace/observe")
     async def observe() -> Response:
-        from commonroom import streams
-
         try:
             actor = await authorize("observe")
             since = _cursor(request.headers.get("Last-Event-ID"), "Last-Event-ID")
@@ -156,19 +155,18 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
                 since = _cursor(request.args.get("since_event_id"), "since_event_id")
         except CommonroomError as error:
             return error_response(error)
-        items = streams.observe(
-            room, session_hash=actor.session_hash, participant_id=actor.participant_id,
-            since_event_id=since, heartbeat_seconds=settings.heartbeat_seconds,
-        )
-
         async def body() -> Any:
             yield streams.SSE_PREAMBLE
-            async for item in items:
-                chunk = streams.format_sse(item)
-                if chunk:
-                    yield chunk
-                if item.kind == "end":
-                    return
+            async with aclosing(streams.observe(
+                room, session_hash=actor.session_hash, participant_id=actor.participant_id,
+                since_event_id=since, heartbeat_seconds=settings.heartbeat_seconds,
+            )) as items:
+                async for item in items:
+                    chunk = streams.format_sse(item)
+                    if chunk:
+                        yield chunk
+                    if item.kind == "end":
+                        return
 
         return streaming_response(
             body(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -176,8 +174,6 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
 
     @app.get("/workspace/wait")
     async def wait() -> Response:
-        from commonroom import streams
-
         try:
             await authorize("observe")
             cursor = _cursor(request.args.get("cursor"), "cursor") or 0
@@ -193,23 +189,22 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
 
     @app.websocket("/workspace/observe/ws")
     async def observe_ws() -> Any:
-        from commonroom import streams
-
         try:
             actor = await authorize("observe")
             since = _cursor(websocket.args.get("since_event_id"), "since_event_id")
         except CommonroomError as error:
             return error_response(error)
         await websocket.accept()
-        async for item in streams.observe(
+        async with aclosing(streams.observe(
             room, session_hash=actor.session_hash, participant_id=actor.participant_id,
             since_event_id=since, heartbeat_seconds=settings.heartbeat_seconds,
-        ):
-            frame = streams.format_ws(item)
-            if frame is not None:
-                await websocket.send(frame)
-            if item.kind == "end":
-                break
+        )) as items:
+            async for item in items:
+                frame = streams.format_ws(item)
+                if frame is not None:
+                    await websocket.send(frame)
+                if item.kind == "end":
+                    break
         await websocket.close(1000)
         return None
 

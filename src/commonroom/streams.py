@@ -1,0 +1,480 @@
+"""Observe and wait: the transport-independent core of the event streams.
+
+The HTTP layer turns these into server-sent events (`format_sse`), WebSocket
+text frames (`format_ws`) and the long-poll answer (`wait_for_events`).
+
+Theory of operation
+-------------------
+Events reach a stream from two places: the sidecar's ring (the newest 2000
+events, read on the store thread) and the room's hub (events published live
+after their transaction committed). A stream
+
+1. subscribes to the hub *first*, so every event published from now on waits
+   in its bounded buffer;
+2. then reads the ring after the cursor, in pages of `PAGE` events, and yields
+   them. Everything committed before a page read is in the page; everything
+   published after the subscription is in the buffer; the overlap is skipped by
+   id (`event_id <= last` is dropped). So there is no gap and no duplicate;
+3. then goes live: it drains the buffer, skipping ids it already yielded. A
+   hole in the live ids (an event committed but published out of order, or
+   not through the room) is filled from the ring, so ids stay contiguous.
+
+A resync tells the client to read `GET /workspace/room` again and continues
+live from the latest event (`data.latest_event_id`):
+
+- `cursor_expired` when the ring no longer holds event `cursor + 1` (or the
+  cursor is ahead of the room: a different sidecar);
+- `lagged` when the live buffer overflowed (a slow reader: the hub dropped
+  its buffer rather than grow or wait). An overflow *during the replay* is not
+  a lag of the client: the stream reads on from the ring, and only reports
+  `lagged` if the ring itself moved past it meanwhile.
+
+While waiting, a stream wakes on a grid of whole seconds (or its heartbeat
+interval when shorter) to check that its session is still alive and, every
+`TOUCH_SECONDS`, to renew its participant's presence. The checks of all
+streams of a room that wake at the same instant share one store-thread call
+(`_Liveness`), so 200 idle streams cost one call a second, not 200. A
+`session.revoked` / `session.expired` / `participant.left` event about the
+stream's participant triggers a check at once. A dead session, or the hub
+closing (the room stops), ends the stream: it yields a final `end` item and
+returns.
+
+The generator never yields inside a cancel scope or nursery (trio's rule for
+async generators), and releases its subscription before yielding `end` and in
+`finally`, so a consumer that stops early leaks nothing; consumers should
+still wrap it in `contextlib.aclosing`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import weakref
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any
+
+import attrs
+import trio
+
+from commonroom.engine.core import Engine, Tx
+from commonroom.engine.reads import events_after, latest_event_id
+from commonroom.engine.records import Event
+from commonroom.hub import Subscriber
+from commonroom.room import Room
+
+PAGE = 500
+"""Events read from the ring per store-thread call while replaying."""
+LIVENESS_SECONDS = 1.0
+"""Longest time a stream goes without checking that its session is alive."""
+TOUCH_SECONDS = 20.0
+"""How often a held stream renews presence (PROTOCOL.md: present = last 90 s)."""
+WAIT_MAX_SECONDS = 25.0
+WAIT_MAX_EVENTS = 200
+SSE_PREAMBLE = b"retry: 5000\n\n"
+
+_ENDING_TYPES = frozenset({"session.revoked", "session.expired", "participant.left"})
+
+
+@attrs.frozen
+class StreamItem:
+    """What a stream yields."""
+
+    kind: str  # "event" | "resync" | "heartbeat" | "end"
+    event: Event | None = None
+    # resync: {"reason": "cursor_expired" | "lagged", "oldest_event_id", "latest_event_id"}
+    data: dict[str, Any] | None = None
+
+
+HEARTBEAT = StreamItem("heartbeat")
+END = StreamItem("end")
+
+
+# ------------------------------------------------------------ the ring
+
+
+@attrs.frozen
+class _Window:
+    """One read of the ring: its bounds and a page of events after a cursor."""
+
+    oldest: int  # oldest retained event id (0: no events)
+    latest: int  # newest event id (0: no events)
+    events: list[Event]
+
+    def expired(self, cursor: int) -> bool:
+        """Events after `cursor` are missing from the ring (or the cursor is bogus)."""
+        if cursor > self.latest:
+            return True
+        return cursor < self.latest and cursor + 1 < self.oldest
+
+    def resync(self, reason: str) -> StreamItem:
+        return StreamItem(
+            "resync",
+            data={
+                "reason": reason,
+                "oldest_event_id": self.oldest,
+                "latest_event_id": self.latest,
+            },
+        )
+
+
+def _read_ring(engine: Engine, cursor: int, limit: int) -> _Window:
+    """Store thread: one consistent look at the events table (nothing else runs here)."""
+    tx = Tx(engine, engine.conn, engine.clock())
+    oldest = tx.conn.execute("SELECT min(event_id) FROM events").fetchone()[0]
+    latest = latest_event_id(tx)
+    events = events_after(tx, cursor, limit) if limit > 0 else []
+    return _Window(int(oldest or 0), latest, events)
+
+
+async def _ring(room: Room, cursor: int, limit: int) -> _Window:
+    window: _Window = await room.run_sync(_read_ring, room.engine, cursor, limit)
+    return window
+
+
+# ------------------------------------------------------------ liveness
+
+
+@attrs.define
+class _Round:
+    hashes: set[bytes] = attrs.Factory(set)
+    touches: dict[bytes, str] = attrs.Factory(dict)
+    results: dict[bytes, bool] = attrs.Factory(dict)
+    done: trio.Event = attrs.Factory(trio.Event)
+
+
+def _check_sessions(
+    engine: Engine, hashes: list[bytes], touches: dict[bytes, str]
+) -> dict[bytes, bool]:
+    alive = {h: engine.session_alive(h) for h in hashes}
+    for session_hash, participant_id in touches.items():
+        # Never renew presence for a session that ended (leave clears presence).
+        if alive.get(session_hash):
+            engine.touch(participant_id)
+    return alive
+
+
+class _Liveness:
+    """Coalesces the session checks of a room's streams into one store-thread call.
+
+    The first stream to ask in a scheduler tick leads the round: it yields
+    once so that the streams woken at the same instant join, then runs one
+    call for all of them. A round whose leader was cancelled answers "alive"
+    (the stream checks again at its next tick).
+    """
+
+    def __init__(self) -> None:
+        # No reference to the room: it is the key of a weak mapping to this.
+        self._round: _Round | None = None
+
+    async def check(self, room: Room, session_hash: bytes, touch: str | None) -> bool:
+        rnd = self._round
+        leader = rnd is None
+        if rnd is None:
+            rnd = self._round = _Round()
+        rnd.hashes.add(session_hash)
+        if touch is not None:
+            rnd.touches[session_hash] = touch
+        if not leader:
+            await rnd.done.wait()
+            return rnd.results.get(session_hash, True)
+        try:
+            try:
+                await trio.lowlevel.checkpoint()
+            finally:
+                self._round = None
+            rnd.results = await room.run_sync(
+                _check_sessions, room.engine, list(rnd.hashes), dict(rnd.touches)
+            )
+        finally:
+            rnd.done.set()
+        return rnd.results.get(session_hash, True)
+
+
+_LIVENESS: weakref.WeakKeyDictionary[Room, _Liveness] = weakref.WeakKeyDictionary()
+
+
+def _liveness(room: Room) -> _Liveness:
+    checker = _LIVENESS.get(room)
+    if checker is None:
+        checker = _LIVENESS[room] = _Liveness()
+    return checker
+
+
+# ------------------------------------------------------------ observe
+
+
+class _Stream:
+    """The state of one observe stream between yields."""
+
+    def __init__(
+        self,
+        room: Room,
+        sub: Subscriber,
+        session_hash: bytes,
+        participant_id: str,
+        heartbeat_seconds: float,
+    ) -> None:
+        self.room = room
+        self.sub = sub
+        self.session_hash = session_hash
+        self.participant_id = participant_id
+        self.heartbeat = heartbeat_seconds
+        self.check_interval = min(LIVENESS_SECONDS, heartbeat_seconds)
+        self.last = 0
+        now = trio.current_time()
+        self.last_output = now
+        self.next_check = self._grid_after(now)
+        self.last_touch = -math.inf
+
+    def _grid_after(self, now: float) -> float:
+        # A shared grid: streams with the same interval wake together and
+        # share one liveness call.
+        return (math.floor(now / self.check_interval) + 1) * self.check_interval
+
+    async def alive(self) -> bool:
+        now = trio.current_time()
+        touch = None
+        if now - self.last_touch >= TOUCH_SECONDS:
+            touch = self.participant_id
+            self.last_touch = now
+        self.next_check = self._grid_after(now)
+        return await _liveness(self.room).check(self.room, self.session_hash, touch)
+
+    def ends_us(self, event: Event) -> bool:
+        return (
+            event.type in _ENDING_TYPES
+            and event.payload.get("participant_id") == self.participant_id
+        )
+
+    def emitted(self) -> None:
+        self.last_output = trio.current_time()
+
+    async def items(self, since_event_id: int | None) -> AsyncGenerator[StreamItem, None]:
+        """The stream's items; `end` is the last one."""
+        sub = self.sub
+        # The session may have ended between authentication and here; this
+        # also counts the stream as presence from its first moment.
+        if sub.closed or not await self.alive():
+            yield END
+            return
+        if since_event_id is None:
+            self.last = (await _ring(self.room, 0, 0)).latest
+        else:
+            self.last = max(0, since_event_id)
+            async with aclosing(self.catch_up("cursor_expired")) as replay:
+                async for item in replay:
+                    yield item
+                    if item.kind == "end":
+                        return
+
+        while True:
+            if sub.lagged:
+                sub.reset_lag()
+                window = await _ring(self.room, 0, 0)
+                self.last = window.latest
+                yield window.resync("lagged")
+                continue
+            if sub.closed:
+                yield END  # the room is stopping (or the stream was closed)
+                return
+            now = trio.current_time()
+            if now >= self.next_check and not await self.alive():
+                yield END
+                return
+            if now - self.last_output >= self.heartbeat:
+                yield HEARTBEAT
+                continue
+
+            batch: list[Event] = []
+            with trio.move_on_at(min(self.next_check, self.last_output + self.heartbeat)):
+                batch = await sub.next_batch()
+            for event in batch:
+                if event.event_id <= self.last:
+                    continue  # already replayed (or filled from the ring)
+                if event.event_id != self.last + 1:
+                    # A hole (an event published out of order, or committed
+                    # without the room): fill it, and all after, from the ring.
+                    async with aclosing(self.catch_up("lagged")) as fill:
+                        async for item in fill:
+                            yield item
+                            if item.kind == "end":
+                                return
+                    continue
+                self.last = event.event_id
+                yield StreamItem("event", event)
+                if sub.closed or (self.ends_us(event) and not await self.alive()):
+                    yield END
+                    return
+
+    async def catch_up(self, first_reason: str) -> AsyncGenerator[StreamItem, None]:
+        """Yield the ring's events after `self.last` until the live buffer takes over.
+
+        If the ring no longer holds `last + 1`, yields one resync (reason
+        `first_reason` on the first read, `lagged` on later ones: the ring
+        moved on while the client read) and continues from the latest event.
+        Ends with `self.last` current and the subscriber not lagged.
+        """
+        reason = first_reason
+        while True:
+            if self.sub.closed:
+                yield END  # the room is stopping
+                return
+            if self.sub.lagged:
+                # Reset *before* the read: what the buffer dropped is in the ring.
+                self.sub.reset_lag()
+            if trio.current_time() >= self.next_check and not await self.alive():
+                yield END
+                return
+            window = await _ring(self.room, self.last, PAGE)
+            if window.expired(self.last):
+                self.last = window.latest
+                yield window.resync(reason)
+                return
+            reason = "lagged"
+            for event in window.events:
+                self.last = event.event_id
+                yield StreamItem("event", event)
+                if self.sub.closed or (self.ends_us(event) and not await self.alive()):
+                    yield END
+                    return
+            if len(window.events) < PAGE and not self.sub.lagged:
+                return
+
+
+async def observe(
+    room: Room,
+    *,
+    session_hash: bytes,
+    participant_id: str,
+    since_event_id: int | None,
+    heartbeat_seconds: float = 15.0,
+    buffer: int = 256,
+) -> AsyncGenerator[StreamItem, None]:
+    """Replay retained events after the cursor, then live, with no gap and no duplicate.
+
+    `since_event_id=None` starts live at the current latest event. Yields
+    `event`, `resync`, `heartbeat` (after `heartbeat_seconds` of silence)
+    items; the last item is `end` (session revoked, expired or left, or the
+    room stopping), after which the generator returns.
+    """
+    if heartbeat_seconds <= 0:
+        raise ValueError("heartbeat_seconds must be positive")
+    sub = room.hub.subscribe(buffer)
+    stream = _Stream(room, sub, session_hash, participant_id, heartbeat_seconds)
+    try:
+        async with aclosing(stream.items(since_event_id)) as items:
+            async for item in items:
+                if item.kind == "end":
+                    # Release the subscription even if the consumer never resumes us.
+                    sub.close()
+                yield item
+                # Silence starts when the consumer is done with the item.
+                stream.emitted()
+                if item.kind == "end":
+                    return
+    finally:
+        sub.close()
+
+
+# ------------------------------------------------------------ long-poll
+
+
+def _event_json(event: Event) -> dict[str, Any]:
+    return {
+        "event_id": event.event_id,
+        "type": event.type,
+        "created_at": event.created_at,
+        "payload": event.payload,
+    }
+
+
+def _answer(events: list[Event], cursor: int, latest: int) -> dict[str, Any]:
+    if events:
+        cursor = events[-1].event_id
+    return {
+        "events": [_event_json(event) for event in events],
+        "cursor": cursor,
+        "resync": False,
+        "latest_event_id": max(latest, cursor),
+    }
+
+
+def _resync_answer(window: _Window) -> dict[str, Any]:
+    return {
+        "events": [],
+        "cursor": window.latest,
+        "resync": True,
+        "latest_event_id": window.latest,
+    }
+
+
+async def wait_for_events(
+    room: Room, *, cursor: int, timeout_seconds: float, limit: int = WAIT_MAX_EVENTS
+) -> dict[str, Any]:
+    """The long-poll (GET /workspace/wait).
+
+    Returns at once when events exist after the cursor, otherwise holds until
+    one arrives or the timeout (0..25 s) passes. Answer: `{"events": [event
+    JSON objects], "cursor": <new cursor>, "resync": bool, "latest_event_id":
+    n}`; `"resync": true` (with cursor = latest) when the cursor fell off the
+    ring. Subscribes before reading the ring so an event arriving in between
+    is not missed.
+    """
+    cursor = max(0, cursor)
+    limit = max(1, min(limit, WAIT_MAX_EVENTS))
+    timeout = min(max(timeout_seconds, 0.0), WAIT_MAX_SECONDS)
+    with room.hub.subscribe(limit) as sub:
+        window = await _ring(room, cursor, limit)
+        if window.expired(cursor):
+            return _resync_answer(window)
+        if window.events or timeout == 0 or sub.closed:
+            return _answer(window.events, cursor, window.latest)
+        with trio.move_on_after(timeout):
+            while not sub.closed:
+                batch = [event for event in await sub.next_batch() if event.event_id > cursor]
+                if batch and _contiguous(batch, cursor):
+                    return _answer(batch[:limit], cursor, room.hub.latest_event_id)
+                if batch or sub.lagged:
+                    break
+        if sub.closed:
+            # The room is stopping: answer without touching the store.
+            return _answer([], cursor, window.latest)
+    # Timed out, or woke to something irregular: the ring is the authority.
+    window = await _ring(room, cursor, limit)
+    if window.expired(cursor):
+        return _resync_answer(window)
+    return _answer(window.events, cursor, window.latest)
+
+
+def _contiguous(events: list[Event], cursor: int) -> bool:
+    return all(event.event_id == cursor + 1 + i for i, event in enumerate(events))
+
+
+# ------------------------------------------------------------ wire formats
+
+
+def format_sse(item: StreamItem) -> bytes:
+    """One server-sent event for an item (b"" for `end`); send SSE_PREAMBLE first."""
+    if item.kind == "event":
+        assert item.event is not None
+        return (
+            f"id: {item.event.event_id}\nevent: {item.event.type}\n"
+            f"data: {item.event.to_json()}\n\n"
+        ).encode()
+    if item.kind == "resync":
+        data = json.dumps(item.data or {}, separators=(",", ":"))
+        return f"event: resync\ndata: {data}\n\n".encode()
+    if item.kind == "heartbeat":
+        return b": hb\n\n"
+    return b""
+
+
+def format_ws(item: StreamItem) -> str | None:
+    """One WebSocket text frame for an item; None for heartbeat and end."""
+    if item.kind == "event":
+        assert item.event is not None
+        return item.event.to_json()
+    if item.kind == "resync":
+        return json.dumps({"type": "resync", **(item.data or {})}, separators=(",", ":"))
+    return None

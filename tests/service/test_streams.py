@@ -1,0 +1,556 @@
+"""Observe and wait against a real room (engine + sidecar + hub), no HTTP.
+
+Replay-then-live continuity, resume, resync (cursor_expired, lagged),
+heartbeats, stream ends (revoke, leave, expiry, room stop), fan-out, and the
+long-poll.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from commonroom import streams
+from commonroom.engine import limits
+from commonroom.engine.core import Engine, hash_secret
+from commonroom.engine.records import Event
+from commonroom.protocol.invitation import TransportHint
+from commonroom.protocol.timefmt import ManualClock
+from commonroom.room import Room
+from commonroom.streams import StreamItem, format_sse, format_ws, observe, wait_for_events
+from tests.conftest import SAMPLE
+
+Items = AsyncGenerator[StreamItem, None]
+
+
+@attrs.define
+class Env:
+    room: Room
+    engine: Engine
+    clock: ManualClock
+    host: str
+    bearer: str
+    participant_id: str
+
+    @property
+    def session_hash(self) -> bytes:
+        return hash_secret(self.bearer)
+
+    def observe(self, since: int | None, **kw: Any) -> Items:
+        return observe(
+            self.room,
+            session_hash=self.session_hash,
+            participant_id=self.participant_id,
+            since_event_id=since,
+            **kw,
+        )
+
+    async def join(self, name: str) -> dict[str, Any]:
+        inv = await self.room.call("workspace.invite", self.host, {})
+        joined: dict[str, Any] = await self.room.call(
+            "session.join", None, {"invite": inv["invitation"], "name": name}
+        )
+        return joined
+
+    async def pair(self) -> None:
+        """A checkout and a release: two events, through real operations."""
+        lease = await self.room.call("workspace.checkout", self.bearer, {"region": "Goals"})
+        await self.room.call("workspace.release", self.bearer, {"lease_id": lease["lease_id"]})
+
+    async def burst(self, n: int) -> list[Event]:
+        """n events in one transaction, published like any operation's."""
+        engine = self.engine
+
+        def _append() -> list[Event]:
+            with engine.transaction(engine.clock()) as tx:
+                for i in range(n):
+                    tx.emit("test.tick", n=i)
+            return tx.events
+
+        events: list[Event] = await self.room.run_sync(_append)
+        self.room.publish(events)
+        return events
+
+    def table_ids(self) -> list[int]:
+        return [r[0] for r in self.engine.conn.execute("SELECT event_id FROM events ORDER BY 1")]
+
+    @property
+    def latest(self) -> int:
+        return self.table_ids()[-1]
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    path = tmp_path / "idea.md"
+    path.write_text(SAMPLE)
+    clock = ManualClock()
+    engine = Engine(path, clock=clock)
+    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    room = Room(engine)
+    host = engine.mint_host_session()
+    inv = await room.call("workspace.invite", host, {})
+    joined = await room.call("session.join", None, {"invite": inv["invitation"], "name": "a"})
+    yield Env(room, engine, clock, host, joined["session_id"], joined["participant_id"])
+    room.hub.close_all()
+    engine.close()
+
+
+async def next_item(items: Items, *, heartbeats: bool = False, timeout: float = 5.0) -> StreamItem:
+    with trio.fail_after(timeout):
+        while True:
+            item = await anext(items)
+            if heartbeats or item.kind != "heartbeat":
+                return item
+
+
+async def event_ids_until(items: Items, last_id: int, *, timeout: float = 5.0) -> list[int]:
+    ids: list[int] = []
+    with trio.fail_after(timeout):
+        async for item in items:
+            assert item.kind in ("event", "heartbeat"), item
+            if item.event is not None:
+                ids.append(item.event.event_id)
+                if item.event.event_id >= last_id:
+                    break
+    return ids
+
+
+async def run_until_end(items: Items, out: list[StreamItem]) -> None:
+    async with aclosing(items):
+        async for item in items:
+            out.append(item)
+    assert out[-1].kind == "end"
+
+
+# ------------------------------------------------------------ replay + live
+
+
+@pytest.mark.parametrize("buffer", [256, 8])
+async def test_replay_then_live_has_no_gap_and_no_duplicate(env: Env, buffer: int) -> None:
+    await env.burst(700)  # more than one page of replay
+    replay_end = env.latest
+    final: int | None = None
+
+    async def producer() -> None:
+        nonlocal final
+        for _ in range(300):
+            await env.pair()
+        final = env.room.hub.latest_event_id
+
+    seen: list[int] = []
+    latest_when_replay_ended = 0
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(producer)
+        with trio.fail_after(15):
+            async with aclosing(env.observe(0, heartbeat_seconds=0.05, buffer=buffer)) as items:
+                async for item in items:
+                    assert item.kind in ("event", "heartbeat"), item
+                    if item.event is not None:
+                        seen.append(item.event.event_id)
+                        if item.event.event_id <= replay_end and len(seen) % 10 == 0:
+                            # A slowish reader: commits land while it replays
+                            # (with buffer=8 the live buffer overflows meanwhile).
+                            await trio.sleep(0.002)
+                        if item.event.event_id == replay_end:
+                            latest_when_replay_ended = env.room.hub.latest_event_id
+                    if final is not None and seen and seen[-1] >= final:
+                        break
+    assert final is not None
+    assert latest_when_replay_ended > replay_end, "the producer did not overlap the replay"
+    assert seen == list(range(1, final + 1))
+    assert seen == env.table_ids()
+
+
+async def test_resume_after_disconnect_is_continuous(env: Env) -> None:
+    await env.burst(30)
+    first: list[int] = []
+    async with aclosing(env.observe(0)) as items:
+        async for item in items:
+            if item.event is not None:
+                first.append(item.event.event_id)
+                if len(first) == 10:
+                    break
+    assert env.room.hub.subscriber_count == 0  # the disconnected stream let go
+    await env.burst(20)
+    for _ in range(5):
+        await env.pair()
+    async with aclosing(env.observe(first[-1])) as items:
+        rest = await event_ids_until(items, env.latest)
+    assert first + rest == list(range(1, env.latest + 1))
+
+
+async def test_since_none_starts_live_at_latest(env: Env) -> None:
+    await env.burst(5)
+    latest = env.latest
+    async with aclosing(env.observe(None, heartbeat_seconds=0.05)) as items:
+        item = await next_item(items, heartbeats=True)
+        assert item.kind == "heartbeat"  # nothing replayed
+        await env.pair()
+        assert await event_ids_until(items, latest + 2) == [latest + 1, latest + 2]
+
+
+async def test_since_zero_on_a_young_room_is_not_a_resync(env: Env) -> None:
+    async with aclosing(env.observe(0)) as items:
+        item = await next_item(items)
+        assert item.kind == "event"
+        assert item.event is not None
+        assert (item.event.event_id, item.event.type) == (1, "workspace.created")
+
+
+async def test_events_not_published_through_the_hub_are_filled_from_the_ring(env: Env) -> None:
+    latest = env.latest
+    async with aclosing(env.observe(latest)) as items:
+        # Committed behind the room's back (never published), then a published one.
+        env.engine.mint_host_session()
+        await env.room.record("test.tick")
+        assert await event_ids_until(items, latest + 2) == [latest + 1, latest + 2]
+
+
+# ------------------------------------------------------------ resync
+
+
+async def test_cursor_older_than_the_ring_resyncs_then_continues_live(env: Env) -> None:
+    await env.burst(limits.EVENT_RING + 100)
+    ids = env.table_ids()
+    oldest, latest = ids[0], ids[-1]
+    assert len(ids) == limits.EVENT_RING
+    async with aclosing(env.observe(5)) as items:
+        item = await next_item(items)
+        assert item.kind == "resync"
+        assert item.data == {
+            "reason": "cursor_expired",
+            "oldest_event_id": oldest,
+            "latest_event_id": latest,
+        }
+        await env.room.record("test.tick")
+        assert await event_ids_until(items, latest + 1) == [latest + 1]
+
+
+async def test_resync_boundaries(env: Env) -> None:
+    await env.burst(limits.EVENT_RING + 100)
+    ids = env.table_ids()
+    oldest, latest = ids[0], ids[-1]
+    for cursor in (0, oldest - 2, latest + 50):
+        async with aclosing(env.observe(cursor)) as items:
+            item = await next_item(items)
+            assert item.kind == "resync", cursor
+            assert item.data is not None and item.data["reason"] == "cursor_expired"
+    # The ring still holds cursor + 1: a replay, not a resync.
+    async with aclosing(env.observe(oldest - 1)) as items:
+        item = await next_item(items)
+        assert item.event is not None and item.event.event_id == oldest
+    # Nothing after the cursor: live, no resync.
+    async with aclosing(env.observe(latest, heartbeat_seconds=0.05)) as items:
+        assert (await next_item(items, heartbeats=True)).kind == "heartbeat"
+
+
+async def test_slow_subscriber_lags_and_resyncs_while_a_fast_one_keeps_everything(
+    env: Env,
+) -> None:
+    start = env.latest
+    async with (
+        aclosing(env.observe(None, buffer=8, heartbeat_seconds=0.05)) as slow,
+        aclosing(env.observe(None, heartbeat_seconds=0.05)) as fast,
+    ):
+        # A heartbeat means the stream is past its (empty) replay: live now.
+        assert (await next_item(slow, heartbeats=True)).kind == "heartbeat"
+        assert (await next_item(fast, heartbeats=True)).kind == "heartbeat"
+        await env.room.record("test.tick")
+        assert await event_ids_until(slow, start + 1) == [start + 1]
+        fast_ids: list[int] = []
+
+        async def fast_reader() -> None:
+            fast_ids.extend(await event_ids_until(fast, start + 52))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fast_reader)
+            for _ in range(50):  # the slow stream is not read meanwhile
+                await env.room.record("test.tick")
+            item = await next_item(slow)
+            assert item.kind == "resync"
+            assert item.data == {
+                "reason": "lagged",
+                "oldest_event_id": 1,
+                "latest_event_id": start + 51,
+            }
+            await env.room.record("test.tick")
+            assert await event_ids_until(slow, start + 52) == [start + 52]
+        assert fast_ids == list(range(start + 1, start + 53))
+
+
+# ------------------------------------------------------------ heartbeats
+
+
+async def test_heartbeats_every_interval_of_silence(env: Env) -> None:
+    async with aclosing(env.observe(None, heartbeat_seconds=0.05)) as items:
+        t0 = trio.current_time()
+        kinds = [(await next_item(items, heartbeats=True)).kind for _ in range(3)]
+        elapsed = trio.current_time() - t0
+    assert kinds == ["heartbeat"] * 3
+    assert 0.14 <= elapsed < 1.0
+
+
+async def test_an_event_postpones_the_heartbeat(env: Env) -> None:
+    latest = env.latest
+    async with aclosing(env.observe(latest, heartbeat_seconds=0.3)) as items:
+        await trio.sleep(0.2)
+        await env.room.record("test.tick")
+        t0 = trio.current_time()
+        assert (await next_item(items, heartbeats=True)).kind == "event"
+        assert (await next_item(items, heartbeats=True)).kind == "heartbeat"
+        assert trio.current_time() - t0 >= 0.25
+
+
+async def test_a_held_stream_renews_presence(env: Env) -> None:
+    env.engine.last_seen.pop(env.participant_id, None)
+    async with aclosing(env.observe(None, heartbeat_seconds=0.05)) as items:
+        await next_item(items, heartbeats=True)
+        assert env.participant_id in env.engine.last_seen
+
+
+# ------------------------------------------------------------ ends
+
+
+async def _ends_within(env: Env, action: Any, limit: float = 1.0) -> list[StreamItem]:
+    out: list[StreamItem] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_until_end, env.observe(None), out)
+        await trio.sleep(0.05)  # the stream is subscribed and live
+        t0 = trio.current_time()
+        with trio.fail_after(limit + 0.5):
+            await action()
+            while not out or out[-1].kind != "end":
+                await trio.sleep(0.005)
+        assert trio.current_time() - t0 < limit
+    assert env.room.hub.subscriber_count == 0
+    return out
+
+
+async def test_revocation_ends_the_stream_within_a_second(env: Env) -> None:
+    async def revoke() -> None:
+        await env.room.call("session.revoke", env.host, {"participant_id": env.participant_id})
+
+    out = await _ends_within(env, revoke)
+    assert out[-2].event is not None and out[-2].event.type == "session.revoked"
+
+
+async def test_leave_ends_the_stream(env: Env) -> None:
+    async def leave() -> None:
+        await env.room.call("workspace.leave", env.bearer, {})
+
+    out = await _ends_within(env, leave)
+    assert out[-2].event is not None and out[-2].event.type == "participant.left"
+
+
+async def test_expiry_without_an_event_ends_the_stream(env: Env) -> None:
+    async def expire() -> None:
+        env.clock.advance(hours=limits.SESSION_MAX_MINUTES / 60 + 1)
+
+    out = await _ends_within(env, expire, streams.LIVENESS_SECONDS + 0.25)
+    assert [item.kind for item in out] == ["end"]
+
+
+async def test_revoking_someone_else_does_not_end_the_stream(env: Env) -> None:
+    other = await env.join("b")
+    latest = env.latest
+    async with aclosing(env.observe(latest)) as items:
+        await env.room.call("session.revoke", env.host, {"participant_id": other["participant_id"]})
+        await env.room.record("test.tick")
+        ids = await event_ids_until(items, latest + 2)
+        assert ids == [latest + 1, latest + 2]
+
+
+async def test_a_stream_for_an_ended_session_ends_at_once(env: Env) -> None:
+    await env.room.call("workspace.leave", env.bearer, {})
+    async with aclosing(env.observe(0)) as items:
+        assert (await next_item(items, timeout=1)).kind == "end"
+        with pytest.raises(StopAsyncIteration):
+            await anext(items)
+
+
+async def test_closing_the_hub_ends_every_stream(env: Env) -> None:
+    outs: list[list[StreamItem]] = [[] for _ in range(5)]
+    with trio.fail_after(2):
+        async with trio.open_nursery() as nursery:
+            for out in outs:
+                nursery.start_soon(run_until_end, env.observe(0), out)
+            await trio.sleep(0.1)
+            t0 = trio.current_time()
+            env.room.hub.close_all()
+        assert trio.current_time() - t0 < 0.5
+    for out in outs:
+        assert out[-1].kind == "end"
+    assert env.room.hub.subscriber_count == 0
+    # A stream that starts while the room stops ends at once.
+    async with aclosing(env.observe(0)) as items:
+        assert (await next_item(items, timeout=1)).kind == "end"
+
+
+async def test_closing_the_hub_ends_a_stream_in_the_middle_of_a_replay(env: Env) -> None:
+    await env.burst(1500)
+    async with aclosing(env.observe(0)) as items:
+        assert (await next_item(items)).kind == "event"
+        env.room.hub.close_all()
+        assert (await next_item(items, timeout=1)).kind == "end"
+        with pytest.raises(StopAsyncIteration):
+            await anext(items)
+
+
+# ------------------------------------------------------------ fan-out
+
+
+async def test_two_hundred_subscribers_get_the_same_events(env: Env) -> None:
+    start = env.latest
+    results: list[list[int]] = []
+
+    async def reader() -> None:
+        async with aclosing(env.observe(start)) as items:
+            results.append(await event_ids_until(items, start + 30, timeout=10))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(200):
+            nursery.start_soon(reader)
+        await trio.sleep(0.05)
+        await env.burst(10)
+        for _ in range(10):
+            await env.pair()
+    assert len(results) == 200
+    assert all(ids == list(range(start + 1, start + 31)) for ids in results)
+    assert env.room.hub.subscriber_count == 0
+
+
+async def test_idle_streams_share_their_session_checks(
+    env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    real = streams._check_sessions
+
+    def counting(engine: Engine, hashes: list[bytes], touches: dict[bytes, str]) -> Any:
+        calls.append(len(hashes))
+        return real(engine, hashes, touches)
+
+    monkeypatch.setattr(streams, "_check_sessions", counting)
+    beats = 0
+
+    async def reader() -> None:
+        nonlocal beats
+        async with aclosing(env.observe(None, heartbeat_seconds=0.1)) as items:
+            for _ in range(4):
+                assert (await next_item(items, heartbeats=True)).kind == "heartbeat"
+                beats += 1
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(50):
+            nursery.start_soon(reader)
+    assert beats == 200
+    # 50 streams x ~4 checks each (one a tick) went to the store in a few shared calls.
+    assert 3 <= len(calls) <= 25, calls
+
+
+# ------------------------------------------------------------ long-poll
+
+
+async def test_wait_returns_at_once_when_events_exist(env: Env) -> None:
+    await env.burst(300)
+    t0 = trio.current_time()
+    answer = await wait_for_events(env.room, cursor=0, timeout_seconds=10)
+    assert trio.current_time() - t0 < 0.5
+    assert [e["event_id"] for e in answer["events"]] == list(range(1, 201))
+    assert answer["cursor"] == 200
+    assert answer["resync"] is False
+    assert answer["latest_event_id"] == env.latest
+    assert set(answer["events"][0]) == {"event_id", "type", "created_at", "payload"}
+    again = await wait_for_events(env.room, cursor=answer["cursor"], timeout_seconds=10)
+    assert [e["event_id"] for e in again["events"]] == list(range(201, env.latest + 1))
+    assert again["cursor"] == env.latest
+
+
+async def test_wait_holds_until_an_event_arrives(env: Env) -> None:
+    latest = env.latest
+    answers: list[dict[str, Any]] = []
+
+    async def poll() -> None:
+        answers.append(await wait_for_events(env.room, cursor=latest, timeout_seconds=10))
+
+    t0 = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poll)
+        await trio.sleep(0.1)
+        assert answers == []
+        await env.pair()
+    assert 0.1 <= trio.current_time() - t0 < 2.0
+    (answer,) = answers
+    assert answer["events"][0]["event_id"] == latest + 1
+    assert answer["events"][0]["type"] == "lease.acquired"
+    assert answer["cursor"] == answer["events"][-1]["event_id"]
+    assert answer["resync"] is False
+    assert env.room.hub.subscriber_count == 0
+
+
+async def test_wait_times_out_empty(env: Env) -> None:
+    latest = env.latest
+    t0 = trio.current_time()
+    answer = await wait_for_events(env.room, cursor=latest, timeout_seconds=0.1)
+    assert 0.1 <= trio.current_time() - t0 < 1.0
+    assert answer == {"events": [], "cursor": latest, "resync": False, "latest_event_id": latest}
+    t0 = trio.current_time()
+    answer = await wait_for_events(env.room, cursor=latest, timeout_seconds=0)
+    assert trio.current_time() - t0 < 0.5
+    assert answer["events"] == []
+
+
+async def test_wait_resyncs_an_expired_cursor(env: Env) -> None:
+    await env.burst(limits.EVENT_RING + 10)
+    latest = env.latest
+    answer = await wait_for_events(env.room, cursor=3, timeout_seconds=5)
+    assert answer == {"events": [], "cursor": latest, "resync": True, "latest_event_id": latest}
+
+
+async def test_wait_ends_when_the_room_stops(env: Env) -> None:
+    latest = env.latest
+    answers: list[dict[str, Any]] = []
+
+    async def poll() -> None:
+        answers.append(await wait_for_events(env.room, cursor=latest, timeout_seconds=10))
+
+    with trio.fail_after(1):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll)
+            await trio.sleep(0.05)
+            env.room.hub.close_all()
+    assert answers[0]["events"] == []
+
+
+# ------------------------------------------------------------ wire formats
+
+
+def test_sse_and_ws_formats() -> None:
+    event = Event(42, "lease.acquired", "2026-11-30T12:00:00.000000+00:00", {"region": "Goals"})
+    item = StreamItem("event", event)
+    body = json.dumps(
+        {"event_id": 42, "type": "lease.acquired", "created_at": event.created_at,
+         "payload": {"region": "Goals"}},
+        separators=(",", ":"),
+    )
+    assert format_sse(item) == f"id: 42\nevent: lease.acquired\ndata: {body}\n\n".encode()
+    assert format_ws(item) == body
+    data = {"reason": "lagged", "oldest_event_id": 3, "latest_event_id": 9}
+    resync = StreamItem("resync", data=data)
+    sse = format_sse(resync)
+    assert sse.startswith(b"event: resync\ndata: ") and sse.endswith(b"\n\n")
+    assert json.loads(sse.split(b"data: ", 1)[1]) == data
+    ws = format_ws(resync)
+    assert ws is not None and json.loads(ws) == {"type": "resync", **data}
+    assert format_sse(StreamItem("heartbeat")) == b": hb\n\n"
+    assert format_sse(StreamItem("end")) == b""
+    assert format_ws(StreamItem("heartbeat")) is None
+    assert format_ws(StreamItem("end")) is None
+    assert streams.SSE_PREAMBLE == b"retry: 5000\n\n"
