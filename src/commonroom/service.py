@@ -50,6 +50,7 @@ class ServeOptions:
     ingress_port: int | None = None  # None: the port used last time when free, else any
     ephemeral: bool = False
     heartbeat_seconds: float = 15.0
+    response_timeout: float = 60.0
     install_signal_handlers: bool = True
     requests_per_minute: int = 600
     anonymous_per_minute: int = 60
@@ -171,6 +172,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
         requests_per_minute=options.requests_per_minute,
         anonymous_per_minute=options.anonymous_per_minute,
         heartbeat_seconds=options.heartbeat_seconds,
+        response_timeout=options.response_timeout,
         clock=options.rate_clock,
     )
     ingress_app = create_ingress_app(room, settings)

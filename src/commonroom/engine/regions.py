@@ -90,6 +90,8 @@ _TRIM: Final = (
 _INTERRUPT: Final = frozenset("`~>*-_+0123456789<#")
 _INTERRUPT_OR_UNDERLINE: Final = _INTERRUPT | {"="}
 _DIGITS: Final = frozenset("0123456789")
+# First characters of every block but a paragraph.
+_BLOCK_START: Final = _INTERRUPT | {"["}
 
 _NEWLINE: Final = re.compile(r"(\r\n?|\n)")
 
@@ -126,6 +128,7 @@ _HTML_BLOCKS: Final[tuple[tuple[re.Pattern[str], re.Pattern[str] | None, bool], 
 
 # -- link reference definitions ----------------------------------------------
 
+_LABEL_STOP: Final = re.compile(r"[\[\]\\\n]")
 _ESCAPE: Final = re.compile(r"\\([\\!\"#$%&'()*+,./:;<=>?@\[\]^`{}|_~-])")
 _BAD_PROTOCOL: Final = re.compile(r"^(vbscript|javascript|file|data):")
 _GOOD_DATA: Final = re.compile(r"^data:image\/(gif|png|jpeg|webp);")
@@ -171,9 +174,7 @@ def _link_destination(string: str, pos: int, maximum: int) -> tuple[bool, str, i
     return True, string[start:pos], pos
 
 
-def _link_title(
-    string: str, start: int, maximum: int, marker: str
-) -> tuple[bool, bool, int, str, int]:
+def _link_title(string: str, start: int, maximum: int, marker: str) -> tuple[bool, bool, int, str, int]:
     """markdown-it's parseLinkTitle.
 
     Returns (ok, can_continue, position after it, closing marker, length of the
@@ -553,16 +554,17 @@ class _Scanner:
         if self.list_indent >= 0 and s[line] - self.list_indent >= 4 and s[line] < self.blk:
             return False
         interrupting = silent and paragraph and s[line] >= self.blk
-        after = self._ordered_marker(line)
-        if after >= 0:
-            ordered = True
+        ordered = src[b[line] + t[line]] in _DIGITS
+        if ordered:
+            after = self._ordered_marker(line)
+            if after < 0:
+                return False
             if interrupting and int(src[b[line] + t[line] : after - 1]) != 1:
                 return False
         else:
             after = self._bullet_marker(line)
             if after < 0:
                 return False
-            ordered = False
         if interrupting:
             mx = e[line]
             p = after
@@ -595,6 +597,35 @@ class _Scanner:
             if indent_after > 4:
                 indent_after = 1
             indent = initial + indent_after
+
+            # Fast path, same outcome: a one-line item whose text is plain
+            # paragraph text, followed by a sibling item (not a thematic
+            # break) that the text cannot lazily continue into.
+            nxt += 1
+            if (
+                nxt < end
+                and content < mx
+                and offset - indent < 4
+                and src[content] not in _BLOCK_START
+                and self.level + 1 < _MAX_NESTING
+            ):
+                pos = b[nxt] + t[nxt]
+                sc = s[nxt]
+                if (
+                    pos < e[nxt]
+                    and 0 <= self.blk <= sc < indent
+                    and sc - self.blk < 4
+                    and (src[pos] in _DIGITS if ordered else src[pos] == marker)
+                ):
+                    after = self._ordered_marker(nxt) if ordered else self._bullet_marker(nxt)
+                    if (
+                        after >= 0
+                        and src[after - 1] == marker
+                        and (ordered or marker == "+" or not self._hr(nxt, True))
+                    ):
+                        self.line = start = nxt
+                        continue
+            nxt = start
 
             self.level += 1  # the item
             old_t = t[start]
@@ -644,105 +675,114 @@ class _Scanner:
         return self.src[pos:mx] + ("\n" if mx < len(self.src) else "")
 
     def _reference(self, line: int) -> bool:
+        """markdown-it's reference rule, one line at a time.
+
+        markdown-it grows one string line by line and scans it; scanning the
+        lines in turn is the same walk without the quadratic copying.
+        """
         src = self.src
         pos = self.b[line] + self.t[line]
         mx = self.e[line]
         if self.s[line] - self.blk >= 4 or src[pos] != "[":
             return False
-        string = src[pos:mx] + ("\n" if mx < len(src) else "")
-        maximum = len(string)
+        cur = src[pos:mx] + ("\n" if mx < len(src) else "")
         nxt = line + 1
 
-        label_end = -1
-        pos = 1
-        while pos < maximum:
-            ch = string[pos]
+        # [label]: the label may span lines; an empty one is no definition
+        label_blank = True
+        start = pos = 1
+        while True:
+            stop = _LABEL_STOP.search(cur, pos)
+            if stop is None:
+                return False
+            pos = stop.start()
+            ch = cur[pos]
             if ch == "[":
                 return False
             if ch == "]":
-                label_end = pos
                 break
-            if ch == "\n" or (ch == "\\" and pos + 1 < maximum and string[pos + 1] == "\n"):
-                if ch == "\\":
-                    pos += 1
-                more = self._reference_line(nxt)
-                if more is not None:
-                    string += more
-                    maximum = len(string)
-                    nxt += 1
-            elif ch == "\\":
+            if ch == "\\":
                 pos += 1
-            pos += 1
-        if label_end < 0 or string[label_end + 1 : label_end + 2] != ":":
-            return False
-
-        pos = label_end + 2
-        while pos < maximum:
-            ch = string[pos]
+                ch = cur[pos] if pos < len(cur) else ""
             if ch == "\n":
                 more = self._reference_line(nxt)
-                if more is not None:
-                    string += more
-                    maximum = len(string)
-                    nxt += 1
-            elif ch != " " and ch != "\t":
-                break
+                if more is None:
+                    return False  # the label runs into the end of the string
+                if label_blank and cur[start:].strip(_TRIM):
+                    label_blank = False
+                cur = more
+                start = pos = 0
+                nxt += 1
+                continue
             pos += 1
+        if label_blank and cur[start:pos].strip(_TRIM):
+            label_blank = False
+        if cur[pos + 1 : pos + 2] != ":":
+            return False
 
-        ok, destination, pos = _link_destination(string, pos, maximum)
+        # blanks, line breaks included, then the destination
+        cur, pos, nxt, _ = self._reference_blanks(cur, pos + 2, nxt)
+        ok, destination, pos = _link_destination(cur, pos, len(cur))
         if not ok or not _valid_link(destination):
             return False
-        dest_end = pos
-        dest_end_line = nxt
+        dest_cur, dest_end, dest_line = cur, pos, nxt
 
-        start = pos
-        while pos < maximum:
-            ch = string[pos]
-            if ch == "\n":
-                more = self._reference_line(nxt)
-                if more is not None:
-                    string += more
-                    maximum = len(string)
-                    nxt += 1
-            elif ch != " " and ch != "\t":
-                break
-            pos += 1
-
-        title_ok, can_continue, title_end, marker, title_len = _link_title(string, pos, maximum, "")
+        # blanks again, then an optional title, which may span lines
+        cur, pos, nxt, moved = self._reference_blanks(cur, pos, nxt)
+        title_ok, can_continue, title_end, marker, title_len = _link_title(cur, pos, len(cur), "")
         while can_continue:
             more = self._reference_line(nxt)
             if more is None:
                 break
-            string += more
-            pos = maximum
-            maximum = len(string)
+            cur = more
+            pos = 0
+            moved = True
             nxt += 1
-            title_ok, can_continue, title_end, marker, more_len = _link_title(
-                string, pos, maximum, marker
-            )
+            title_ok, can_continue, title_end, marker, more_len = _link_title(cur, 0, len(cur), marker)
             title_len += more_len
 
         has_title = False
-        if pos < maximum and start != pos and title_ok:
+        if pos < len(cur) and moved and title_ok:
             has_title = title_len > 0
             pos = title_end
         else:
-            pos = dest_end
-            nxt = dest_end_line
-        while pos < maximum and string[pos] in " \t":
+            cur, pos, nxt = dest_cur, dest_end, dest_line
+        while pos < len(cur) and cur[pos] in " \t":
             pos += 1
-        if pos < maximum and string[pos] != "\n" and has_title:
+        if pos < len(cur) and cur[pos] != "\n" and has_title:
             # garbage after the title, but the definition may stand without it
-            pos = dest_end
-            nxt = dest_end_line
-            while pos < maximum and string[pos] in " \t":
+            cur, pos, nxt = dest_cur, dest_end, dest_line
+            while pos < len(cur) and cur[pos] in " \t":
                 pos += 1
-        if pos < maximum and string[pos] != "\n":
+        if pos < len(cur) and cur[pos] != "\n":
             return False
-        if not string[1:label_end].strip(_TRIM):
+        if label_blank:
             return False
         self.line = nxt
         return True
+
+    def _reference_blanks(self, cur: str, pos: int, nxt: int) -> tuple[str, int, int, bool]:
+        """Skip spaces, tabs and line breaks (taking the next lines as they come).
+
+        Returns the line, the position, the next line index, and whether
+        anything was skipped.
+        """
+        moved = False
+        while pos < len(cur):
+            ch = cur[pos]
+            if ch == "\n":
+                more = self._reference_line(nxt)
+                if more is not None:
+                    cur = more
+                    pos = 0
+                    nxt += 1
+                    moved = True
+                    continue
+            elif ch != " " and ch != "\t":
+                break
+            pos += 1
+            moved = True
+        return cur, pos, nxt, moved
 
     # rules_block/html_block.py
     def _html(self, line: int, end: int, silent: bool) -> bool:
@@ -1008,9 +1048,7 @@ class Outline:
                     region=region,
                 )
             if not candidates:
-                raise CommonroomError(
-                    "invalid_region", f"no heading matches region {name!r}", region=region
-                )
+                raise CommonroomError("invalid_region", f"no heading matches region {name!r}", region=region)
             heading = self._by_path[candidates[0]]
         return Span(heading.path, heading.start, heading.end)
 

@@ -63,8 +63,9 @@ async def read_params(op: Operation) -> tuple[dict[str, Any], bool]:
     return body, False
 
 
-def bearer_from_header() -> str | None:
-    header = request.headers.get("Authorization")
+def bearer_from_header(headers: Any = None) -> str | None:
+    """The bearer of `Authorization: Bearer ...` (of the current request unless `headers` given)."""
+    header = (request.headers if headers is None else headers).get("Authorization")
     if header is None:
         return None
     scheme, _, value = header.partition(" ")

@@ -45,6 +45,8 @@ class IngressSettings:
     requests_per_minute: int = 600
     anonymous_per_minute: int = 60
     heartbeat_seconds: float = 15.0
+    # Quart's per-response timeout for ordinary answers; streams set none (pitfall 2).
+    response_timeout: float = 60.0
     # Monotonic seconds for the rate limiter; trio's clock (MockClock in tests) by default.
     clock: Callable[[], float] = trio.current_time
 
@@ -92,7 +94,7 @@ class Gate:
 def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> QuartTrio:
     settings = settings or IngressSettings()
     app = QuartTrio("commonroom.ingress")
-    app.config["RESPONSE_TIMEOUT"] = 30
+    app.config["RESPONSE_TIMEOUT"] = settings.response_timeout
     gate = Gate(settings)
     app.extensions["commonroom.gate"] = gate
 
@@ -135,8 +137,8 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     async def skill() -> Response:
         return Response(discovery.skill_markdown(), content_type="text/markdown; charset=utf-8")
 
-    async def authorize(capability: str) -> Actor:
-        bearer = bearer_from_header()
+    async def authorize(capability: str, headers: Any = None) -> Actor:
+        bearer = bearer_from_header(headers)
         outcome = await room.run_sync(room.engine.authorize, bearer, capability)
         room.publish(outcome.events)
         if outcome.error is not None:
@@ -190,7 +192,12 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     @app.websocket("/workspace/observe/ws")
     async def observe_ws() -> Any:
         try:
-            actor = await authorize("observe")
+            if not host_allowed(websocket.headers.get("Host")) or not origin_allowed(
+                websocket.headers.get("Origin")
+            ):
+                raise CommonroomError("permission_denied", "Host or Origin not allowed")
+            gate.admit(bearer_from_header(websocket.headers), websocket.remote_addr or "unknown")
+            actor = await authorize("observe", websocket.headers)
             since = _cursor(websocket.args.get("since_event_id"), "since_event_id")
         except CommonroomError as error:
             return error_response(error)

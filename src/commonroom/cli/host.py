@@ -1,0 +1,158 @@
+"""Host commands: `ce invite/invitations/revoke/status/proposals/review FILE ...`.
+
+Theory of operation (PROTOCOL.md section 13): a host command acts as the
+host (`*`) on the room around FILE, in one of two ways.
+
+- A room runs (the service's credential file next to FILE names a live
+  process): the command calls that room's session ingress on
+  `127.0.0.1:<ingress_port>` with the host bearer from the credential file,
+  over the byte client, so the running room applies the operation and
+  publishes its events.
+- No room runs: the command opens the sidecar itself (`Engine(FILE)`), mints
+  a short-lived host session and executes the operation directly.
+
+Either way the answer is the operation's wire JSON, and a refusal is raised
+as the `CommonroomError` the room would have sent. The operation's method
+and path come from the one operation table.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+from pathlib import Path
+from typing import Any, Final
+
+from commonroom.protocol.errors import CommonroomError
+
+# A host session minted for one direct call lives this long (minutes): long
+# enough for the call, short enough not to crowd the active-session limit.
+DIRECT_SESSION_MINUTES: Final = 1
+# How long a call to a running room may take before it counts as unreachable.
+CALL_TIMEOUT: Final = 30.0
+
+
+def host_call(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
+    """Run operation `op_name` as the host on the room around `doc`; its wire JSON."""
+    from commonroom.service import read_credentials
+
+    params = {key: value for key, value in params.items() if value is not None}
+    credentials = read_credentials(doc)
+    if credentials is not None:
+        import trio
+
+        return trio.run(
+            _via_room, int(credentials.ingress_port), str(credentials.host_session), op_name,
+            params,
+        )
+    return _via_sidecar(doc, op_name, params)
+
+
+async def _via_room(port: int, bearer: str, op_name: str, params: dict[str, Any]) -> Any:
+    import trio
+
+    from commonroom.cli.byteclient import request
+    from commonroom.cli.output import error_from_wire
+    from commonroom.engine.operations import OPERATIONS_BY_NAME
+    from commonroom.transport.base import open_loopback_tcp
+
+    op = OPERATIONS_BY_NAME[op_name]
+    headers = {"Authorization": f"Bearer {bearer}"}
+    path = op.path
+    body: bytes | None = None
+    if op.method == "GET":
+        if params:
+            path += "?" + urllib.parse.urlencode(params)
+    else:
+        headers["Content-Type"] = "application/json"
+        body = json.dumps(params).encode()
+    with trio.fail_after(CALL_TIMEOUT):
+        stream = await open_loopback_tcp("127.0.0.1", port, "room")
+        response = await request(stream, op.method, path, headers=headers, body=body)
+    answer = response.json()
+    if not 200 <= response.status < 300:
+        raise error_from_wire(response.status, answer)
+    return answer
+
+
+def _via_sidecar(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
+    from commonroom.engine.core import Engine
+    from commonroom.engine.records import to_wire
+
+    engine = Engine(doc)
+    try:
+        bearer = engine.mint_host_session(DIRECT_SESSION_MINUTES)
+        outcome = engine.execute(op_name, bearer, params)
+    finally:
+        engine.close()
+    if outcome.error is not None:
+        raise outcome.error
+    return to_wire(outcome.result)
+
+
+# -- readable output -------------------------------------------------------------------
+
+
+def _caps(value: Any) -> str:
+    return ",".join(str(c) for c in value) if isinstance(value, list) else str(value)
+
+
+def format_status(answer: dict[str, Any]) -> list[str]:
+    keys = (
+        "workspace_id", "name", "version", "content_hash", "lifecycle", "participants",
+        "active_leases", "pending_proposals",
+    )
+    lines = [f"{key}: {answer[key]}" for key in keys if key in answer]
+    lines += [
+        f"{key}: {value}"
+        for key, value in answer.items()
+        if key not in keys and isinstance(value, (str, int, float, bool))
+    ]
+    return lines
+
+
+def format_invitations(answer: dict[str, Any]) -> list[str]:
+    rows = answer.get("invitations") or []
+    if not rows:
+        return ["no invitations"]
+    lines = []
+    for row in rows:
+        max_uses = row.get("max_uses")
+        uses = f"{row.get('used_count', 0)}/{'∞' if max_uses is None else max_uses}"
+        line = (
+            f"{row.get('invite_id')}  {row.get('state', '?'):<8}  uses {uses}  "
+            f"expires {row.get('expires_at')}  {_caps(row.get('capabilities', []))}"
+        )
+        if row.get("label"):
+            line += f"  {row['label']}"
+        lines.append(line)
+    return lines
+
+
+def format_revoked(answer: dict[str, Any]) -> list[str]:
+    return [f"revoked {answer.get('invite_id')} ({answer.get('state', 'revoked')})"]
+
+
+def format_proposals(answer: dict[str, Any]) -> list[str]:
+    rows = answer.get("proposals") or []
+    if not rows:
+        return ["no proposals"]
+    return [
+        f"{row.get('proposal_id')}  {row.get('status', '?'):<10}  {row.get('region')}  "
+        f"base v{row.get('base_version')}  by {row.get('participant_id')}  "
+        f"{json.dumps(row.get('summary', ''), ensure_ascii=False)}"
+        for row in rows
+    ]
+
+
+def format_review(answer: dict[str, Any]) -> list[str]:
+    return [
+        f"{answer.get('proposal_id')} {answer.get('status')} "
+        f"(reviewer {answer.get('reviewer_id')})"
+    ]
+
+
+def check_answer(answer: Any) -> dict[str, Any]:
+    if not isinstance(answer, dict):
+        raise CommonroomError("transport_unavailable", "the room's answer is not a JSON object")
+    return answer

@@ -1,0 +1,206 @@
+"""How `ce` prints: answers, errors, and the one guard every command runs inside.
+
+Rules this module owns (PROTOCOL.md section 13):
+
+- with `--json` a command prints one JSON object (or JSON lines for a stream)
+  on stdout, and an error is the protocol's error object on stdout;
+- without `--json` an answer is readable text on stdout and an error is one
+  line `error: <code>: <message>` on stderr;
+- a protocol error exits 1, a usage error 2 (as click does); an unexpected
+  exception is `error: internal: ...`, never a traceback;
+- no error line ever carries a session id or an invitation: `redact` strips
+  both from every message before it is printed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import sys
+from collections.abc import Callable
+from typing import Any, Final, ParamSpec
+
+import click
+
+from commonroom.protocol.errors import RECOVERY_FIELDS, STATUS, CommonroomError
+
+EXIT_ERROR: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_INTERRUPTED: Final = 130
+
+_SECRETS: Final = (
+    (re.compile(r"commonroom://join/[A-Za-z0-9_\-=]*"), "commonroom://join/…"),
+    (re.compile(r"ses_[A-Za-z0-9_\-]+"), "ses_…"),
+    (re.compile(r"(?i)(authorization:\s*bearer\s+)\S+"), r"\1…"),
+)
+
+P = ParamSpec("P")
+
+
+def redact(text: str) -> str:
+    """`text` without session ids, invitation URIs or bearer values."""
+    for pattern, replacement in _SECRETS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def dumps(value: Any, *, pretty: bool = False) -> str:
+    if pretty:
+        return json.dumps(value, indent=2, ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def echo(text: str = "", *, err: bool = False) -> None:
+    """One line, flushed at once (a parent process may be waiting for it)."""
+    stream = sys.stderr if err else sys.stdout
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def emit_json(value: Any, *, pretty: bool = False) -> None:
+    echo(dumps(value, pretty=pretty))
+
+
+# -- errors ----------------------------------------------------------------------
+
+
+def error_from_wire(status: int, body: Any) -> CommonroomError:
+    """The `CommonroomError` a room answered with (`status` non-2xx, `body` parsed JSON)."""
+    if isinstance(body, dict) and isinstance(body.get("error"), str) and body["error"] in STATUS:
+        details = body.get("details")
+        recovery = {key: body[key] for key in RECOVERY_FIELDS if key in body}
+        return CommonroomError(
+            body["error"],
+            str(body.get("message", "")),
+            details if isinstance(details, dict) else {},
+            http_status=status,
+            **recovery,
+        )
+    return CommonroomError(
+        "transport_unavailable",
+        f"the room answered HTTP {status} without a commonroom error object",
+        {"status": status},
+    )
+
+
+def wire_of(error: CommonroomError) -> dict[str, Any]:
+    wire = error.to_wire()
+    wire["message"] = redact(str(wire["message"]))
+    return wire
+
+
+def error_line(code: str, message: str, recovery: dict[str, Any] | None = None) -> str:
+    """`error: <code>: <message>`, plus the short recovery fields, all on one line."""
+    extras = []
+    for key, value in (recovery or {}).items():
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            extras.append(f"{key}={value}")
+    line = f"error: {code}: {message}"
+    if extras:
+        line += f" ({', '.join(extras)})"
+    return redact(" ".join(line.split()))
+
+
+def report_error(error: CommonroomError, json_mode: bool, *, json_to_stderr: bool = False) -> None:
+    if json_mode:
+        echo(dumps(wire_of(error)), err=json_to_stderr)
+    else:
+        echo(error_line(error.code, error.message, error.recovery), err=True)
+
+
+def report_internal(exc: BaseException, json_mode: bool) -> None:
+    detail = str(exc).strip()
+    message = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+    message = redact(" ".join(message.split()))
+    if json_mode:
+        emit_json({"error": "internal", "message": message, "details": {}})
+    else:
+        echo(f"error: internal: {message}", err=True)
+
+
+def report_usage(error: click.UsageError) -> None:
+    """A usage error in `--json` mode: the error object on stdout."""
+    emit_json(
+        {"error": "invalid_request", "message": redact(error.format_message()), "details": {}}
+    )
+
+
+# -- the guard -----------------------------------------------------------------------
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:
+            out.extend(_leaves(inner))
+        return out
+    return [exc]
+
+
+def guarded(
+    *, interrupt_exit: int = EXIT_INTERRUPTED
+) -> Callable[[Callable[P, None]], Callable[P, None]]:
+    """Run a command body so that every failure ends in one printed error and an exit code.
+
+    The wrapped function takes a `json_mode` keyword (the `--json` flag).
+    Ctrl-C exits with `interrupt_exit` quietly (0 for the long-running commands).
+    click's own exceptions (usage errors, `--help`) pass through untouched.
+    """
+
+    def decorate(fn: Callable[P, None]) -> Callable[P, None]:
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+            json_mode = bool(kwargs.get("json_mode"))
+            try:
+                fn(*args, **kwargs)
+            except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+                raise
+            except SystemExit:
+                raise
+            except BaseException as exc:  # every other way out becomes one error line
+                raise SystemExit(handle_failure(exc, json_mode, interrupt_exit)) from None
+
+        return wrapper
+
+    return decorate
+
+
+def handle_failure(exc: BaseException, json_mode: bool, interrupt_exit: int) -> int:
+    """Print `exc` the CLI way; return the exit code."""
+    leaves = _leaves(exc)
+    if any(isinstance(leaf, BrokenPipeError) for leaf in leaves):
+        # The reader went away (`ce observe | head`): nothing more to say, to anyone.
+        _silence_stdout()
+        return EXIT_ERROR
+    for leaf in leaves:
+        if isinstance(leaf, SystemExit):
+            code = leaf.code
+            return code if isinstance(code, int) else EXIT_ERROR
+    if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+        return interrupt_exit
+    for leaf in leaves:
+        if isinstance(leaf, CommonroomError):
+            report_error(leaf, json_mode)
+            return EXIT_ERROR
+    for leaf in leaves:
+        if isinstance(leaf, click.UsageError):
+            if json_mode:
+                report_usage(leaf)
+            else:
+                leaf.show()
+            return EXIT_USAGE
+    report_internal(leaves[0] if leaves else exc, json_mode)
+    return EXIT_ERROR
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
