@@ -29,8 +29,16 @@ _EXPIRY_EVENTS = frozenset({"lease.acquired", "lease.renewed", "session.created"
 
 
 class Room:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        watch_interval: float = WATCH_INTERVAL,
+        max_sweep_sleep: float = MAX_SWEEP_SLEEP,
+    ) -> None:
         self.engine = engine
+        self.watch_interval = watch_interval
+        self.max_sweep_sleep = max_sweep_sleep
         self.hub = EventHub()
         self.limiter = trio.CapacityLimiter(1)
         self._sweep_wakeup = trio.Event()
@@ -90,7 +98,7 @@ class Room:
             self._sweep_wakeup = trio.Event()
             events, due = await self.run_sync(self.engine.sweep)
             self.publish(events)
-            delay = MAX_SWEEP_SLEEP
+            delay = self.max_sweep_sleep
             if due is not None:
                 delay = min(delay, max(0.0, seconds_until(due, self.engine.clock())) + 0.01)
             with trio.move_on_after(delay):
@@ -98,7 +106,7 @@ class Room:
 
     async def _watcher(self) -> None:
         while True:
-            await trio.sleep(WATCH_INTERVAL)
+            await trio.sleep(self.watch_interval)
             if self.engine.doc.changed():
                 events = await self.run_sync(lambda: self.engine.refresh(self.engine.clock()))
                 self.publish(events)

@@ -25,7 +25,10 @@ def mock_wall_clock(clock: trio.testing.MockClock) -> object:
 async def _room(doc_path: Path, clock: trio.testing.MockClock) -> tuple[Room, str, dict[str, str]]:
     engine = Engine(doc_path, clock=mock_wall_clock(clock))  # type: ignore[arg-type]
     engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
-    room = Room(engine)
+    # Only the sweeper's own deadline may be jumped to: no watcher ticks, no capped sleeps,
+    # and a jump waits for the store thread to be idle for a (real) half second.
+    room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7)
+    clock.autojump_threshold = 0.5
     host = engine.mint_host_session()
     invite = await room.call("workspace.invite", host, {})
     joined = await room.call("session.join", None, {"invite": invite["invitation"], "name": "a"})
