@@ -16,7 +16,6 @@ file is removed, and the nursery is cancelled. Leases are kept.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ from typing import Any
 import attrs
 import trio
 
+from commonroom.credentials import Credentials, credentials_path, read_credentials, write_credentials
 from commonroom.engine.core import SIDECAR_SUFFIX, Engine
 from commonroom.http.ingress import Gate, IngressSettings, create_ingress_app
 from commonroom.http.owner import OwnerAuth, create_owner_app
@@ -38,7 +38,6 @@ from commonroom.protocol.timefmt import Clock, system_clock
 from commonroom.room import Room
 from commonroom.transport import registry
 
-CREDENTIALS_SUFFIX = ".commonroom.host.json"
 RATE_SWEEP_SECONDS = 60.0
 
 
@@ -81,51 +80,6 @@ class Ready:
         }
 
 
-@attrs.frozen
-class Credentials:
-    pid: int
-    ingress_port: int
-    owner_port: int
-    host_session: str
-    workspace_id: str
-
-
-def credentials_path(doc: Path) -> Path:
-    doc = Path(doc).resolve()
-    return doc.with_name(doc.name + CREDENTIALS_SUFFIX)
-
-
-def _write_credentials(doc: Path, creds: Credentials) -> None:
-    path = credentials_path(doc)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(attrs.asdict(creds), handle)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def read_credentials(doc: Path) -> Credentials | None:
-    """The running room's host credentials, or None when no room runs for `doc`."""
-    path = credentials_path(doc)
-    try:
-        raw = json.loads(path.read_text())
-        creds = Credentials(**raw)
-    except (OSError, ValueError, TypeError):
-        return None
-    return creds if _pid_alive(creds.pid) else None
-
-
 def _unwrap(error: BaseException) -> BaseException:
     """A lone CommonroomError inside (nested) exception groups, else the error itself."""
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
@@ -147,6 +101,9 @@ async def serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None]
 async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None],
                       stop: trio.Event) -> None:
     doc = Path(options.path).resolve()
+    if read_credentials(doc) is not None:
+        # Two rooms on one file would fight over it (and over the credential file).
+        raise CommonroomError("invalid_request", f"a room is already open on {doc.name}; stop it first")
     plugin = registry.load(options.transport)()
     temp_dir: str | None = None
     sidecar: Path | None = None
@@ -211,7 +168,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
             await room.run_sync(engine.set_transport, options.transport, hint)
             await room.record("workspace.started", version=engine.current_version)
             invite = await room.call("workspace.invite", host_session, {})
-            _write_credentials(doc, Credentials(
+            write_credentials(doc, Credentials(
                 os.getpid(), ingress_port, owner_port, host_session, engine.workspace_id))
             on_ready(Ready(
                 workspace_id=engine.workspace_id,

@@ -188,3 +188,20 @@ async def test_owner_cookie_csrf_and_no_mcp(live: LiveRoom) -> None:
     mcp = await live.raw("POST", "/mcp", port=port, body={}, headers={**host, "Cookie": cookie,
                                                                       "X-Commonroom-CSRF": csrf})
     assert mcp.status == 404
+
+
+async def test_a_second_room_on_the_same_file_is_refused(live: LiveRoom) -> None:
+    from commonroom.protocol.errors import CommonroomError
+    from commonroom.service import ServeOptions, serve_room
+
+    try:
+        await serve_room(ServeOptions(path=live.path, install_signal_handlers=False),
+                         on_ready=lambda ready: None)
+    except CommonroomError as error:
+        assert error.code == "invalid_request"
+    else:
+        raise AssertionError("a second room started on the same file")
+    # The first room's credentials are untouched.
+    from commonroom.credentials import read_credentials
+
+    assert read_credentials(live.path) is not None

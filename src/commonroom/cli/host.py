@@ -34,7 +34,7 @@ CALL_TIMEOUT: Final = 30.0
 
 def host_call(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
     """Run operation `op_name` as the host on the room around `doc`; its wire JSON."""
-    from commonroom.service import read_credentials
+    from commonroom.credentials import read_credentials
 
     params = {key: value for key, value in params.items() if value is not None}
     credentials = read_credentials(doc)

@@ -34,10 +34,15 @@ A heading's path is the titles of its enclosing headings (those of a strictly
 lower level number) and its own, joined with ``/``. A second heading with the
 same path gets ``#2`` on its last component (``A/B#2``, its child
 ``A/B#2/C``), a third ``#3``; if a literal title already took that name the
-counter moves on, so paths are always unique. Titles are raw markdown
+counter moves on, so paths are always unique. ``workspace``, ``*`` and the
+empty string are never paths: a top-level heading titled ``workspace`` is
+``workspace#2``, a lone ``#`` at top level is ``#2``. Titles are raw markdown
 (``# Use *this*`` is ``Use *this*``). A title containing ``/`` is still one
-component: its exact path resolves; `related` compares paths as strings, so
-such a title can only make it more cautious, never less.
+component: its exact path resolves, and so does the title itself when it is
+unique; `related` compares paths as strings, so such a title can only make it
+more cautious, never less. Every path resolves to itself, even one that
+starts with ``section:`` (the exact path is tried before the prefix is
+stripped).
 
 A region spans its heading's first line up to the line before the next
 heading of the same or a higher level (level number <= its own), or the end
@@ -47,7 +52,8 @@ the text as given (``\\n``, ``\\r\\n`` and lone ``\\r`` line endings all
 work); a line's line ending is inside the span, so
 ``text[:start] + content + text[end:]`` is exact.
 
-Known simplification: in a link reference definition's destination, character
+Two departures from markdown-it: a leading byte order mark is skipped (the
+first line starts after it), and, a known simplification, in a link reference definition's destination, character
 references (``&#106;avascript:``) are not decoded before markdown-it's unsafe
 scheme check; backslash escapes are.
 """
@@ -279,7 +285,7 @@ class _Scanner:
             self._code(line, end)
             return
         ch = self.src[self.b[line] + self.t[line]]
-        if ch in _INTERRUPT or ch == "[":
+        if ch in _BLOCK_START:
             if ch == "`" or ch == "~":
                 if self._fence(line, end, False):
                     return
@@ -547,6 +553,23 @@ class _Scanner:
             return -1
         return pos
 
+    def _plain(self, pos: int, mx: int) -> bool:
+        """Can text starting at `pos` (not indented code) only be paragraph text?
+
+        False when unsure: the callers then take the long way.
+        """
+        src = self.src
+        ch = src[pos]
+        if ch not in _BLOCK_START:
+            return True
+        if ch == "*" or ch == "-" or ch == "_" or ch == "+":
+            after = src[pos + 1] if pos + 1 < mx else " "
+            if ch != "_" and (after == " " or after == "\t"):
+                return False  # a list item
+            # a thematic break has nothing but markers and blanks
+            return ch == "+" or bool(src[pos:mx].strip(ch + " \t"))
+        return False
+
     def _list(self, line: int, end: int, silent: bool, paragraph: bool) -> bool:
         src, b, e, t, s, bs = self.src, self.b, self.e, self.t, self.s, self.bs
         if s[line] - self.blk >= 4:
@@ -606,7 +629,7 @@ class _Scanner:
                 nxt < end
                 and content < mx
                 and offset - indent < 4
-                and src[content] not in _BLOCK_START
+                and self._plain(content, mx)
                 and self.level + 1 < _MAX_NESTING
             ):
                 pos = b[nxt] + t[nxt]
@@ -888,7 +911,7 @@ class _Scanner:
 def _front_matter_end(src: str, b: list[int], e: list[int]) -> int:
     """Index of the first line after YAML front matter, 0 when there is none."""
     n = len(b) - 1
-    if n == 0 or src[b[0] : e[0]].rstrip(" \t") not in ("---", "\ufeff---"):
+    if n == 0 or src[b[0] : e[0]].rstrip(" \t") != "---":
         return 0
     for i in range(1, n):
         if src[b[i] : e[i]].rstrip(" \t") in ("---", "..."):
@@ -909,6 +932,11 @@ def _scan(text: str) -> tuple[list[tuple[int, int, str]], list[int]]:
         parts = _NEWLINE.split(src)
         lines = parts[0::2]
         widths = list(map(len, parts[1::2]))
+    # A byte order mark is not text (markdown-it would read "\ufeff# A" as a
+    # paragraph): the first line starts after it.
+    bom = 1 if src.startswith("\ufeff") else 0
+    if bom:
+        lines[0] = lines[0][1:]
     # markdown-it has no line for the empty tail after a final line ending,
     # nor for a last line of only blanks.
     if not lines[-1].strip(" \t"):
@@ -916,9 +944,9 @@ def _scan(text: str) -> tuple[list[tuple[int, int, str]], list[int]]:
     count = len(lines)
     lengths = list(map(len, lines))
     if widths is None:
-        b = list(map(add, accumulate(lengths, initial=0), range(count + 1)))
+        b = list(map(add, accumulate(lengths, initial=bom), range(count + 1)))
     else:
-        b = list(accumulate(map(add, lengths, widths), initial=0))
+        b = list(accumulate(map(add, lengths, widths), initial=bom))
     del b[count:]
     e = list(map(add, b, lengths))
     # leading blanks: all at C speed but for the (few) indented lines

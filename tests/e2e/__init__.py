@@ -1,0 +1,1 @@
+"""End-to-end tests: real `ce` processes around a real room."""

@@ -1,0 +1,322 @@
+"""`ce` as a program: outputs, exit codes, and errors that are never tracebacks."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import RoomProcess, ce, ce_err, ce_ok, start_room
+
+pytestmark = pytest.mark.e2e
+
+READY_KEYS = {"workspace_id", "human_url", "invitation", "transport", "owner_port", "ingress_port"}
+
+
+def _encode(payload: Mapping[str, Any]) -> str:
+    raw = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+    return "commonroom://join/" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+INVITATION: dict[str, Any] = {
+    "capabilities": ["read", "propose"],
+    "expires_at": "2030-01-01T00:00:00.000000+00:00",
+    "protocol": "commonroom",
+    "secret": "s3cr3t-value-never-printed",
+    "transport": {"type": "loopback", "address": "127.0.0.1", "port": 4711,
+                  "encrypted": False, "mode": "private"},
+    "version": "1",
+    "workspace_id": "ws_abcdefghijklmnopqrstuvwxyz",
+}
+
+
+def test_decode() -> None:
+    good = ce_ok("decode", _encode(INVITATION))
+    assert good == {k: v for k, v in INVITATION.items() if k != "secret"}
+    readable = ce("decode", _encode(INVITATION))
+    assert readable.returncode == 0
+    assert json.loads(readable.stdout)["workspace_id"] == INVITATION["workspace_id"]
+    assert "s3cr3t" not in readable.stdout
+
+    error, _ = ce_err("decode", _encode({**INVITATION, "version": "2"}))
+    assert error["error"] == "unsupported_version"
+
+    for broken in ("https://example.org/join/x", "commonroom://join/%%%",
+                   "commonroom://join/" + base64.urlsafe_b64encode(b"[1,2]").decode(),
+                   _encode({k: v for k, v in INVITATION.items() if k != "workspace_id"})):
+        error, _ = ce_err("decode", broken)
+        assert error["error"] == "invalid_request", broken
+
+    readable = ce("decode", "not-an-invitation")
+    assert readable.returncode == 1
+    assert readable.stdout == ""
+    assert readable.stderr.startswith("error: invalid_request: ")
+    assert len(readable.stderr.strip().splitlines()) == 1
+
+
+def test_serve_json_ready_line(room: RoomProcess, doc: Path) -> None:
+    ready = room.ready
+    assert set(ready) == READY_KEYS
+    assert set(ready["transport"]) == {"type", "encrypted", "status"}
+    assert ready["transport"] == {"type": "loopback", "encrypted": False, "status": "READY"}
+    assert ready["invitation"].startswith("commonroom://join/")
+    assert ready["human_url"].startswith(f"http://127.0.0.1:{ready['owner_port']}/")
+    assert ready["ingress_port"] != ready["owner_port"]
+    decoded = ce_ok("decode", ready["invitation"])
+    assert decoded["workspace_id"] == ready["workspace_id"]
+    assert decoded["transport"]["port"] == ready["ingress_port"]
+
+    assert room.stop() == 0
+    assert len(room.stdout_lines) == 1  # one JSON line, then nothing else on stdout
+
+
+def test_file_shorthand_serves(doc: Path) -> None:
+    room = RoomProcess([str(doc), "--port-owner", "0", "--port-ingress", "0"], doc.parent)
+    try:
+        invitation = room.wait_for_line("commonroom://join/")
+        output = "".join(room.stdout_lines)
+        assert "http://127.0.0.1:" in output
+        assert any(line.rstrip().endswith("READY") and line.startswith("transport:")
+                   for line in room.stdout_lines)
+        assert ce_ok("decode", invitation)["workspace_id"].startswith("ws_")
+        joined = ce_ok("join", invitation, "--name", "shorthand-bot", "--no-hold")
+        assert joined["session_id"].startswith("ses_")
+    finally:
+        code = room.stop()
+        stderr = room.stderr()
+        room.close()
+    assert code == 0, stderr
+    assert "Traceback" not in stderr
+
+
+def test_tailcat_missing_is_transport_unavailable(doc: Path) -> None:
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
+    for extra in (["--json"], []):
+        result = ce("serve", str(doc), "--transport", "tailcat", "--port-owner", "0",
+                    "--port-ingress", "0", *extra, env=env, timeout=30)
+        assert result.returncode != 0
+        both = result.stdout + result.stderr
+        assert "transport_unavailable" in both
+        assert "commonroom://" not in both
+        assert "Traceback" not in both
+        if extra:
+            assert json.loads(result.stdout)["error"] == "transport_unavailable"
+        else:
+            assert result.stderr.startswith("error: transport_unavailable")
+
+
+def test_host_commands_with_and_without_a_room(doc: Path) -> None:
+    # No room: the sidecar is opened directly.
+    offline = ce_ok("status", str(doc))
+    assert offline["workspace_id"].startswith("ws_")
+    readable = ce("status", str(doc))
+    assert readable.returncode == 0 and f"workspace_id: {offline['workspace_id']}" in readable.stdout
+    assert ce_ok("invitations", str(doc)) == {"invitations": []}
+    assert ce("proposals", str(doc)).stdout.strip() == "no proposals"
+    # With no transport ever recorded, an invitation has nowhere to point.
+    error, _ = ce_err("invite", str(doc))
+    assert error["error"] == "transport_unavailable"
+
+    room = start_room(doc, "--port-ingress", "0")
+    try:
+        assert room.ready["workspace_id"] == offline["workspace_id"]
+        online = ce_ok("status", str(doc))
+        assert online["workspace_id"] == offline["workspace_id"]
+        made = ce("invite", str(doc), "--capabilities", "read,observe", "--max-uses", "2",
+                  "--expires", "30")
+        assert made.returncode == 0
+        line = made.stdout.strip()
+        assert line.startswith("commonroom://join/") and "\n" not in line
+        assert ce_ok("decode", line)["capabilities"] == ["read", "observe"]
+        listed = ce("invitations", str(doc))
+        assert listed.returncode == 0 and "active" in listed.stdout
+        # The room refuses what the host asks wrongly; the CLI prints it in one line.
+        bad = ce("invite", str(doc), "--capabilities", "read,fly")
+        assert bad.returncode == 1 and bad.stderr.startswith("error: invalid_request: ")
+        missing = ce("review", str(doc), "pr_nope", "--approve")
+        assert missing.returncode == 1 and missing.stderr.startswith("error: proposal_not_found")
+        neither = ce("review", str(doc), "pr_nope")
+        assert neither.returncode == 2
+    finally:
+        assert room.stop() == 0
+        room.close()
+
+    # The room is gone again: back to the sidecar, with what the room recorded.
+    after = ce_ok("invitations", str(doc))["invitations"]
+    assert len(after) == 2  # the room's own invitation and ours
+    reinvite = ce_ok("invite", str(doc))  # the last transport hint is remembered
+    assert ce_ok("decode", reinvite["invitation"])["transport"]["port"] == room.ready[
+        "ingress_port"
+    ]
+
+
+def test_usage_and_errors_never_traceback(tmp_path: Path) -> None:
+    missing = tmp_path / "nothing.md"
+    result = ce("status", str(missing))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    as_json = ce("status", str(missing), "--json")
+    assert as_json.returncode == 2
+    assert json.loads(as_json.stdout)["error"] == "invalid_request"
+    unknown = ce(str(missing))
+    assert unknown.returncode == 2
+    # A room that is not there: transport_unavailable, one line, no secret in it.
+    dead = _encode({**INVITATION, "transport": {**INVITATION["transport"], "port": 9}})
+    for args in (["call", dead, "GET", "/workspace/status", "--session", "ses_secret123"],
+                 ["join", dead, "--name", "x", "--no-hold"]):
+        result = ce(*args)
+        assert result.returncode == 1
+        assert result.stderr.startswith("error: transport_unavailable")
+        assert "ses_secret123" not in result.stderr and "s3cr3t" not in result.stderr
+    # Every command takes --json (here: --help lists it).
+    for command in ("serve", "invite", "invitations", "revoke", "status", "proposals", "review",
+                    "join", "call", "decode", "observe"):
+        helped = ce(command, "--help")
+        assert helped.returncode == 0 and "--json" in helped.stdout, command
+
+
+def test_json_output_is_one_object(room: RoomProcess, doc: Path) -> None:
+    for args in (["status", str(doc)], ["invitations", str(doc)], ["proposals", str(doc)]):
+        result = ce(*args, "--json")
+        assert result.returncode == 0
+        assert len(result.stdout.strip().splitlines()) == 1
+        assert isinstance(json.loads(result.stdout), dict)
+
+
+def test_join_holds_until_interrupted(room: RoomProcess, doc: Path) -> None:
+    invitation = ce_ok("invite", str(doc))["invitation"]
+    holder = RoomProcess(["join", invitation, "--name", "holder", "--json"], doc.parent)
+    try:
+        session = json.loads(holder.next_line() or "{}")
+        assert session["name"] == "holder"
+        assert holder.proc.poll() is None  # still holding
+        participants = ce_ok("call", invitation, "GET", "/workspace/participants",
+                             "--session", session["session_id"])["participants"]
+        me = next(p for p in participants if p["participant_id"] == session["participant_id"])
+        assert me["present"] is True
+    finally:
+        code = holder.stop()
+        holder.close()
+    assert code == 0
+
+
+def test_observe_prints_json_lines(room: RoomProcess, doc: Path) -> None:
+    invitation = ce_ok("invite", str(doc))["invitation"]
+    session = ce_ok("join", invitation, "--name", "watcher", "--no-hold")
+    watcher = RoomProcess(["observe", invitation, "--session", session["session_id"],
+                           "--since", "0", "--json"], doc.parent)
+    try:
+        first = json.loads(watcher.next_line() or "{}")
+        assert first["type"] == "workspace.created" and first["event_id"] == 1
+        ce_ok("invite", str(doc))
+        seen: list[str] = []
+        while "invitation.created" not in seen[-1:]:
+            line = watcher.next_line(10)
+            assert line is not None
+            seen.append(json.loads(line)["type"])
+    finally:
+        code = watcher.stop()
+        watcher.close()
+    assert code == 0
+
+
+def test_ce_module_runs_without_console_script() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", "from commonroom.cli.main import main; main()", "--help"],
+        capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 0 and "serve" in result.stdout
+
+
+def test_restart_rebinds_last_port_or_says_so(doc: Path, tmp_path: Path) -> None:
+    first = start_room(doc, "--port-ingress", "0")
+    port = first.ready["ingress_port"]
+    assert first.stop() == 0
+    first.close()
+
+    # Someone else holds the port now: the room binds another one and says so.
+    other_doc = tmp_path / "other.md"
+    other_doc.write_text("# Other\n\ntext\n")
+    squatter = start_room(other_doc, "--port-ingress", str(port))
+    try:
+        assert squatter.ready["ingress_port"] == port
+        moved = RoomProcess([str(doc), "--port-owner", "0"], doc.parent)
+        try:
+            invitation = moved.wait_for_line("commonroom://join/")
+            notes = [line for line in moved.stdout_lines if line.startswith("note:")]
+            assert notes and str(port) in notes[0], moved.stdout_lines
+            assert ce_ok("decode", invitation)["transport"]["port"] != port
+        finally:
+            assert moved.stop() == 0
+            moved.close()
+        # A fixed --port-ingress that is taken is an error, with no invitation.
+        taken = ce("serve", str(doc), "--port-ingress", str(port), "--port-owner", "0", "--json")
+        assert taken.returncode == 1
+        assert json.loads(taken.stdout)["error"] == "transport_unavailable"
+        assert "commonroom://" not in taken.stdout + taken.stderr
+    finally:
+        assert squatter.stop() == 0
+        squatter.close()
+
+
+def test_call_prints_documents_as_text(room: RoomProcess) -> None:
+    skill = ce("call", room.ready["invitation"], "GET", "/skills/commonroom")
+    assert skill.returncode == 0 and "commonroom" in skill.stdout
+    wrapped = ce_ok("call", room.ready["invitation"], "GET", "/skills/commonroom")
+    assert wrapped["status"] == 200 and "commonroom" in wrapped["body"]
+
+
+def test_ephemeral_leaves_no_sidecar(doc: Path) -> None:
+    sidecar = doc.with_name(doc.name + ".commonroom.db")
+    room = start_room(doc, "--ephemeral", "--port-ingress", "0")
+    try:
+        assert not sidecar.exists()
+        assert ce_ok("status", str(doc))["workspace_id"] == room.ready["workspace_id"]
+    finally:
+        assert room.stop() == 0
+        room.close()
+    assert doc.exists() and not sidecar.exists()
+
+
+def test_observe_survives_a_room_restart_without_gap_or_duplicate(doc: Path) -> None:
+    first = start_room(doc)  # no --port-ingress: the restart rebinds the same port
+    invitation = ce_ok("invite", str(doc))["invitation"]
+    session = ce_ok("join", invitation, "--name", "watcher", "--no-hold")
+    watcher = RoomProcess(["observe", invitation, "--session", session["session_id"],
+                           "--since", "0", "--json"], doc.parent)
+    second: RoomProcess | None = None
+    try:
+        ids: list[int] = []
+        types: list[str] = []
+
+        def read_until(kind: str, count: int) -> None:
+            while types.count(kind) < count:
+                line = watcher.next_line(20)
+                assert line is not None, watcher.stderr()
+                event = json.loads(line)
+                ids.append(event["event_id"])
+                types.append(event["type"])
+
+        read_until("participant.joined", 1)
+        assert first.stop() == 0
+        first.close()
+        second = start_room(doc)
+        assert second.ready["ingress_port"] == first.ready["ingress_port"]
+        ce_ok("invite", str(doc))  # an event after the restart
+        read_until("workspace.started", 2)
+        read_until("invitation.created", types.count("invitation.created") + 1)
+        assert "workspace.stopped" in types
+        assert ids == list(range(1, ids[-1] + 1))  # no gap, no duplicate across the restart
+    finally:
+        code = watcher.stop()
+        watcher.close()
+        if second is not None:
+            assert second.stop() == 0
+            second.close()
+    assert code == 0
