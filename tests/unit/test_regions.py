@@ -15,12 +15,19 @@ from commonroom.engine.regions import WHOLE, Heading, Outline, Span, related
 from commonroom.protocol.errors import CommonroomError
 
 
-def heads(text: str) -> list[tuple[int, str]]:
-    """(level, title) of the top-level headings."""
-    return [(h.level, h.title) for h in Outline(text).headings]
+def heads(text: str, *, judge: bool = True) -> list[tuple[int, str]]:
+    """(level, title) of the top-level headings, checked against markdown-it-py.
+
+    `judge=False` for what is ours, not CommonMark's (front matter, BOM).
+    """
+    outline = Outline(text)
+    if judge:
+        assert [(h.level, h.line, h.title) for h in outline.headings] == reference(text)
+    return [(h.level, h.title) for h in outline.headings]
 
 
 def lines(text: str) -> list[int]:
+    heads(text)
     return [h.line for h in Outline(text).headings]
 
 
@@ -185,7 +192,7 @@ def test_front_matter_is_skipped() -> None:
 
 
 def test_front_matter_closed_by_dots() -> None:
-    assert heads("---\na: 1\n...\n# Real\n") == [(1, "Real")]
+    assert heads("---\na: 1\n...\n# Real\n", judge=False) == [(1, "Real")]
 
 
 def test_front_matter_only_on_the_first_line_and_only_when_closed() -> None:
@@ -272,9 +279,7 @@ def test_heading_fields() -> None:
     text = "pre\n\n# A\ntext\n## B\nmore\n"
     a, b = Outline(text).headings
     assert a == Heading(level=1, title="A", path="A", line=3, start=5, end=len(text))
-    assert b == Heading(
-        level=2, title="B", path="A/B", line=5, start=text.index("## B"), end=len(text)
-    )
+    assert b == Heading(level=2, title="B", path="A/B", line=5, start=text.index("## B"), end=len(text))
 
 
 # -- spans ---------------------------------------------------------------------------------
@@ -300,12 +305,8 @@ def test_span_includes_subregions_and_ends_at_next_same_or_higher() -> None:
     assert outline.region_text(outline.resolve("Architecture")) == (
         "# Architecture\nIntro.\n## Goals\nFast.\n### Detail\nDeep.\n## Risks\nSome.\n"
     )
-    assert outline.region_text(outline.resolve("Architecture/Goals")) == (
-        "## Goals\nFast.\n### Detail\nDeep.\n"
-    )
-    assert (
-        outline.region_text(outline.resolve("Architecture/Goals/Detail")) == "### Detail\nDeep.\n"
-    )
+    assert outline.region_text(outline.resolve("Architecture/Goals")) == ("## Goals\nFast.\n### Detail\nDeep.\n")
+    assert outline.region_text(outline.resolve("Architecture/Goals/Detail")) == "### Detail\nDeep.\n"
     assert outline.region_text(outline.resolve("Architecture/Risks")) == "## Risks\nSome.\n"
     # the last region runs to the end of the text
     assert outline.region_text(outline.resolve("Plan")) == "# Plan\nLater.\n"
@@ -314,9 +315,7 @@ def test_span_includes_subregions_and_ends_at_next_same_or_higher() -> None:
 def test_preamble_belongs_only_to_the_whole_document() -> None:
     outline = Outline(DOC)
     assert outline.headings[0].start == DOC.index("# Architecture")
-    assert all(
-        not outline.region_text(outline.resolve(p)).startswith("Preamble") for p in outline.paths()
-    )
+    assert all(not outline.region_text(outline.resolve(p)).startswith("Preamble") for p in outline.paths())
     assert outline.region_text(outline.resolve(WHOLE)) == DOC
 
 
@@ -507,6 +506,36 @@ def test_related(a: str, b: str, expected: bool) -> None:
     assert related(b, a) is expected
 
 
+def test_byte_order_mark_is_not_text() -> None:
+    text = "\ufeff# A\ntext\n"
+    outline = Outline(text)
+    (h,) = outline.headings
+    assert (h.path, h.line, h.start, h.end) == ("A", 1, 1, len(text))
+    assert outline.replace(outline.resolve("A"), "# B\n") == "\ufeff# B\n"
+    assert heads("\ufeff---\na: 1\n---\n# B\n", judge=False) == [(1, "B")]
+
+
+# -- lists --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("- a\n- b\n- c\n# After\n", [(1, "After")]),
+        ("- **a**: x\n- *b*\n+ c\n\nTitle\n---\n", [(2, "Title")]),
+        ("- a\n- b\nlazy\n---\n", []),  # lazy text, then a thematic break
+        ("1. a\n2. b\n3) c\n\nTitle\n===\n", [(1, "Title")]),
+        ("- a\n- - -\nTitle\n===\n", [(1, "Title")]),  # the thematic break ends the list
+        ("- a\n-- b\n===\n", []),  # lazy continuation of the item
+        ("- a\n  - b\n    - c\n# After\n", [(1, "After")]),
+        ("* a\n*\n\n# After\n", [(1, "After")]),
+        ("-\n\n  # not in the item\n", [(1, "not in the item")]),
+    ],
+)
+def test_lists(text: str, expected: list[tuple[int, str]]) -> None:
+    assert heads(text) == expected
+
+
 # -- reference definitions and other markdown-it agreements --------------------------------------
 
 
@@ -543,9 +572,7 @@ def reference(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
-words = st.sampled_from(
-    ["alpha", "beta", "Goals", "x", "#5", "a#", "2)", "+1", "<b>", "`c`", "*e*"]
-)
+words = st.sampled_from(["alpha", "beta", "Goals", "x", "#5", "a#", "2)", "+1", "<b>", "`c`", "*e*"])
 title = st.lists(words, min_size=0, max_size=3).map(" ".join)
 indent = st.sampled_from(["", "", "", " ", "  ", "   ", "    ", "\t"])
 
@@ -579,26 +606,18 @@ def fence(draw: st.DrawFn) -> list[str]:
     info = draw(st.sampled_from(["", "python", " py x", "a`b", "a~b"]))
     body = draw(
         st.lists(
-            st.sampled_from(
-                ["# inside", "## inside", "", "text", char * 3, "  " + char * 4, "~~~", "```"]
-            ),
+            st.sampled_from(["# inside", "## inside", "", "text", char * 3, "  " + char * 4, "~~~", "```"]),
             max_size=3,
         )
     )
-    close = draw(
-        st.sampled_from(
-            ["", char * size, char * (size + 1), " " + char * size + " ", char * (size - 1)]
-        )
-    )
+    close = draw(st.sampled_from(["", char * size, char * (size + 1), " " + char * size + " ", char * (size - 1)]))
     block = [draw(st.sampled_from(["", " ", "   "])) + char * size + info, *body]
     return [*block, close] if close else block
 
 
 @st.composite
 def indented_code(draw: st.DrawFn) -> list[str]:
-    body = draw(
-        st.lists(st.sampled_from(["# code", "text", "---", "===", ""]), min_size=1, max_size=3)
-    )
+    body = draw(st.lists(st.sampled_from(["# code", "text", "---", "===", ""]), min_size=1, max_size=3))
     return [draw(st.sampled_from(["    ", "\t", "     "])) + line if line else "" for line in body]
 
 
@@ -639,9 +658,7 @@ def list_block(draw: st.DrawFn) -> list[str]:
         for _ in range(draw(st.integers(0, 2))):
             out.append(
                 draw(st.sampled_from(["  ", "   ", "    ", "", " "]))
-                + draw(
-                    st.sampled_from(["more", "# nested", "- sub", "---", "===", "", "```", "lazy"])
-                )
+                + draw(st.sampled_from(["more", "# nested", "- sub", "---", "===", "", "```", "lazy"]))
             )
     return out
 
@@ -651,15 +668,11 @@ def blockquote(draw: st.DrawFn) -> list[str]:
     out: list[str] = []
     for _ in range(draw(st.integers(1, 3))):
         prefix = draw(st.sampled_from(["> ", ">", "   > ", "> > ", ">\t", ""]))
-        out.append(
-            prefix + draw(st.sampled_from(["text", "# quoted", "", "---", "===", "- item", "```"]))
-        )
+        out.append(prefix + draw(st.sampled_from(["text", "# quoted", "", "---", "===", "- item", "```"])))
     return out
 
 
-thematic = st.sampled_from(["***", "---", "___", "- - -", " * * *", "_ _", "----  "]).map(
-    lambda s: [s]
-)
+thematic = st.sampled_from(["***", "---", "___", "- - -", " * * *", "_ _", "----  "]).map(lambda s: [s])
 definition = st.sampled_from(
     [
         ["[a]: /url"],

@@ -26,7 +26,9 @@ Decision: only top-level headings are regions. A heading inside a blockquote
 (``> # x``) or a list item (``- # x``) is part of the text of the region around
 it: it neither names a region nor ends one. Blockquotes and lists are still
 parsed in full, so a ``---`` under a list item or a lazy blockquote line is
-never read as the setext underline of top-level text.
+never read as the setext underline of top-level text. markdown-it's nesting
+limit is kept too: past 20 levels (10 nested lists) nothing more is parsed,
+and an item that deep runs to the end of the document, headings included.
 
 Paths and spans
 ---------------
@@ -53,9 +55,10 @@ work); a line's line ending is inside the span, so
 ``text[:start] + content + text[end:]`` is exact.
 
 Two departures from markdown-it: a leading byte order mark is skipped (the
-first line starts after it), and, a known simplification, in a link reference definition's destination, character
-references (``&#106;avascript:``) are not decoded before markdown-it's unsafe
-scheme check; backslash escapes are.
+first line starts after it); and, a known simplification, character
+references in a link reference definition's destination (``&#106;avascript:``)
+are not decoded before markdown-it's unsafe-scheme check (backslash escapes
+are).
 """
 
 from __future__ import annotations
