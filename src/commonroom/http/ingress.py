@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
 from typing import Any
 
@@ -148,6 +148,13 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         actor: Actor = outcome.result
         return actor
 
+    def observe_for(actor: Actor, since: int | None) -> AsyncGenerator[streams.StreamItem, None]:
+        """One observe stream for an authorized session (SSE and WebSocket share it)."""
+        return streams.observe(
+            room, session_hash=actor.session_hash, participant_id=actor.participant_id,
+            since_event_id=since, heartbeat_seconds=settings.heartbeat_seconds,
+        )
+
     @app.get("/workspace/observe")
     async def observe() -> Response:
         try:
@@ -157,12 +164,10 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
                 since = _cursor(request.args.get("since_event_id"), "since_event_id")
         except CommonroomError as error:
             return error_response(error)
+
         async def body() -> Any:
             yield streams.SSE_PREAMBLE
-            async with aclosing(streams.observe(
-                room, session_hash=actor.session_hash, participant_id=actor.participant_id,
-                since_event_id=since, heartbeat_seconds=settings.heartbeat_seconds,
-            )) as items:
+            async with aclosing(observe_for(actor, since)) as items:
                 async for item in items:
                     chunk = streams.format_sse(item)
                     if chunk:
@@ -202,10 +207,7 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         except CommonroomError as error:
             return error_response(error)
         await websocket.accept()
-        async with aclosing(streams.observe(
-            room, session_hash=actor.session_hash, participant_id=actor.participant_id,
-            since_event_id=since, heartbeat_seconds=settings.heartbeat_seconds,
-        )) as items:
+        async with aclosing(observe_for(actor, since)) as items:
             async for item in items:
                 frame = streams.format_ws(item)
                 if frame is not None:
