@@ -320,3 +320,28 @@ def test_observe_survives_a_room_restart_without_gap_or_duplicate(doc: Path) -> 
             assert second.stop() == 0
             second.close()
     assert code == 0
+
+
+def test_a_whole_session_through_the_tailcat_transport(doc: Path, tmp_path: Path) -> None:
+    """ce serve --transport tailcat with a (fake, really forwarding) tailcat on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = Path(__file__).resolve().parents[1] / "fixtures" / "fake_tailcat.py"
+    launcher = bin_dir / "tailcat"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" "$@"\n')
+    launcher.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    room = start_room(doc, "--transport", "tailcat", "--port-ingress", "0", env=env)
+    try:
+        assert room.ready["transport"] == {"type": "tailcat", "encrypted": True, "status": "READY"}
+        hint = ce_ok("decode", room.ready["invitation"])["transport"]
+        assert hint["type"] == "tailcat" and hint["port"] != room.ready["ingress_port"]
+        joined = ce("join", room.ready["invitation"], "--name", "far", "--json", "--no-hold", env=env)
+        assert joined.returncode == 0, joined.stderr
+        session = json.loads(joined.stdout)["session_id"]
+        status = ce("call", room.ready["invitation"], "GET", "/workspace/status",
+                    "--session", session, "--json", env=env)
+        assert status.returncode == 0 and json.loads(status.stdout)["substrate"] == "markdown"
+    finally:
+        assert room.stop() == 0
+        room.close()

@@ -177,3 +177,8 @@ def test_participants_show_presence(room: Driver) -> None:
     people = room.call("workspace.participants", room.host)["participants"]
     me = next(p for p in people if p["participant_id"] == agent["participant_id"])
     assert me["present"] is False and me["last_seen"] is not None
+
+
+def test_invitation_label_is_bounded(room: Driver) -> None:
+    err = room.error("workspace.invite", room.host, label="x" * 65)
+    assert err.code == "invalid_request" and err.details["field"] == "label"

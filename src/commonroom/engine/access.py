@@ -147,6 +147,8 @@ def create_invitation(tx: Tx, p: InviteParams) -> dict[str, Any]:
         raise CommonroomError(
             "transport_unavailable", "the room has no transport running to invite anyone to"
         )
+    if p.label is not None and len(p.label) > limits.NAME_MAX:
+        raise invalid_request(f"label must be at most {limits.NAME_MAX} characters", "label")
     minutes = p.expires_in_minutes or limits.INVITATION_DEFAULT_MINUTES
     expires_at = format_ts(tx.now + timedelta(minutes=minutes))
     invite_id = new_id("inv_")
