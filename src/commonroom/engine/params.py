@@ -61,10 +61,21 @@ def _coerce(name: str, tp: Any, value: Any, from_query: bool) -> Any:
     raise TypeError(f"unsupported parameter type {tp!r} for {name}")
 
 
+_HINTS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _hints(cls: type[Any]) -> dict[str, Any]:
+    # get_type_hints evaluates the string annotations: once per class, not per request.
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
+
+
 def parse_params(cls: type[P], raw: Mapping[str, Any], *, from_query: bool = False) -> P:
     if not isinstance(raw, Mapping):
         raise invalid_request("the request body must be a JSON object")
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     fields = attrs.fields(cls)  # type: ignore[arg-type]
     known = {f.name for f in fields}
     for key in raw:
@@ -98,7 +109,7 @@ def parse_params(cls: type[P], raw: Mapping[str, Any], *, from_query: bool = Fal
 
 def json_schema(cls: type[Any]) -> dict[str, Any]:
     """The JSON Schema of a parameter record (for MCP tools and the docs)."""
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     props: dict[str, Any] = {}
     required: list[str] = []
     for field in attrs.fields(cls):
