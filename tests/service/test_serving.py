@@ -373,7 +373,10 @@ async def test_a_client_that_stops_reading_does_not_block_shutdown(path: str) ->
         outer.start_soon(watchdog)
         async with trio.open_nursery() as nursery:
             app = make_app()
-            port = await nursery.start(partial(serve, app, CONFIG, shutdown_trigger=stop.wait))
+            # A serving write timeout far beyond the test: only the shutdown's own
+            # (short) write deadline can make the stop prompt.
+            config = attrs.evolve(CONFIG, write_timeout=60.0)
+            port = await nursery.start(partial(serve, app, config, shutdown_trigger=stop.wait))
             client = await RawClient.connect(port)
             await client.send(get(path))
             status, _ = await client.read_head()

@@ -270,9 +270,11 @@ class Engine:
     # ---------------------------------------------------------- transactions
 
     @contextmanager
-    def transaction(self, now: datetime) -> Iterator[Tx]:
+    def transaction(self, now: datetime, *, write: bool = True) -> Iterator[Tx]:
+        """One SQLite transaction; read operations (`write=False`) begin DEFERRED and
+        so take no write lock."""
         tx = Tx(self, self.conn, now)
-        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
         try:
             yield tx
             if tx.staged is not None:
@@ -318,7 +320,7 @@ class Engine:
             params = parse_params(op.params, raw_params, from_query=from_query)
             now = self.clock()
             events.extend(self.refresh(now))
-            with self.transaction(now) as tx:
+            with self.transaction(now, write=not op.read_only) as tx:
                 if op.capability is not None:
                     tx.actor_or_none = self.authenticate(tx, bearer)
                     op.check(tx.actor.capabilities, params)

@@ -23,7 +23,11 @@ does about each, so that no other module has to think about it:
 3. A client that stops reading blocks shutdown (hypercorn shields the socket
    write). `_HardenedTCPServer` keeps the shield (a cancelled write would tear
    an HTTP message) but puts a deadline on it: a write that makes no progress
-   for ``write_timeout`` seconds aborts the connection.
+   for ``write_timeout`` seconds aborts the connection, and once shutdown
+   starts every write, pending or new, gets ``shutdown_write_timeout``. The
+   serving timeout can then be long (a stream reader that stalls a while is
+   told `resync` when it comes back rather than cut off), and stopping is
+   still prompt.
 4. ``app.add_background_task`` / ``app.nursery`` work is cancelled at shutdown.
    Nothing here uses them; the room runs its work in its own nursery.
 5. Ctrl-C skips graceful shutdown when `serve` runs in your own nursery:
@@ -135,8 +139,10 @@ class ServeConfig:
     keep_alive_timeout: float = attrs.field(default=5.0, validator=_check_positive)
     """An idle keep-alive connection is closed after this long."""
     max_body_bytes: int = attrs.field(default=1024 * 1024, validator=_check_positive)
-    write_timeout: float = attrs.field(default=2.0, validator=_check_positive)
+    write_timeout: float = attrs.field(default=30.0, validator=_check_positive)
     """A socket write that makes no progress for this long aborts the connection."""
+    shutdown_write_timeout: float = attrs.field(default=0.5, validator=_check_positive)
+    """Once shutdown starts, writes get this long instead (a stalled reader cannot hold the stop)."""
     graceful_timeout: float = attrs.field(default=2.0, validator=_check_positive)
     """After the shutdown trigger, open requests get this long before being cancelled."""
 
@@ -464,6 +470,7 @@ class _HardenedTCPServer(TCPServer):
         # hypercorn annotates the stream as SSL; it handles plain streams too.
         super().__init__(app, config, context, state, cast(Any, stream))
         self._write_timeout = write_timeout
+        self._write_scope: trio.CancelScope | None = None
         self._half_closed = False
         self._read_scope = trio.CancelScope()
         self._idle_timer = _IdleTimer(self, config.keep_alive_timeout)
@@ -488,6 +495,7 @@ class _HardenedTCPServer(TCPServer):
             # Shielded like hypercorn's (a cancelled write tears the HTTP message),
             # but the shield has a deadline of its own.
             with trio.CancelScope(shield=True) as scope:
+                self._write_scope = scope
                 try:
                     if len(data) <= _WRITE_SLICE:
                         scope.deadline = trio.current_time() + self._write_timeout
@@ -499,11 +507,20 @@ class _HardenedTCPServer(TCPServer):
                             await self.stream.send_all(view[start : start + _WRITE_SLICE])
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     broken = True
+                finally:
+                    self._write_scope = None
             if scope.cancelled_caught:
                 broken = True
                 with trio.CancelScope(shield=True):
                     await self.stream.aclose()  # also wakes the reader
         return not broken
+
+    def shorten_writes(self, timeout: float) -> None:
+        """Shutdown started: this and every later write get at most `timeout`."""
+        self._write_timeout = min(self._write_timeout, timeout)
+        scope = self._write_scope
+        if scope is not None:
+            scope.deadline = min(scope.deadline, trio.current_time() + timeout)
 
     async def _half_close(self) -> None:
         """Send FIN, then let the reader drain for a moment before the socket is closed.
@@ -591,9 +608,15 @@ async def serve(
             await lifespan.wait_for_startup()
             state = ConnectionState(lifespan_state.copy())
 
+            live: set[_HardenedTCPServer] = set()
+
             async def handle_connection(stream: trio.SocketStream) -> None:
                 server = _HardenedTCPServer(asgi, hyper, context, state, stream, write_timeout=config.write_timeout)
-                await server.run()
+                live.add(server)
+                try:
+                    await server.run()
+                finally:
+                    live.discard(server)
 
             async with trio.open_nursery() as server_nursery:
                 async with trio.open_nursery() as accept_nursery:
@@ -608,6 +631,8 @@ async def serve(
                     task_status.started(port)
                     await shutdown_trigger()
                     accept_nursery.cancel_scope.cancel()
+                for server in tuple(live):
+                    server.shorten_writes(config.shutdown_write_timeout)
                 await listener.aclose()
                 await context.terminated.set()  # idle connections close now
                 server_nursery.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
