@@ -29,11 +29,11 @@ live from the latest event (`data.latest_event_id`):
   a lag of the client: the stream reads on from the ring, and only reports
   `lagged` if the ring itself moved past it meanwhile.
 
-While waiting, a stream wakes on a grid of whole seconds (or its heartbeat
-interval when shorter) to check that its session is still alive and, every
+While waiting, a stream wakes on a grid of `LIVENESS_SECONDS` (or its
+heartbeat interval when shorter) to check that its session is still alive and, every
 `TOUCH_SECONDS`, to renew its participant's presence. The checks of all
 streams of a room that wake at the same instant share one store-thread call
-(`_Liveness`), so 200 idle streams cost one call a second, not 200. A
+(`_Liveness`), so 200 idle streams cost one call per interval, not 200. A
 `session.revoked` / `session.expired` / `participant.left` event about the
 stream's participant triggers a check at once. A dead session, or the hub
 closing (the room stops), ends the stream: it yields a final `end` item and
@@ -65,8 +65,11 @@ from commonroom.room import Room
 
 PAGE = 500
 """Events read from the ring per store-thread call while replaying."""
-LIVENESS_SECONDS = 1.0
-"""Longest time a stream goes without checking that its session is alive."""
+LIVENESS_SECONDS = 10.0
+"""Longest time a stream goes without checking that its session is alive. The
+sweeper's `session.expired` and the `session.revoked`/`participant.left`
+events end a stream at once; this check is the fallback, so it is rare enough
+that 1,000 idle streams cost next to nothing."""
 TOUCH_SECONDS = 20.0
 """How often a held stream renews presence (PROTOCOL.md: present = last 90 s)."""
 WAIT_MAX_SECONDS = 25.0
@@ -214,13 +217,14 @@ class _Stream:
         session_hash: bytes,
         participant_id: str,
         heartbeat_seconds: float,
+        liveness_seconds: float = LIVENESS_SECONDS,
     ) -> None:
         self.room = room
         self.sub = sub
         self.session_hash = session_hash
         self.participant_id = participant_id
         self.heartbeat = heartbeat_seconds
-        self.check_interval = min(LIVENESS_SECONDS, heartbeat_seconds)
+        self.check_interval = min(liveness_seconds, heartbeat_seconds)
         self.last = 0
         now = trio.current_time()
         self.last_output = now
@@ -350,6 +354,7 @@ async def observe(
     since_event_id: int | None,
     heartbeat_seconds: float = 15.0,
     buffer: int = 256,
+    liveness_seconds: float = LIVENESS_SECONDS,
 ) -> AsyncGenerator[StreamItem, None]:
     """Replay retained events after the cursor, then live, with no gap and no duplicate.
 
@@ -361,7 +366,7 @@ async def observe(
     if heartbeat_seconds <= 0:
         raise ValueError("heartbeat_seconds must be positive")
     sub = room.hub.subscribe(buffer)
-    stream = _Stream(room, sub, session_hash, participant_id, heartbeat_seconds)
+    stream = _Stream(room, sub, session_hash, participant_id, heartbeat_seconds, liveness_seconds)
     try:
         async with aclosing(stream.items(since_event_id)) as items:
             async for item in items:

@@ -76,3 +76,30 @@ async def test_sweeper_wakes_for_a_session_that_expires_later(
         assert timedelta(0) <= late <= timedelta(seconds=1)
         nursery.cancel_scope.cancel()
     room.engine.close()
+
+
+async def test_a_stream_ends_within_a_second_of_its_session_expiring(
+    doc_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The sweeper's session.expired ends the stream; no 1-second polling needed."""
+    from contextlib import aclosing
+
+    from commonroom import streams
+    from commonroom.engine.core import hash_secret
+
+    room, _, joined = await _room(doc_path, autojump_clock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(room.run)
+        items = streams.observe(room, session_hash=hash_secret(joined["session_id"]),
+                                participant_id=joined["participant_id"], since_event_id=None,
+                                heartbeat_seconds=3600, liveness_seconds=3600)
+        async with aclosing(items):
+            with trio.fail_after(9 * 3600):
+                async for item in items:
+                    if item.kind == "end":
+                        break
+        ended = BASE + timedelta(seconds=autojump_clock.current_time())
+        late = ended - parse_ts(joined["expires_at"])
+        assert timedelta(0) <= late <= timedelta(seconds=1)
+        nursery.cancel_scope.cancel()
+    room.engine.close()

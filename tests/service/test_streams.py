@@ -319,10 +319,10 @@ async def test_a_held_stream_renews_presence(env: Env) -> None:
 # ------------------------------------------------------------ ends
 
 
-async def _ends_within(env: Env, action: Any, limit: float = 1.0) -> list[StreamItem]:
+async def _ends_within(env: Env, action: Any, limit: float = 1.0, **kw: Any) -> list[StreamItem]:
     out: list[StreamItem] = []
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(run_until_end, env.observe(None), out)
+        nursery.start_soon(run_until_end, env.observe(None, **kw), out)
         await trio.sleep(0.05)  # the stream is subscribed and live
         t0 = trio.current_time()
         with trio.fail_after(limit + 0.5):
@@ -351,10 +351,12 @@ async def test_leave_ends_the_stream(env: Env) -> None:
 
 
 async def test_expiry_without_an_event_ends_the_stream(env: Env) -> None:
+    """The fallback check (no sweeper here to emit session.expired)."""
+
     async def expire() -> None:
         env.clock.advance(hours=limits.SESSION_MAX_MINUTES / 60 + 1)
 
-    out = await _ends_within(env, expire, streams.LIVENESS_SECONDS + 0.25)
+    out = await _ends_within(env, expire, 1.0 + 0.25, liveness_seconds=1.0)
     assert [item.kind for item in out] == ["end"]
 
 

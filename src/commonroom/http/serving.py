@@ -56,6 +56,7 @@ import json
 import logging
 import math
 import signal
+import socket
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from functools import partial
 from inspect import isasyncgen
@@ -143,6 +144,10 @@ class ServeConfig:
     """A socket write that makes no progress for this long aborts the connection."""
     shutdown_write_timeout: float = attrs.field(default=0.5, validator=_check_positive)
     """Once shutdown starts, writes get this long instead (a stalled reader cannot hold the stop)."""
+    send_buffer_bytes: int | None = 128 * 1024
+    """SO_SNDBUF of every accepted socket (None: the kernel's autotuning, up to 4 MiB each).
+    Bounds the kernel memory a stalled reader can pin, and makes such a reader fall
+    behind its stream's event buffer (and be told `resync`) after ~1,000 events."""
     graceful_timeout: float = attrs.field(default=2.0, validator=_check_positive)
     """After the shutdown trigger, open requests get this long before being cancelled."""
 
@@ -611,6 +616,8 @@ async def serve(
             live: set[_HardenedTCPServer] = set()
 
             async def handle_connection(stream: trio.SocketStream) -> None:
+                if config.send_buffer_bytes is not None:
+                    stream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.send_buffer_bytes)
                 server = _HardenedTCPServer(asgi, hyper, context, state, stream, write_timeout=config.write_timeout)
                 live.add(server)
                 try:
