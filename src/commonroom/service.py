@@ -39,6 +39,11 @@ from commonroom.room import Room
 from commonroom.transport import registry
 
 RATE_SWEEP_SECONDS = 60.0
+# How long a reader may take nothing before its connection is dropped. Long, so
+# that an observer that stalls falls behind its 256-event buffer and is told
+# `resync` when it drains (PROTOCOL §8) rather than being cut off; the stop is
+# still prompt because shutdown shortens every write (http/serving.py).
+STREAM_WRITE_TIMEOUT = 120.0
 
 
 @attrs.frozen
@@ -150,7 +155,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                 wanted = wanted or 0
             try:
                 ingress_port = await listeners.start(partial(
-                    serve, ingress_app, ServeConfig(port=wanted), shutdown_trigger=stop.wait))
+                    serve, ingress_app, ServeConfig(port=wanted, write_timeout=STREAM_WRITE_TIMEOUT), shutdown_trigger=stop.wait))
             except OSError:
                 if options.ingress_port is not None and options.ingress_port != 0:
                     raise CommonroomError(
@@ -158,7 +163,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                         f"ingress port {options.ingress_port} is not free",
                     ) from None
                 ingress_port = await listeners.start(partial(
-                    serve, ingress_app, ServeConfig(port=0), shutdown_trigger=stop.wait))
+                    serve, ingress_app, ServeConfig(port=0, write_timeout=STREAM_WRITE_TIMEOUT), shutdown_trigger=stop.wait))
                 notes.append(f"ingress port {wanted} was taken; bound {ingress_port}")
             owner_port = await listeners.start(partial(
                 serve, owner_app, ServeConfig(port=options.owner_port),
