@@ -22,8 +22,11 @@ Usage: ``.venv/bin/python tools/bench/bench_streams.py [--subscribers 1000]``
     ``time.monotonic()``: one clock; an event that beat the answer counts as
     0 ms). Median and p99 (of 20, p99 is the max); also from the request's
     sending, which includes the commit itself;
-  - ``slow_subscriber_isolation``: 200 commits without, then 200 with one
-    extra subscriber that never reads (SO_RCVBUF 4 KiB); the others' p99
+  - ``slow_subscriber_isolation``: 600 commits without, then 600 with one
+    extra subscriber that stops reading (SO_RCVBUF 4 KiB) until the end of
+    the phase (about 80 s: enough events to overflow its 256-event buffer
+    once the socket is full, within the room's 120 s write timeout, past
+    which a reader that takes nothing is disconnected); the others' p99
     (compared on commit sent -> last subscriber: the answer-based p99 sits
     near 0 ms, so its ratio is noise; both are printed) and the room's RSS
     must stay within 10 %, and the slow one's socket, read at the end,
@@ -265,7 +268,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--subscribers", type=int, default=1000)
     parser.add_argument("--commits", type=int, default=20)
-    parser.add_argument("--slow-commits", type=int, default=200)
+    parser.add_argument("--slow-commits", type=int, default=600)
     parser.add_argument("--seconds", type=float, default=8.0, help="status load per figure")
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--ready-runs", type=int, default=5)
