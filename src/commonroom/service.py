@@ -155,7 +155,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                 wanted = wanted or 0
             try:
                 ingress_port = await listeners.start(partial(
-                    serve, ingress_app, ServeConfig(port=wanted, write_timeout=STREAM_WRITE_TIMEOUT), shutdown_trigger=stop.wait))
+                    serve, ingress_app, ServeConfig(port=wanted, write_timeout=STREAM_WRITE_TIMEOUT),
+                    shutdown_trigger=stop.wait))
             except OSError:
                 if options.ingress_port is not None and options.ingress_port != 0:
                     raise CommonroomError(
@@ -163,7 +164,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                         f"ingress port {options.ingress_port} is not free",
                     ) from None
                 ingress_port = await listeners.start(partial(
-                    serve, ingress_app, ServeConfig(port=0, write_timeout=STREAM_WRITE_TIMEOUT), shutdown_trigger=stop.wait))
+                    serve, ingress_app, ServeConfig(port=0, write_timeout=STREAM_WRITE_TIMEOUT),
+                    shutdown_trigger=stop.wait))
                 notes.append(f"ingress port {wanted} was taken; bound {ingress_port}")
             owner_port = await listeners.start(partial(
                 serve, owner_app, ServeConfig(port=options.owner_port),
