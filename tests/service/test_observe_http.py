@@ -72,8 +72,9 @@ async def test_sse_needs_observe_and_a_bearer(live: LiveRoom) -> None:
     reader = await live.join("reader", capabilities=["read"])
     assert (await live.call("GET", "/workspace/observe", reader["session_id"])).status == 403
     assert (await live.raw("GET", "/workspace/observe")).status == 401
-    bad = await live.call("GET", "/workspace/observe?since_event_id=x", reader["session_id"])
-    assert bad.status in (400, 403)
+    observer = await live.join("observer", capabilities=["read", "observe"])
+    bad = await live.call("GET", "/workspace/observe?since_event_id=x", observer["session_id"])
+    assert bad.status == 400 and bad.json()["details"]["field"] == "since_event_id"
 
 
 async def test_sse_outlives_the_response_timeout_and_ends_on_revoke(doc: Path) -> None:
@@ -128,7 +129,8 @@ async def test_long_poll_wait(live: LiveRoom) -> None:
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(waiter)
-        await trio.sleep(0.2)
+        await trio.sleep(0.3)
+        assert result == {}  # still holding: nothing happened after the cursor
         await _make_events(live, bearer, 1)
     assert result["events"][0]["event_id"] == cursor + 1
     bad = await live.call("GET", "/workspace/wait?cursor=0&timeout_seconds=26", bearer)
