@@ -192,6 +192,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
         # Listeners have drained; record the stop and end the background work.
         credentials_path(doc).unlink(missing_ok=True)
         with trio.CancelScope(shield=True):
+            await room.run_sync(engine.end_host_session, host_session)
             await room.record("workspace.stopped", version=engine.current_version)
         nursery.cancel_scope.cancel()
 

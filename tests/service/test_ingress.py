@@ -154,6 +154,9 @@ async def test_restart_keeps_workspace_sessions_and_history(doc: Path) -> None:
         assert second.ready.workspace_id == first.ready.workspace_id
         status = await second.call("GET", "/workspace/status", agent["session_id"])
         assert status.status == 200
+        # The stopped room's host session stopped with it.
+        old_host = await second.call("GET", "/workspace/status", first.host_session)
+        assert old_host.status == 401
         kinds = [e["type"] for e in (await second.call(
             "GET", "/workspace/history?limit=200", agent["session_id"])).json()["events"]]
         assert "workspace.stopped" in kinds and "participant.joined" in kinds

@@ -182,3 +182,20 @@ def test_participants_show_presence(room: Driver) -> None:
 def test_invitation_label_is_bounded(room: Driver) -> None:
     err = room.error("workspace.invite", room.host, label="x" * 65)
     assert err.code == "invalid_request" and err.details["field"] == "label"
+
+
+def test_host_sessions_do_not_count_against_the_guest_limit(room: Driver) -> None:
+    for _ in range(70):  # e.g. many room starts in a day, each minting one
+        room.engine.mint_host_session()
+    assert room.join("guest")["session_id"]
+    for i in range(63):  # 64 guests in all
+        room.join(f"g{i}")
+    err = room.error("session.join", None, invite=room.invite()["invitation"], name="one too many")
+    assert err.code == "limit_exceeded"
+
+
+def test_ending_the_host_session(room: Driver) -> None:
+    bearer = room.engine.mint_host_session()
+    room.engine.end_host_session(bearer)
+    assert room.error("workspace.status", bearer).code == "unauthorized"
+    assert room.call("workspace.status", room.host)["version"] >= 1  # others unaffected

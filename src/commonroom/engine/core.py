@@ -469,11 +469,14 @@ class Engine:
         self, tx: Tx, participant_id: str, capabilities: tuple[str, ...], minutes: int
     ) -> tuple[str, str]:
         """Returns (bearer, expires_at). Only the hash is stored."""
+        # The limit is on guests: the room's own host sessions (one per start,
+        # one per host command without a room) never lock anyone out.
         active = tx.conn.execute(
-            "SELECT count(*) FROM sessions WHERE ended_at IS NULL AND expires_at > ?",
-            (tx.now_s,),
+            "SELECT count(*) FROM sessions WHERE ended_at IS NULL AND expires_at > ?"
+            " AND participant_id != ?",
+            (tx.now_s, self.host_participant_id),
         ).fetchone()[0]
-        if active >= limits.MAX_ACTIVE_SESSIONS:
+        if participant_id != self.host_participant_id and active >= limits.MAX_ACTIVE_SESSIONS:
             raise CommonroomError(
                 "limit_exceeded",
                 f"the room already has {limits.MAX_ACTIVE_SESSIONS} active sessions",
@@ -490,6 +493,15 @@ class Engine:
         )
         tx.emit("session.created", participant_id=participant_id, expires_at=expires_at)
         return bearer, expires_at
+
+    def end_host_session(self, bearer: str) -> None:
+        """The room stops: its host session ends with it (the credential file is gone too)."""
+        with self.transaction(self.clock()) as tx:
+            tx.conn.execute(
+                "UPDATE sessions SET ended_at = ?, end_reason = 'stopped'"
+                " WHERE session_hash = ? AND participant_id = ? AND ended_at IS NULL",
+                (tx.now_s, hash_secret(bearer), self.host_participant_id),
+            )
 
     def mint_host_session(self, minutes: int = limits.SESSION_MAX_MINUTES) -> str:
         """A `*` session for the owner page and the host CLI; never in an invitation."""
