@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
+from commonroom.engine import dispatch, sessions
 from commonroom.engine.core import Engine
+from commonroom.engine.dispatch import open_engine
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import ManualClock
@@ -41,18 +43,18 @@ class Driver:
     def __init__(self, engine: Engine, clock: ManualClock) -> None:
         self.engine = engine
         self.clock = clock
-        self.host = engine.mint_host_session()
+        self.host = sessions.mint_host_session(engine)
 
     def call(self, op: str, bearer: str | None, /, **params: Any) -> Any:
-        from commonroom.engine.records import to_wire
+        from commonroom.protocol.records import to_wire
 
-        outcome = self.engine.execute(op, bearer, params)
+        outcome = dispatch.execute(self.engine, op, bearer, params)
         if outcome.error is not None:
             raise outcome.error
         return to_wire(outcome.result)
 
     def error(self, op: str, bearer: str | None, /, **params: Any) -> CommonroomError:
-        outcome = self.engine.execute(op, bearer, params)
+        outcome = dispatch.execute(self.engine, op, bearer, params)
         assert outcome.error is not None, f"{op} unexpectedly succeeded: {outcome.result}"
         return outcome.error
 
@@ -89,7 +91,7 @@ def doc_path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def room(doc_path: Path, clock: ManualClock) -> Iterator[Driver]:
-    engine = Engine(doc_path, clock=clock)
+    engine = open_engine(doc_path, clock=clock)
     engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     yield Driver(engine, clock)
     engine.close()

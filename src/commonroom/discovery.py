@@ -9,35 +9,25 @@ from typing import Any
 
 from commonroom import PROTOCOL_NAME, PROTOCOL_VERSION, __version__
 from commonroom.engine.operations import OPERATIONS
-from commonroom.engine.params import json_schema
 from commonroom.protocol.capabilities import ALL, DEFAULT_AGENT
 from commonroom.protocol.errors import STATUS
-
-STREAM_ROUTES: tuple[dict[str, Any], ...] = (
-    {"name": "workspace.observe", "method": "GET", "path": "/workspace/observe",
-     "capability": "observe",
-     "summary": "Server-sent events: replay after Last-Event-ID / since_event_id, then live."},
-    {"name": "workspace.observe_ws", "method": "GET", "path": "/workspace/observe/ws",
-     "capability": "observe", "summary": "The same events over a WebSocket, one per text frame."},
-    {"name": "workspace.wait", "method": "GET", "path": "/workspace/wait",
-     "capability": "observe",
-     "summary": "Long-poll: events after ?cursor=, holding up to ?timeout_seconds= (max 25)."},
-)
+from commonroom.protocol.schema import json_schema
 
 
 def operations_document() -> list[dict[str, Any]]:
-    routes = [
+    return [
         {
             "name": op.name,
+            "kind": op.kind,
             "method": op.method,
             "path": op.path,
             "capability": op.capability,
             "summary": op.summary,
-            "params": json_schema(op.params),
+            "params": json_schema(op.params, params=True),
+            "result": json_schema(op.result) if op.result is not None else None,
         }
         for op in OPERATIONS
     ]
-    return routes + [dict(route) for route in STREAM_ROUTES]
 
 
 def agent_workspace() -> dict[str, Any]:

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 import trio
 
-from commonroom.engine.records import Event
+from commonroom.protocol.events import Event
 
 DEFAULT_BUFFER = 256
 

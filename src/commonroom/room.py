@@ -19,13 +19,17 @@ from typing import Any
 
 import trio
 
+from commonroom.engine import dispatch
 from commonroom.engine.core import Engine, Outcome
-from commonroom.engine.records import Event, to_wire
 from commonroom.hub import EventHub
+from commonroom.protocol import events as ev
+from commonroom.protocol.events import Event
+from commonroom.protocol.records import to_wire
 
 WATCH_INTERVAL = 0.5
 MAX_SWEEP_SLEEP = 30.0
-_EXPIRY_EVENTS = frozenset({"lease.acquired", "lease.renewed", "session.created"})
+# Events that may bring the next expiry closer: the sweeper re-reads its deadline.
+_EXPIRY_EVENTS = frozenset({ev.LeaseAcquired.TYPE, ev.LeaseRenewed.TYPE, ev.SessionCreated.TYPE})
 
 
 class Room:
@@ -54,7 +58,7 @@ class Room:
         self, name: str, bearer: str | None, params: Mapping[str, Any], *, from_query: bool = False
     ) -> Outcome:
         outcome: Outcome = await self.run_sync(
-            lambda: self.engine.execute(name, bearer, params, from_query=from_query)
+            lambda: dispatch.execute(self.engine, name, bearer, params, from_query=from_query)
         )
         self.publish(outcome.events)
         return outcome
@@ -75,13 +79,13 @@ class Room:
         if any(event.type in _EXPIRY_EVENTS for event in events):
             self._sweep_wakeup.set()
 
-    async def record(self, type_: str, **payload: Any) -> None:
+    async def record(self, payload: ev.Payload) -> None:
         """Append a room-lifecycle event (workspace.started / stopped)."""
 
         def _append() -> list[Event]:
             engine = self.engine
             with engine.transaction(engine.clock()) as tx:
-                tx.emit(type_, **payload)
+                tx.emit(payload)
             return tx.events
 
         self.publish(await self.run_sync(_append))

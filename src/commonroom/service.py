@@ -28,12 +28,16 @@ import attrs
 import trio
 
 from commonroom.credentials import Credentials, credentials_path, read_credentials, write_credentials
-from commonroom.engine.core import SIDECAR_SUFFIX, Engine
+from commonroom.engine import sessions
+from commonroom.engine.core import SIDECAR_SUFFIX
+from commonroom.engine.dispatch import open_engine
 from commonroom.http.ingress import Gate, IngressSettings, create_ingress_app
 from commonroom.http.owner import OwnerAuth, create_owner_app
 from commonroom.http.serving import ServeConfig, serve, wait_for_stop_signal
+from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
+from commonroom.protocol.limits import ServingLimits
 from commonroom.protocol.timefmt import Clock, system_clock
 from commonroom.room import Room
 from commonroom.transport import registry
@@ -115,7 +119,11 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
     if options.ephemeral:
         temp_dir = tempfile.mkdtemp(prefix="commonroom-")
         sidecar = Path(temp_dir) / (doc.name + SIDECAR_SUFFIX)
-    engine = Engine(doc, sidecar=sidecar, clock=options.clock)
+    engine = open_engine(doc, sidecar=sidecar, clock=options.clock)
+    engine.serving = ServingLimits(
+        requests_per_minute=options.requests_per_minute,
+        anonymous_per_minute=options.anonymous_per_minute,
+    )
     try:
         room = Room(engine)
         await _run(room, plugin, options, doc, on_ready, stop)
@@ -129,7 +137,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
 async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                on_ready: Callable[[Ready], None], stop: trio.Event) -> None:
     engine = room.engine
-    host_session = await room.run_sync(engine.mint_host_session)
+    host_session = await room.run_sync(sessions.mint_host_session, engine)
     settings = IngressSettings(
         requests_per_minute=options.requests_per_minute,
         anonymous_per_minute=options.anonymous_per_minute,
@@ -173,7 +181,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
 
             hint: TransportHint = await nursery.start(plugin.run, "127.0.0.1", ingress_port)
             await room.run_sync(engine.set_transport, options.transport, hint)
-            await room.record("workspace.started", version=engine.current_version)
+            await room.record(ev.WorkspaceStarted(version=engine.current_version))
             invite = await room.call("workspace.invite", host_session, {})
             write_credentials(doc, Credentials(
                 os.getpid(), ingress_port, owner_port, host_session, engine.workspace_id))
@@ -192,8 +200,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
         # Listeners have drained; record the stop and end the background work.
         credentials_path(doc).unlink(missing_ok=True)
         with trio.CancelScope(shield=True):
-            await room.run_sync(engine.end_host_session, host_session)
-            await room.record("workspace.stopped", version=engine.current_version)
+            await room.run_sync(sessions.end_host_session, engine, host_session)
+            await room.record(ev.WorkspaceStopped(version=engine.current_version))
         nursery.cancel_scope.cancel()
 
 

@@ -57,10 +57,11 @@ from typing import Any
 import attrs
 import trio
 
+from commonroom.engine import sessions
 from commonroom.engine.core import Engine, Tx
 from commonroom.engine.reads import events_after, latest_event_id
-from commonroom.engine.records import Event
 from commonroom.hub import Subscriber
+from commonroom.protocol.events import Event
 from commonroom.room import Room
 
 PAGE = 500
@@ -76,7 +77,6 @@ WAIT_MAX_SECONDS = 25.0
 WAIT_MAX_EVENTS = 200
 SSE_PREAMBLE = b"retry: 5000\n\n"
 
-_ENDING_TYPES = frozenset({"session.revoked", "session.expired", "participant.left"})
 
 
 @attrs.frozen
@@ -149,11 +149,12 @@ class _Round:
 def _check_sessions(
     engine: Engine, hashes: list[bytes], touches: dict[bytes, str]
 ) -> dict[bytes, bool]:
-    alive = {h: engine.session_alive(h) for h in hashes}
+    alive = {h: sessions.session_alive(engine, h) for h in hashes}
+    now = engine.clock()
     for session_hash, participant_id in touches.items():
         # Never renew presence for a session that ended (leave clears presence).
         if alive.get(session_hash):
-            engine.touch(participant_id)
+            engine.presence.touch(participant_id, now)
     return alive
 
 
@@ -246,10 +247,7 @@ class _Stream:
         return await _liveness(self.room).check(self.room, self.session_hash, touch)
 
     def ends_us(self, event: Event) -> bool:
-        return (
-            event.type in _ENDING_TYPES
-            and event.payload.get("participant_id") == self.participant_id
-        )
+        return event.spec.ends_streams and event.participant() == self.participant_id
 
     def emitted(self) -> None:
         self.last_output = trio.current_time()
@@ -385,20 +383,11 @@ async def observe(
 # ------------------------------------------------------------ long-poll
 
 
-def _event_json(event: Event) -> dict[str, Any]:
-    return {
-        "event_id": event.event_id,
-        "type": event.type,
-        "created_at": event.created_at,
-        "payload": event.payload,
-    }
-
-
 def _answer(events: list[Event], cursor: int, latest: int) -> dict[str, Any]:
     if events:
         cursor = events[-1].event_id
     return {
-        "events": [_event_json(event) for event in events],
+        "events": [event.to_dict() for event in events],
         "cursor": cursor,
         "resync": False,
         "latest_event_id": max(latest, cursor),

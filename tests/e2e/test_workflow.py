@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 import pytest
 
+from commonroom.engine import dispatch, sessions
 from tests.e2e.conftest import RoomProcess, ce, ce_err, ce_ok, start_room
 
 pytestmark = pytest.mark.e2e
@@ -255,16 +256,16 @@ def _expired_invitation(doc: Path) -> str:
     (`ce invite --expires 1` would need a test that waits a minute; the
     engine takes an injected clock instead.)
     """
-    from commonroom.engine.core import Engine
+    from commonroom.engine.dispatch import open_engine
     from commonroom.protocol.timefmt import ManualClock
 
     clock = ManualClock(datetime.now(UTC) - timedelta(hours=2))
-    engine = Engine(doc, clock=clock)
+    engine = open_engine(doc, clock=clock)
     try:
-        host = engine.mint_host_session()
-        outcome = engine.execute("workspace.invite", host, {"expires_in_minutes": 60})
+        host = sessions.mint_host_session(engine)
+        outcome = dispatch.execute(engine, "workspace.invite", host, {"expires_in_minutes": 60})
         assert outcome.error is None, outcome.error
-        invitation: str = outcome.result["invitation"]
+        invitation: str = outcome.result.invitation
     finally:
         engine.close()
     return invitation

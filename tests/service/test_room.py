@@ -8,8 +8,9 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from commonroom.engine.core import Engine
-from commonroom.engine.records import Event
+from commonroom.engine import sessions
+from commonroom.engine.dispatch import open_engine
+from commonroom.protocol.events import Event
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import parse_ts
 from commonroom.room import Room
@@ -23,13 +24,13 @@ def mock_wall_clock(clock: trio.testing.MockClock) -> object:
 
 
 async def _room(doc_path: Path, clock: trio.testing.MockClock) -> tuple[Room, str, dict[str, str]]:
-    engine = Engine(doc_path, clock=mock_wall_clock(clock))  # type: ignore[arg-type]
+    engine = open_engine(doc_path, clock=mock_wall_clock(clock))  # type: ignore[arg-type]
     engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     # Only the sweeper's own deadline may be jumped to: no watcher ticks, no capped sleeps,
     # and a jump waits for the store thread to be idle for a (real) half second.
     room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7)
     clock.autojump_threshold = 0.5
-    host = engine.mint_host_session()
+    host = sessions.mint_host_session(engine)
     invite = await room.call("workspace.invite", host, {})
     joined = await room.call("session.join", None, {"invite": invite["invitation"], "name": "a"})
     return room, host, joined
@@ -55,7 +56,7 @@ async def test_sweeper_expires_a_lease_within_a_second_with_nobody_calling(
             event = await _next_of(sub, "lease.expired")
         late = parse_ts(event.created_at) - parse_ts(lease["expires_at"])
         assert timedelta(0) <= late <= timedelta(seconds=1)
-        assert event.payload["lease_id"] == lease["lease_id"]
+        assert event.payload.lease_id == lease["lease_id"]
         nursery.cancel_scope.cancel()
     room.engine.close()
 

@@ -19,9 +19,12 @@ import trio
 import trio.testing
 
 from commonroom import streams
-from commonroom.engine import limits
+from commonroom.engine import sessions
 from commonroom.engine.core import Engine, hash_secret
-from commonroom.engine.records import Event
+from commonroom.engine.dispatch import open_engine
+from commonroom.protocol import events as ev
+from commonroom.protocol import limits
+from commonroom.protocol.events import Event
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import ManualClock
 from commonroom.room import Room
@@ -72,7 +75,7 @@ class Env:
         def _append() -> list[Event]:
             with engine.transaction(engine.clock()) as tx:
                 for i in range(n):
-                    tx.emit("test.tick", n=i)
+                    tx.emit(ev.WorkspaceStarted(version=i))
             return tx.events
 
         events: list[Event] = await self.room.run_sync(_append)
@@ -92,10 +95,10 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     path = tmp_path / "idea.md"
     path.write_text(SAMPLE)
     clock = ManualClock()
-    engine = Engine(path, clock=clock)
+    engine = open_engine(path, clock=clock)
     engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     room = Room(engine)
-    host = engine.mint_host_session()
+    host = sessions.mint_host_session(engine)
     inv = await room.call("workspace.invite", host, {})
     joined = await room.call("session.join", None, {"invite": inv["invitation"], "name": "a"})
     yield Env(room, engine, clock, host, joined["session_id"], joined["participant_id"])
@@ -209,8 +212,8 @@ async def test_events_not_published_through_the_hub_are_filled_from_the_ring(env
     latest = env.latest
     async with aclosing(env.observe(latest)) as items:
         # Committed behind the room's back (never published), then a published one.
-        env.engine.mint_host_session()
-        await env.room.record("test.tick")
+        sessions.mint_host_session(env.engine)
+        await env.room.record(ev.WorkspaceStarted(version=0))
         assert await event_ids_until(items, latest + 2) == [latest + 1, latest + 2]
 
 
@@ -230,7 +233,7 @@ async def test_cursor_older_than_the_ring_resyncs_then_continues_live(env: Env) 
             "oldest_event_id": oldest,
             "latest_event_id": latest,
         }
-        await env.room.record("test.tick")
+        await env.room.record(ev.WorkspaceStarted(version=0))
         assert await event_ids_until(items, latest + 1) == [latest + 1]
 
 
@@ -263,7 +266,7 @@ async def test_slow_subscriber_lags_and_resyncs_while_a_fast_one_keeps_everythin
         # A heartbeat means the stream is past its (empty) replay: live now.
         assert (await next_item(slow, heartbeats=True)).kind == "heartbeat"
         assert (await next_item(fast, heartbeats=True)).kind == "heartbeat"
-        await env.room.record("test.tick")
+        await env.room.record(ev.WorkspaceStarted(version=0))
         assert await event_ids_until(slow, start + 1) == [start + 1]
         fast_ids: list[int] = []
 
@@ -273,7 +276,7 @@ async def test_slow_subscriber_lags_and_resyncs_while_a_fast_one_keeps_everythin
         async with trio.open_nursery() as nursery:
             nursery.start_soon(fast_reader)
             for _ in range(50):  # the slow stream is not read meanwhile
-                await env.room.record("test.tick")
+                await env.room.record(ev.WorkspaceStarted(version=0))
             item = await next_item(slow)
             assert item.kind == "resync"
             assert item.data == {
@@ -281,7 +284,7 @@ async def test_slow_subscriber_lags_and_resyncs_while_a_fast_one_keeps_everythin
                 "oldest_event_id": 1,
                 "latest_event_id": start + 51,
             }
-            await env.room.record("test.tick")
+            await env.room.record(ev.WorkspaceStarted(version=0))
             assert await event_ids_until(slow, start + 52) == [start + 52]
         assert fast_ids == list(range(start + 1, start + 53))
 
@@ -302,7 +305,7 @@ async def test_an_event_postpones_the_heartbeat(env: Env) -> None:
     latest = env.latest
     async with aclosing(env.observe(latest, heartbeat_seconds=0.3)) as items:
         await trio.sleep(0.2)
-        await env.room.record("test.tick")
+        await env.room.record(ev.WorkspaceStarted(version=0))
         t0 = trio.current_time()
         assert (await next_item(items, heartbeats=True)).kind == "event"
         assert (await next_item(items, heartbeats=True)).kind == "heartbeat"
@@ -310,10 +313,10 @@ async def test_an_event_postpones_the_heartbeat(env: Env) -> None:
 
 
 async def test_a_held_stream_renews_presence(env: Env) -> None:
-    env.engine.last_seen.pop(env.participant_id, None)
+    env.engine.presence.forget(env.participant_id)
     async with aclosing(env.observe(None, heartbeat_seconds=0.05)) as items:
         await next_item(items, heartbeats=True)
-        assert env.participant_id in env.engine.last_seen
+        assert env.engine.presence.last_seen(env.participant_id) is not None
 
 
 # ------------------------------------------------------------ ends
@@ -365,7 +368,7 @@ async def test_revoking_someone_else_does_not_end_the_stream(env: Env) -> None:
     latest = env.latest
     async with aclosing(env.observe(latest)) as items:
         await env.room.call("session.revoke", env.host, {"participant_id": other["participant_id"]})
-        await env.room.record("test.tick")
+        await env.room.record(ev.WorkspaceStarted(version=0))
         ids = await event_ids_until(items, latest + 2)
         assert ids == [latest + 1, latest + 2]
 
@@ -535,11 +538,13 @@ async def test_wait_ends_when_the_room_stops(env: Env) -> None:
 
 
 def test_sse_and_ws_formats() -> None:
-    event = Event(42, "lease.acquired", "2026-11-30T12:00:00.000000+00:00", {"region": "Goals"})
+    event = ev.make(42, "2026-11-30T12:00:00.000000+00:00",
+                    ev.LeaseAcquired("ls_1", "pt_1", "Goals", "2026-11-30T12:15:00.000000+00:00"))
     item = StreamItem("event", event)
     body = json.dumps(
         {"event_id": 42, "type": "lease.acquired", "created_at": event.created_at,
-         "payload": {"region": "Goals"}},
+         "payload": {"lease_id": "ls_1", "participant_id": "pt_1", "region": "Goals",
+                     "expires_at": "2026-11-30T12:15:00.000000+00:00"}},
         separators=(",", ":"),
     )
     assert format_sse(item) == f"id: 42\nevent: lease.acquired\ndata: {body}\n\n".encode()

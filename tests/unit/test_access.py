@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from commonroom.engine.core import Engine
+from commonroom.engine import dispatch, sessions
+from commonroom.engine.dispatch import open_engine
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import ManualClock
 from tests.conftest import Driver
@@ -59,18 +60,18 @@ def test_unlimited_invitation(room: Driver) -> None:
 def test_concurrent_redemption_gives_exactly_one_session(
     doc_path: Path, clock: ManualClock
 ) -> None:
-    first = Engine(doc_path, clock=clock)
+    first = open_engine(doc_path, clock=clock)
     first.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
-    host = first.mint_host_session()
-    invite = first.execute("workspace.invite", host, {"max_uses": 1}).result["invitation"]
+    host = sessions.mint_host_session(first)
+    invite = dispatch.execute(first, "workspace.invite", host, {"max_uses": 1}).result.invitation
     first.close()
     results: list[str] = []
     barrier = threading.Barrier(8)
 
     def worker(i: int) -> None:
-        engine = Engine(doc_path, clock=clock)  # its own connection, like another process
+        engine = open_engine(doc_path, clock=clock)  # its own connection, like another process
         barrier.wait()
-        outcome = engine.execute("session.join", None, {"invite": invite, "name": f"n{i}"})
+        outcome = dispatch.execute(engine, "session.join", None, {"invite": invite, "name": f"n{i}"})
         results.append("ok" if outcome.error is None else outcome.error.code)
         engine.close()
 
@@ -126,7 +127,7 @@ def test_sweep_reports_next_expiry_and_emits(room: Driver) -> None:
     assert due is not None
     room.clock.now = due
     events, _ = room.engine.sweep()
-    assert any(e.type == "session.expired" and e.payload == {"participant_id": agent["participant_id"]}
+    assert any(e.type == "session.expired" and e.payload.participant_id == agent["participant_id"]
                for e in events)
 
 
@@ -186,7 +187,7 @@ def test_invitation_label_is_bounded(room: Driver) -> None:
 
 def test_host_sessions_do_not_count_against_the_guest_limit(room: Driver) -> None:
     for _ in range(70):  # e.g. many room starts in a day, each minting one
-        room.engine.mint_host_session()
+        sessions.mint_host_session(room.engine)
     assert room.join("guest")["session_id"]
     for i in range(63):  # 64 guests in all
         room.join(f"g{i}")
@@ -195,7 +196,7 @@ def test_host_sessions_do_not_count_against_the_guest_limit(room: Driver) -> Non
 
 
 def test_ending_the_host_session(room: Driver) -> None:
-    bearer = room.engine.mint_host_session()
-    room.engine.end_host_session(bearer)
+    bearer = sessions.mint_host_session(room.engine)
+    sessions.end_host_session(room.engine, bearer)
     assert room.error("workspace.status", bearer).code == "unauthorized"
     assert room.call("workspace.status", room.host)["version"] >= 1  # others unaffected

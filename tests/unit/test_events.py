@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from commonroom.engine import limits
+from commonroom.protocol import events as ev
+from commonroom.protocol import limits
 from tests.conftest import Driver
 
 
@@ -12,25 +13,25 @@ def test_ids_increase_and_ring_keeps_newest(room: Driver) -> None:
     engine = room.engine
     with engine.transaction(engine.clock()) as tx:
         for i in range(limits.EVENT_RING + 150):
-            tx.emit("test.tick", n=i)
+            tx.emit(ev.WorkspaceStarted(version=i))
     ids = [r[0] for r in engine.conn.execute("SELECT event_id FROM events ORDER BY event_id")]
     assert len(ids) == limits.EVENT_RING
     assert ids == list(range(ids[0], ids[0] + limits.EVENT_RING))
     last = ids[-1]
     with engine.transaction(engine.clock()) as tx:
-        tx.emit("test.tick", n=-1)
+        tx.emit(ev.WorkspaceStarted(version=-1))
     assert tx.events[0].event_id == last + 1
 
 
 def test_event_ids_never_repeat_after_reopen(room: Driver) -> None:
-    from commonroom.engine.core import Engine
+    from commonroom.engine.dispatch import open_engine
 
     latest = room.engine.conn.execute("SELECT max(event_id) FROM events").fetchone()[0]
     path = room.engine.path
     room.engine.close()
-    again = Engine(path, clock=room.clock)
+    again = open_engine(path, clock=room.clock)
     with again.transaction(again.clock()) as tx:
-        tx.emit("test.tick")
+        tx.emit(ev.WorkspaceStarted(version=0))
     assert tx.events[0].event_id == latest + 1
     room.engine = again
 

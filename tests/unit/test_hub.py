@@ -6,12 +6,14 @@ import pytest
 import trio
 import trio.testing
 
-from commonroom.engine.records import Event
 from commonroom.hub import EventHub
+from commonroom.protocol import events
+from commonroom.protocol.events import Event
 
 
-def ev(event_id: int, type_: str = "test.tick") -> Event:
-    return Event(event_id, type_, "2026-11-30T12:00:00.000000+00:00", {"n": event_id})
+def ev(event_id: int) -> Event:
+    return events.make(event_id, "2026-11-30T12:00:00.000000+00:00",
+                       events.WorkspaceStarted(version=event_id))
 
 
 async def test_events_arrive_in_publish_order() -> None:

@@ -74,7 +74,7 @@ def test_expired_lease_stops_blocking_and_is_swept(room: Driver) -> None:
     room.clock.advance(minutes=1)
     events, _ = room.engine.sweep()
     assert [e.type for e in events] == ["lease.expired"]
-    assert events[0].payload["lease_id"] == lease["lease_id"]
+    assert events[0].payload.lease_id == lease["lease_id"]
     room.call("workspace.checkout", b, region="Goals")
 
 

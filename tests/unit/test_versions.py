@@ -11,7 +11,9 @@ from pathlib import Path
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-from commonroom.engine.core import Engine, sha256_hex
+from commonroom.engine import dispatch, sessions
+from commonroom.engine.core import sha256_hex
+from commonroom.engine.dispatch import open_engine
 from commonroom.protocol.timefmt import ManualClock
 from commonroom.store import blobs
 from tests.conftest import SAMPLE, Driver
@@ -54,8 +56,8 @@ def test_any_sequence_of_replacements_keeps_every_version_exact(
     folder = Path(tempfile.mkdtemp())
     path = folder / "doc.md"
     path.write_text(SAMPLE)
-    engine = Engine(path, clock=ManualClock())
-    host = engine.mint_host_session()
+    engine = open_engine(path, clock=ManualClock())
+    host = sessions.mint_host_session(engine)
     expected: dict[int, bytes] = {1: SAMPLE.encode()}
     versions = [1]
     for region, body in edits:
@@ -66,18 +68,19 @@ def test_any_sequence_of_replacements_keeps_every_version_exact(
             continue
         heading = snap.outline.region_text(span).splitlines(keepends=True)[0] if region != "workspace" else ""
         new_text = snap.outline.replace(span, heading + body + "\n")
-        outcome = engine.execute(
+        outcome = dispatch.execute(
+            engine,
             "workspace.commit", host,
             {"base_version": snap.version, "summary": "edit", "content": new_text},
         )
         assert outcome.error is None, outcome.error
-        v = outcome.result["version"]
+        v = outcome.result.version
         assert v > versions[-1]
         versions.append(v)
         expected[v] = new_text.encode("utf-8", "surrogateescape")
         assert path.read_bytes() == expected[v]
     engine.close()
-    reopened = Engine(path, clock=ManualClock())
+    reopened = open_engine(path, clock=ManualClock())
     for version, data in expected.items():
         reopened._snapshots.clear()
         snap = reopened.snapshot(version)
@@ -131,22 +134,22 @@ def test_atomic_write_keeps_permission_bits(room: Driver) -> None:
 
 
 def test_reopen_keeps_workspace_id_and_history(doc_path: Path, clock: ManualClock) -> None:
-    first = Engine(doc_path, clock=clock)
+    first = open_engine(doc_path, clock=clock)
     ws = first.workspace_id
-    host = first.mint_host_session()
-    first.execute("workspace.commit", host, {"base_version": 1, "summary": "x", "content": "# X\n"})
+    host = sessions.mint_host_session(first)
+    dispatch.execute(first, "workspace.commit", host, {"base_version": 1, "summary": "x", "content": "# X\n"})
     first.close()
-    second = Engine(doc_path, clock=clock)
+    second = open_engine(doc_path, clock=clock)
     assert second.workspace_id == ws and second.current_version == 2
-    assert second.execute("workspace.status", host, {}).result["version"] == 2
+    assert dispatch.execute(second, "workspace.status", host, {}).result.version == 2
     second.close()
 
 
 def test_file_edited_while_closed_becomes_a_version(doc_path: Path, clock: ManualClock) -> None:
-    first = Engine(doc_path, clock=clock)
+    first = open_engine(doc_path, clock=clock)
     first.close()
     doc_path.write_text("# Changed offline\n")
-    second = Engine(doc_path, clock=clock)
+    second = open_engine(doc_path, clock=clock)
     assert second.current_version == 2
     assert second.current().text == "# Changed offline\n"
     second.close()
@@ -155,19 +158,19 @@ def test_file_edited_while_closed_becomes_a_version(doc_path: Path, clock: Manua
 def test_crash_between_sidecar_commit_and_rename_rolls_forward(
     doc_path: Path, clock: ManualClock
 ) -> None:
-    engine = Engine(doc_path, clock=clock)
-    host = engine.mint_host_session()
+    engine = open_engine(doc_path, clock=clock)
+    host = sessions.mint_host_session(engine)
 
     def crash(temp: Path) -> None:
         raise SystemExit("simulated crash after commit")
 
     engine.doc.install = crash  # type: ignore[method-assign]
     with contextlib.suppress(SystemExit):
-        engine.execute("workspace.commit", host,
+        dispatch.execute(engine, "workspace.commit", host,
                        {"base_version": 1, "summary": "x", "content": "# Committed\n"})
     engine.conn.close()
     assert doc_path.read_text() == SAMPLE  # the rename never happened
-    reopened = Engine(doc_path, clock=clock)
+    reopened = open_engine(doc_path, clock=clock)
     assert reopened.current_version == 2
     assert doc_path.read_text() == "# Committed\n"  # rolled forward, not an external edit
     kinds = [r[0] for r in reopened.conn.execute("SELECT source FROM versions ORDER BY version")]
@@ -176,15 +179,15 @@ def test_crash_between_sidecar_commit_and_rename_rolls_forward(
 
 
 def test_failed_temp_write_commits_nothing(doc_path: Path, clock: ManualClock) -> None:
-    engine = Engine(doc_path, clock=clock)
-    host = engine.mint_host_session()
+    engine = open_engine(doc_path, clock=clock)
+    host = sessions.mint_host_session(engine)
 
     def full_disk(data: bytes) -> Path:
         raise OSError(28, "No space left on device")
 
     engine.doc.prepare = full_disk  # type: ignore[method-assign]
     with contextlib.suppress(OSError):
-        engine.execute("workspace.commit", host,
+        dispatch.execute(engine, "workspace.commit", host,
                        {"base_version": 1, "summary": "x", "content": "# Lost\n"})
     assert engine.current_version == 1
     assert engine.conn.execute("SELECT max(version) FROM versions").fetchone()[0] == 1

@@ -47,7 +47,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
+from commonroom.engine import dispatch, sessions  # noqa: E402
 from commonroom.engine.core import Engine  # noqa: E402
+from commonroom.engine.dispatch import open_engine  # noqa: E402
+from commonroom.protocol import events as ev  # noqa: E402
 
 MARK_BEGIN = "/nonexistent-commonroom-bench-begin"
 MARK_END = "/nonexistent-commonroom-bench-end"
@@ -157,10 +160,10 @@ def sidecar_bytes(engine: Engine) -> int:
 
 
 def read_region(engine: Engine, bearer: str, region: str) -> str:
-    outcome = engine.execute("workspace.read", bearer, {"region": region})
+    outcome = dispatch.execute(engine, "workspace.read", bearer, {"region": region})
     if outcome.error is not None:
         raise RuntimeError(f"read of {region!r} failed: {outcome.error}")
-    return str(outcome.result["content"])
+    return str(outcome.result.content)
 
 
 def raw_commit(engine: Engine, bearer: str, text: str, summary: str) -> dict[str, Any]:
@@ -188,18 +191,18 @@ def bench_read_scaling(folder: Path, reads: int) -> None:
     report("small_doc_bytes", len(small_text.encode()))
     report("big_doc_bytes", len(big_text.encode()))
 
-    small = Engine(small_path)
+    small = open_engine(small_path)
     t0 = time.perf_counter_ns()
-    big = Engine(big_path)
+    big = open_engine(big_path)
     open_s = (time.perf_counter_ns() - t0) / 1e9
     report("open_10mb_s", open_s, "s (first open: read, hash, store blocks, parse outline)")
     big.close()
     t0 = time.perf_counter_ns()
-    big = Engine(big_path)
+    big = open_engine(big_path)
     report("reopen_10mb_s", (time.perf_counter_ns() - t0) / 1e9, "s (existing sidecar)")
     report("big_doc_regions", len(big.current().outline.headings))
 
-    small_host, big_host = small.mint_host_session(), big.mint_host_session()
+    small_host, big_host = sessions.mint_host_session(small), sessions.mint_host_session(big)
     small_region, big_region = "Part 1/Section 7", "Part 42/Section 7"
     report("small_region_bytes", len(read_region(small, small_host, small_region).encode()))
     report("big_region_bytes", len(read_region(big, big_host, big_region).encode()))
@@ -293,8 +296,8 @@ def bench_unchanged_in_process(engine: Engine, bearer: str, region: str, reads: 
 
 def child_unchanged(doc: str, reads: int) -> None:
     """Run under strace by the parent: open, warm up, then `reads` reads between markers."""
-    engine = Engine(Path(doc))
-    bearer = engine.mint_host_session()
+    engine = open_engine(Path(doc))
+    bearer = sessions.mint_host_session(engine)
     region = "Part 3/Section 7"
     for _ in range(50):
         read_region(engine, bearer, region)
@@ -361,8 +364,8 @@ def bench_storage_growth(folder: Path, edits: int) -> None:
     pieces, sections = make_document(10, 100, 1000, seed=13)
     text = "".join(pieces)
     path = write_doc(folder, "growth.md", text)
-    engine = Engine(path)
-    bearer = engine.mint_host_session()
+    engine = open_engine(path)
+    bearer = sessions.mint_host_session(engine)
     report("growth_doc_bytes", len(text.encode()))
     report("growth_doc_sections", len(sections))
     expected: dict[int, bytes] = {1: hashlib.sha256(text.encode()).digest()}
@@ -414,7 +417,7 @@ RING = 2000
 def ring_engine(folder: Path, name: str, base: int) -> Engine:
     """A fresh room whose last event id is `base`; with the ring full when base > RING."""
     path = write_doc(folder, name, "# Ring\n\ntext\n")
-    engine = Engine(path)
+    engine = open_engine(path)
     ring_reset(engine, base)
     return engine
 
@@ -447,13 +450,13 @@ def bench_ring_trim(folder: Path, batches: int, batch: int, singles: int) -> Non
         t0 = perf()
         with engine.transaction(engine.clock()) as tx:
             for i in range(batch):
-                tx.emit("bench.tick", n=i)
+                tx.emit(ev.WorkspaceStarted(version=i))
         return (perf() - t0) / batch
 
     def single(engine: Engine, i: int) -> int:
         t0 = perf()
         with engine.transaction(engine.clock()) as tx:
-            tx.emit("bench.tick", n=i)
+            tx.emit(ev.WorkspaceStarted(version=i))
         return perf() - t0
 
     results: dict[str, dict[str, list[float]]] = {"batch": {}, "single": {}}

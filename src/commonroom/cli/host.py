@@ -76,13 +76,13 @@ async def _via_room(port: int, bearer: str, op_name: str, params: dict[str, Any]
 
 
 def _via_sidecar(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
-    from commonroom.engine.core import Engine
-    from commonroom.engine.records import to_wire
+    from commonroom.engine import dispatch, sessions
+    from commonroom.protocol.records import to_wire
 
-    engine = Engine(doc)
+    engine = dispatch.open_engine(doc)
     try:
-        bearer = engine.mint_host_session(DIRECT_SESSION_MINUTES)
-        outcome = engine.execute(op_name, bearer, params)
+        bearer = sessions.mint_host_session(engine, DIRECT_SESSION_MINUTES)
+        outcome = dispatch.execute(engine, op_name, bearer, params)
     finally:
         engine.close()
     if outcome.error is not None:

@@ -15,12 +15,24 @@ from typing import Any
 
 import attrs
 
-from commonroom.engine import limits
+from commonroom.engine import sessions
 from commonroom.engine.core import Tx, hash_secret, new_id
-from commonroom.engine.records import InvitationInfo, Participant
+from commonroom.engine.leases import end_leases_of
 from commonroom.protocol import capabilities as caps_mod
+from commonroom.protocol import events as ev
 from commonroom.protocol import invitation as codec
+from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.protocol.records import (
+    InvitationCreatedAnswer,
+    InvitationInfo,
+    Invitations,
+    Joined,
+    Left,
+    Participant,
+    Participants,
+    SessionsRevoked,
+)
 from commonroom.protocol.timefmt import format_ts
 
 # ------------------------------------------------------------------ params
@@ -67,7 +79,7 @@ class NoParams:
 # ---------------------------------------------------------------- handlers
 
 
-def join(tx: Tx, p: JoinParams) -> dict[str, Any]:
+def join(tx: Tx, p: JoinParams) -> Joined:
     secret = codec.secret_from(p.invite)
     name = p.name.strip()
     if not name or len(name) > limits.NAME_MAX:
@@ -101,33 +113,27 @@ def join(tx: Tx, p: JoinParams) -> dict[str, Any]:
         " VALUES (?, ?, ?, ?, ?)",
         (participant_id, p.kind, name, caps_json, tx.now_s),
     )
-    bearer, session_expires = tx.engine.create_session(
+    bearer, session_expires = sessions.create_session(
         tx, participant_id, capabilities, limits.SESSION_DEFAULT_MINUTES
     )
     tx.conn.execute(
         "UPDATE invitations SET used_count = used_count + 1 WHERE invite_id = ?", (invite_id,)
     )
-    tx.emit(
-        "participant.joined",
+    tx.emit(ev.ParticipantJoined(participant_id, p.kind, name, list(capabilities)))
+    tx.emit(ev.InvitationRedeemed(invite_id, participant_id))
+    tx.engine.presence.touch(participant_id, tx.now)
+    return Joined(
+        session_id=bearer,
         participant_id=participant_id,
+        workspace_id=tx.engine.workspace_id,
         kind=p.kind,
         name=name,
         capabilities=list(capabilities),
+        expires_at=session_expires,
     )
-    tx.emit("invitation.redeemed", invite_id=invite_id, participant_id=participant_id)
-    tx.engine.last_seen[participant_id] = tx.now
-    return {
-        "session_id": bearer,
-        "participant_id": participant_id,
-        "workspace_id": tx.engine.workspace_id,
-        "kind": p.kind,
-        "name": name,
-        "capabilities": list(capabilities),
-        "expires_at": session_expires,
-    }
 
 
-def create_invitation(tx: Tx, p: InviteParams) -> dict[str, Any]:
+def create_invitation(tx: Tx, p: InviteParams) -> InvitationCreatedAnswer:
     """The invite answer; the `commonroom://` URI appears only here."""
     wanted = caps_mod.normalize(
         p.capabilities if p.capabilities is not None else caps_mod.DEFAULT_AGENT
@@ -167,20 +173,8 @@ def create_invitation(tx: Tx, p: InviteParams) -> dict[str, Any]:
         (invite_id, hash_secret(secret), json.dumps(list(wanted)), tx.actor.participant_id,
          tx.now_s, expires_at, p.max_uses, p.label),
     )
-    tx.emit(
-        "invitation.created",
-        invite_id=invite_id,
-        capabilities=list(wanted),
-        expires_at=expires_at,
-        max_uses=p.max_uses,
-    )
-    return {
-        "invite_id": invite_id,
-        "invitation": uri,
-        "expires_at": expires_at,
-        "capabilities": list(wanted),
-        "max_uses": p.max_uses,
-    }
+    tx.emit(ev.InvitationCreated(invite_id, list(wanted), expires_at, p.max_uses))
+    return InvitationCreatedAnswer(invite_id, uri, expires_at, list(wanted), p.max_uses)
 
 
 def _invitation_info(tx: Tx, row: tuple[Any, ...]) -> InvitationInfo:
@@ -205,12 +199,12 @@ _INVITATION_COLUMNS = (
 )
 
 
-def list_invitations(tx: Tx, p: ListParams) -> dict[str, Any]:
+def list_invitations(tx: Tx, p: ListParams) -> Invitations:
     rows = tx.conn.execute(
         f"SELECT {_INVITATION_COLUMNS} FROM invitations ORDER BY created_at DESC LIMIT ?",
         (p.limit,),
     ).fetchall()
-    return {"invitations": [_invitation_info(tx, row) for row in rows]}
+    return Invitations([_invitation_info(tx, row) for row in rows])
 
 
 def revoke_invitation(tx: Tx, p: InviteIdParams) -> InvitationInfo:
@@ -223,21 +217,12 @@ def revoke_invitation(tx: Tx, p: InviteIdParams) -> InvitationInfo:
         tx.conn.execute(
             "UPDATE invitations SET revoked_at = ? WHERE invite_id = ?", (tx.now_s, p.invite_id)
         )
-        tx.emit("invitation.revoked", invite_id=p.invite_id)
+        tx.emit(ev.InvitationRevoked(p.invite_id))
         row = (*row[:7], tx.now_s, row[8])
     return _invitation_info(tx, row)
 
 
-def _end_sessions(tx: Tx, participant_id: str, reason: str) -> int:
-    cur = tx.conn.execute(
-        "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE participant_id = ?"
-        " AND ended_at IS NULL",
-        (tx.now_s, reason, participant_id),
-    )
-    return cur.rowcount
-
-
-def revoke_sessions(tx: Tx, p: ParticipantIdParams) -> dict[str, Any]:
+def revoke_sessions(tx: Tx, p: ParticipantIdParams) -> SessionsRevoked:
     row = tx.conn.execute(
         "SELECT is_host FROM participants WHERE participant_id = ?", (p.participant_id,)
     ).fetchone()
@@ -245,48 +230,39 @@ def revoke_sessions(tx: Tx, p: ParticipantIdParams) -> dict[str, Any]:
         raise invalid_request(f"no participant {p.participant_id!r}", "participant_id")
     if row[0] and p.participant_id != tx.actor.participant_id:
         raise CommonroomError("permission_denied", "the host's sessions cannot be revoked")
-    ended = _end_sessions(tx, p.participant_id, "revoked")
+    ended = sessions.end_sessions(tx, p.participant_id, "revoked")
     if ended:
-        tx.emit("session.revoked", participant_id=p.participant_id)
-    return {"participant_id": p.participant_id, "revoked_sessions": ended}
+        tx.emit(ev.SessionRevoked(p.participant_id))
+    return SessionsRevoked(p.participant_id, ended)
 
 
-def leave(tx: Tx, p: NoParams) -> dict[str, Any]:
+def leave(tx: Tx, p: NoParams) -> Left:
     pid = tx.actor.participant_id
-    for lease_id, region in tx.conn.execute(
-        "SELECT lease_id, region FROM leases WHERE participant_id = ? AND ended_at IS NULL",
-        (pid,),
-    ).fetchall():
-        tx.conn.execute(
-            "UPDATE leases SET ended_at = ?, end_reason = 'left' WHERE lease_id = ?",
-            (tx.now_s, lease_id),
-        )
-        tx.emit("lease.released", lease_id=lease_id, participant_id=pid, region=region,
-                reason="left")
-    _end_sessions(tx, pid, "left")
+    end_leases_of(tx, pid, "left")
+    sessions.end_sessions(tx, pid, "left")
     tx.conn.execute(
         "UPDATE participants SET left_at = ?, last_seen = ? WHERE participant_id = ?",
         (tx.now_s, tx.now_s, pid),
     )
-    tx.engine.last_seen.pop(pid, None)
-    tx.emit("participant.left", participant_id=pid)
-    return {"participant_id": pid, "left": True}
+    tx.engine.presence.forget(pid)
+    tx.emit(ev.ParticipantLeft(pid))
+    return Left(pid, True)
 
 
-def participants(tx: Tx, p: NoParams) -> dict[str, Any]:
-    return {"participants": list_participants(tx)}
+def participants(tx: Tx, p: NoParams) -> Participants:
+    return Participants(list_participants(tx))
 
 
 def list_participants(tx: Tx) -> list[Participant]:
     out: list[Participant] = []
-    horizon = tx.now - timedelta(seconds=limits.PRESENCE_SECONDS)
+    presence = tx.engine.presence
     for pid, kind, name, caps_json, adv_json, joined_at, last_seen_db, left_at in tx.conn.execute(
         "SELECT participant_id, kind, name, capabilities, advertised, joined_at, last_seen,"
         " left_at FROM participants ORDER BY joined_at, participant_id"
     ):
-        seen = tx.engine.last_seen.get(pid)
+        seen = presence.last_seen(pid)
         last_seen = format_ts(seen) if seen is not None else last_seen_db
-        present = left_at is None and seen is not None and seen >= horizon
+        present = left_at is None and presence.is_present(pid, tx.now)
         out.append(
             Participant(
                 pid, kind, name, json.loads(caps_json), json.loads(adv_json), present, joined_at,

@@ -1,28 +1,30 @@
-"""The engine: one room's rules over its sidecar and its file.
+"""The engine: one room's versions, transactions and file, sans-I/O.
 
 Theory of operation
 -------------------
-`Engine.execute(name, bearer, params)` is the one entry point adapters reach
-(through the room service, which runs it on the single store thread):
+`commonroom.engine.dispatch.execute(engine, name, bearer, params)` is the one
+entry point adapters reach (through the room service, which runs it on the
+single store thread). It calls back into this module:
 
-1. the file is checked with one `stat`; if it changed, its content becomes a
-   version (`external edit`) before anything else reads or writes;
-2. due lease and session expiries are applied (so an expired lease never
-   blocks anyone, even between sweeper wake-ups);
-3. the bearer is authenticated and the operation's capability checked;
-4. the operation's handler runs inside one SQLite transaction and appends its
-   events there; a handler that changes the document stages the new bytes;
-5. commit order for a document change: the new version row and its events are
+1. `Engine.refresh`: the file is checked with one `stat`; if it changed, its
+   content becomes a version (`external edit`) before anything else reads or
+   writes; due expiries are applied (the `on_expiry` hooks), so an expired
+   lease never blocks anyone, even between sweeper wake-ups;
+2. `Engine.transaction`: the operation runs inside one SQLite transaction and
+   appends its events there (`Tx.emit`, typed payload records of
+   `protocol.events`); a handler that changes the document stages the new bytes;
+3. commit order for a document change: the new version row and its events are
    written, the new file content is written to a temp file and fsynced, the
    transaction commits, the temp file is renamed over the document, and the
    version is marked as written. A crash between commit and rename leaves a
    version marked unwritten whose predecessor is on disk: reopening rolls it
    forward. A crash before commit leaves only a stray temp file.
 
-`execute` never raises a `CommonroomError`: it returns an `Outcome` holding
-the result or the error *and* the events that did commit (an expiry swept on
-the way, or a proposal marked `conflicted` by a refused commit), so the room
-can publish them either way.
+What this module owns: versions (`Snapshot`, `write_version`), the
+transaction and commit order, external edits, and the recovery on open. It
+knows no feature's rules: what a document change or an expiry means for
+leases, proposals, sessions or handoffs is in the feature modules, which the
+dispatcher hands in as `Hooks` when it opens the engine.
 
 The engine does no networking, runs no threads, and reads time only from the
 injected clock.
@@ -36,19 +38,21 @@ import json
 import secrets
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from commonroom.engine import limits
-from commonroom.engine.records import Actor, Event
+from commonroom.engine.presence import Presence
 from commonroom.engine.regions import WHOLE, Outline, Span
+from commonroom.protocol import events as ev
+from commonroom.protocol import limits
 from commonroom.protocol.capabilities import HOST
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.events import Event
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import Clock, format_ts, system_clock
 from commonroom.store import blobs
@@ -100,9 +104,41 @@ class Snapshot:
 
 @attrs.frozen
 class Outcome:
+    """What one operation did: its result record or its error, and the events that committed."""
+
     result: Any
     error: CommonroomError | None
     events: list[Event]
+
+
+@attrs.frozen
+class Actor:
+    """Who is calling: always taken from the session, never from a body field."""
+
+    participant_id: str
+    capabilities: tuple[str, ...]
+    session_hash: bytes
+    kind: str
+    name: str
+
+
+ChangeHook = Callable[["Tx", "Snapshot", "Snapshot", "str | None"], None]
+"""(tx, before, after, committed proposal id): the document changed in this transaction."""
+TxHook = Callable[["Tx"], None]
+
+
+@attrs.frozen
+class Hooks:
+    """What feature modules do when the document changes or time passes.
+
+    The dispatcher builds the one set (leases, proposals, sessions, handoffs,
+    presence register theirs there); an engine opened without it only keeps
+    versions, which is what the store-level tests use.
+    """
+
+    on_document_change: tuple[ChangeHook, ...] = ()
+    on_expiry: tuple[TxHook, ...] = ()
+    next_expiry: tuple[Callable[[Tx], datetime | None], ...] = ()
 
 
 @attrs.define
@@ -123,28 +159,41 @@ class Tx:
         self.actor_or_none: Actor | None = None
         self.events: list[Event] = []
         self.staged: StagedWrite | None = None
-        self.deferred_error: CommonroomError | None = None
+        self.committed = False
 
     @property
     def actor(self) -> Actor:
         assert self.actor_or_none is not None, "operation needs an authenticated actor"
         return self.actor_or_none
 
-    def emit(self, type_: str, **payload: Any) -> None:
+    def emit(self, payload: ev.Payload) -> Event:
+        """Append one event (a payload record of the catalogue) to the ring, in this transaction."""
+        body = json.dumps(ev.payload_json(payload), separators=(",", ":"))
         cur = self.conn.execute(
             "INSERT INTO events (type, created_at, payload) VALUES (?, ?, ?)",
-            (type_, self.now_s, json.dumps(payload, separators=(",", ":"))),
+            (payload.TYPE, self.now_s, body),
         )
         event_id = cur.lastrowid
         assert event_id is not None
         # The ring: one indexed range delete; only the row that fell off is
         # left below the bound, so the cost does not grow with history.
         self.conn.execute("DELETE FROM events WHERE event_id <= ?", (event_id - limits.EVENT_RING,))
-        self.events.append(Event(event_id, type_, self.now_s, payload))
+        event = ev.make(event_id, self.now_s, payload)
+        self.events.append(event)
+        return event
 
-    def fail_after_commit(self, error: CommonroomError) -> None:
-        """Commit what the handler wrote (e.g. a proposal marked conflicted), then fail."""
-        self.deferred_error = error
+    def fail_after_commit(self, error: CommonroomError) -> CommitThenFail:
+        """`raise tx.fail_after_commit(error)`: keep what the handler wrote (say a proposal
+        marked conflicted), commit it, then fail with `error`."""
+        return CommitThenFail(error)
+
+
+class CommitThenFail(Exception):
+    """Raised by a handler whose writes must commit although the operation fails."""
+
+    def __init__(self, error: CommonroomError) -> None:
+        super().__init__(error.code)
+        self.error = error
 
 
 Handler = Callable[[Tx, Any], Any]
@@ -158,17 +207,20 @@ class Engine:
         sidecar: Path | None = None,
         clock: Clock = system_clock,
         name: str | None = None,
+        hooks: Hooks = Hooks(),
     ) -> None:
         self.path = Path(path).resolve()
+        self.hooks = hooks
         self.sidecar_path = sidecar or self.path.with_name(self.path.name + SIDECAR_SUFFIX)
         self.clock = clock
         self.doc = DocumentFile(self.path)
         self.transport_hint: TransportHint | None = None
         self.transport_name = "none"
         self.lifecycle = "open"
+        self.serving = limits.ServingLimits()  # the service sets the actual ones
         # Presence is a room-process fact (who called in the last 90 s); it is
         # kept in memory and written to the sidecar only when a participant leaves.
-        self.last_seen: dict[str, datetime] = {}
+        self.presence = Presence()
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
         self.conn = sqlite3.connect(
             self.sidecar_path, isolation_level=None, check_same_thread=False
@@ -207,16 +259,21 @@ class Engine:
                         ("created_at", tx.now_s),
                     ],
                 )
+                self.host_participant_id = new_id("pt_")
                 tx.conn.execute(
                     "INSERT INTO participants (participant_id, kind, name, capabilities,"
                     " joined_at, is_host) VALUES (?, 'human', 'host', ?, ?, 1)",
-                    (new_id("pt_"), json.dumps(list(HOST)), tx.now_s),
+                    (self.host_participant_id, json.dumps(list(HOST)), tx.now_s),
                 )
                 self._insert_version(tx, data, "initial version", None, None, "initial", None)
                 tx.conn.execute("UPDATE versions SET file_written = 1 WHERE version = 1")
-                tx.emit("workspace.created", version=1)
+                tx.emit(ev.WorkspaceCreated(version=1))
         else:
             self.workspace_id = str(self._meta("workspace_id"))
+            host = self.conn.execute(
+                "SELECT participant_id FROM participants WHERE is_host = 1"
+            ).fetchone()
+            self.host_participant_id = str(host[0])
             row = self.conn.execute("SELECT max(version) FROM versions").fetchone()
             self.current_version = int(row[0])
             self._recover(now)
@@ -225,10 +282,6 @@ class Engine:
         if saved_hint and saved_hint != "null":
             self.transport_hint = TransportHint(**json.loads(saved_hint))
             self.transport_name = self.transport_hint.type
-        host = self.conn.execute(
-            "SELECT participant_id FROM participants WHERE is_host = 1"
-        ).fetchone()
-        self.host_participant_id = str(host[0])
 
     def _remove_stray_temp_files(self) -> None:
         prefix = f".{self.path.name}."
@@ -280,6 +333,12 @@ class Engine:
             if tx.staged is not None:
                 tx.staged.temp_path = self.doc.prepare(tx.staged.data)
             self.conn.execute("COMMIT")
+            tx.committed = True
+        except CommitThenFail as deferred:
+            assert tx.staged is None, "a failing operation never changes the document"
+            self.conn.execute("COMMIT")
+            tx.committed = True
+            raise deferred.error from None
         except BaseException:
             self.conn.execute("ROLLBACK")
             if tx.staged is not None and tx.staged.temp_path is not None:
@@ -299,56 +358,7 @@ class Engine:
             row = self.conn.execute("SELECT max(version) FROM versions").fetchone()
             self.current_version = int(row[0])
 
-    # --------------------------------------------------------------- execute
-
-    def execute(
-        self,
-        name: str,
-        bearer: str | None,
-        raw_params: Mapping[str, Any],
-        *,
-        from_query: bool = False,
-    ) -> Outcome:
-        from commonroom.engine.operations import OPERATIONS_BY_NAME
-        from commonroom.engine.params import parse_params
-
-        events: list[Event] = []
-        try:
-            op = OPERATIONS_BY_NAME.get(name)
-            if op is None:
-                raise CommonroomError("invalid_request", f"unknown operation {name!r}")
-            params = parse_params(op.params, raw_params, from_query=from_query)
-            now = self.clock()
-            events.extend(self.refresh(now))
-            with self.transaction(now, write=not op.read_only) as tx:
-                if op.capability is not None:
-                    tx.actor_or_none = self.authenticate(tx, bearer)
-                    op.check(tx.actor.capabilities, params)
-                result = op.handler(tx, params)
-            events.extend(tx.events)
-            if tx.deferred_error is not None:
-                return Outcome(None, tx.deferred_error, events)
-            return Outcome(result, None, events)
-        except CommonroomError as error:
-            return Outcome(None, error, events)
-
-    def authorize(self, bearer: str | None, capability: str) -> Outcome:
-        """For streams, which are not operations: authenticate and check one capability.
-
-        The result is the `Actor`; the events are any expiries applied on the way.
-        """
-        from commonroom.protocol.capabilities import require
-
-        events: list[Event] = []
-        try:
-            now = self.clock()
-            events.extend(self.refresh(now))
-            with self.transaction(now) as tx:
-                actor = self.authenticate(tx, bearer)
-                require(actor.capabilities, capability)
-            return Outcome(actor, None, events)
-        except CommonroomError as error:
-            return Outcome(None, error, events)
+    # ------------------------------------------------------------- the room
 
     def set_transport(self, name: str, hint: TransportHint | None) -> None:
         """Remember how the room is reached now (and for `ce invite` while no room runs)."""
@@ -393,121 +403,18 @@ class Engine:
         return events, self.next_expiry()
 
     def next_expiry(self) -> datetime | None:
-        times = [
-            row[0]
-            for row in self.conn.execute(
-                "SELECT min(expires_at) FROM leases WHERE ended_at IS NULL "
-                "UNION ALL SELECT min(expires_at) FROM sessions WHERE ended_at IS NULL"
-            )
-            if row[0] is not None
-        ]
-        return datetime.fromisoformat(min(times)) if times else None
+        """The earliest moment a hook has something to expire (None: nothing pending)."""
+        tx = Tx(self, self.conn, self.clock())
+        times = [due for find in self.hooks.next_expiry if (due := find(tx)) is not None]
+        return min(times) if times else None
 
     def _expiry_due(self, now: datetime) -> bool:
         due = self.next_expiry()
         return due is not None and due <= now
 
     def _expire(self, tx: Tx) -> None:
-        for lease_id, pid, region in tx.conn.execute(
-            "SELECT lease_id, participant_id, region FROM leases "
-            "WHERE ended_at IS NULL AND expires_at <= ? ORDER BY expires_at",
-            (tx.now_s,),
-        ).fetchall():
-            tx.conn.execute(
-                "UPDATE leases SET ended_at = ?, end_reason = 'expired' WHERE lease_id = ?",
-                (tx.now_s, lease_id),
-            )
-            tx.emit("lease.expired", lease_id=lease_id, participant_id=pid, region=region)
-        for session_hash, pid in tx.conn.execute(
-            "SELECT session_hash, participant_id FROM sessions "
-            "WHERE ended_at IS NULL AND expires_at <= ? ORDER BY expires_at",
-            (tx.now_s,),
-        ).fetchall():
-            tx.conn.execute(
-                "UPDATE sessions SET ended_at = ?, end_reason = 'expired' WHERE session_hash = ?",
-                (tx.now_s, session_hash),
-            )
-            tx.emit("session.expired", participant_id=pid)
-
-    # ------------------------------------------------------------ sessions
-
-    def authenticate(self, tx: Tx, bearer: str | None) -> Actor:
-        if not bearer:
-            raise CommonroomError("unauthorized", "a bearer session is required")
-        # Looking up the sha256 of the bearer (never the bearer itself) keeps
-        # the comparison from leaking the secret through timing.
-        row = tx.conn.execute(
-            "SELECT s.participant_id, s.capabilities, s.expires_at, s.ended_at, s.end_reason,"
-            " p.kind, p.name FROM sessions s JOIN participants p USING (participant_id)"
-            " WHERE s.session_hash = ?",
-            (hash_secret(bearer),),
-        ).fetchone()
-        if row is None:
-            raise CommonroomError("unauthorized", "unknown or ended session")
-        pid, caps, expires_at, ended_at, end_reason, kind, name = row
-        if ended_at is not None:
-            if end_reason == "expired":
-                raise CommonroomError("session_expired", "the session has expired; join again")
-            raise CommonroomError("unauthorized", "unknown or ended session")
-        if expires_at <= tx.now_s:
-            raise CommonroomError("session_expired", "the session has expired; join again")
-        self.last_seen[pid] = tx.now
-        return Actor(pid, tuple(json.loads(caps)), hash_secret(bearer), kind, name)
-
-    def session_alive(self, session_hash: bytes) -> bool:
-        """For the room's streams: is this session still usable right now?"""
-        row = self.conn.execute(
-            "SELECT expires_at, ended_at FROM sessions WHERE session_hash = ?", (session_hash,)
-        ).fetchone()
-        return row is not None and row[1] is None and row[0] > format_ts(self.clock())
-
-    def touch(self, participant_id: str) -> None:
-        """A held stream counts as presence."""
-        self.last_seen[participant_id] = self.clock()
-
-    def create_session(
-        self, tx: Tx, participant_id: str, capabilities: tuple[str, ...], minutes: int
-    ) -> tuple[str, str]:
-        """Returns (bearer, expires_at). Only the hash is stored."""
-        # The limit is on guests: the room's own host sessions (one per start,
-        # one per host command without a room) never lock anyone out.
-        active = tx.conn.execute(
-            "SELECT count(*) FROM sessions WHERE ended_at IS NULL AND expires_at > ?"
-            " AND participant_id != ?",
-            (tx.now_s, self.host_participant_id),
-        ).fetchone()[0]
-        if participant_id != self.host_participant_id and active >= limits.MAX_ACTIVE_SESSIONS:
-            raise CommonroomError(
-                "limit_exceeded",
-                f"the room already has {limits.MAX_ACTIVE_SESSIONS} active sessions",
-                {"limit": limits.MAX_ACTIVE_SESSIONS},
-                retry_after_seconds=60,
-            )
-        bearer = "ses_" + secrets.token_urlsafe(32)
-        expires_at = format_ts(tx.now + timedelta(minutes=minutes))
-        tx.conn.execute(
-            "INSERT INTO sessions (session_hash, participant_id, capabilities, created_at,"
-            " expires_at) VALUES (?, ?, ?, ?, ?)",
-            (hash_secret(bearer), participant_id, json.dumps(list(capabilities)), tx.now_s,
-             expires_at),
-        )
-        tx.emit("session.created", participant_id=participant_id, expires_at=expires_at)
-        return bearer, expires_at
-
-    def end_host_session(self, bearer: str) -> None:
-        """The room stops: its host session ends with it (the credential file is gone too)."""
-        with self.transaction(self.clock()) as tx:
-            tx.conn.execute(
-                "UPDATE sessions SET ended_at = ?, end_reason = 'stopped'"
-                " WHERE session_hash = ? AND participant_id = ? AND ended_at IS NULL",
-                (tx.now_s, hash_secret(bearer), self.host_participant_id),
-            )
-
-    def mint_host_session(self, minutes: int = limits.SESSION_MAX_MINUTES) -> str:
-        """A `*` session for the owner page and the host CLI; never in an invitation."""
-        with self.transaction(self.clock()) as tx:
-            bearer, _ = self.create_session(tx, self.host_participant_id, HOST, minutes)
-        return bearer
+        for hook in self.hooks.on_expiry:
+            hook(tx)
 
     # ------------------------------------------------------------ versions
 
@@ -584,14 +491,10 @@ class Engine:
         snap = self._insert_version(tx, data, summary, participant_id, region, source, proposal_id)
         if source != "external":
             tx.staged = StagedWrite(snap.version, data)
-        tx.emit(
-            "change.committed",
-            version=snap.version,
-            summary=summary,
-            participant_id=participant_id,
-            region=region,
+        tx.emit(ev.ChangeCommitted(
+            version=snap.version, summary=summary, participant_id=participant_id, region=region,
             source=source,
-        )
+        ))
         self._after_change(tx, before, snap, proposal_id)
         return snap
 
@@ -611,40 +514,8 @@ class Engine:
     def _after_change(
         self, tx: Tx, before: Snapshot, after: Snapshot, committed_proposal: str | None
     ) -> None:
-        # Leases on regions that no longer exist end.
-        for lease_id, pid, region in tx.conn.execute(
-            "SELECT lease_id, participant_id, region FROM leases WHERE ended_at IS NULL"
-        ).fetchall():
-            if region != WHOLE and not after.outline.has_path(region):
-                tx.conn.execute(
-                    "UPDATE leases SET ended_at = ?, end_reason = 'region_removed'"
-                    " WHERE lease_id = ?",
-                    (tx.now_s, lease_id),
-                )
-                tx.emit(
-                    "lease.released",
-                    lease_id=lease_id,
-                    participant_id=pid,
-                    region=region,
-                    reason="region_removed",
-                )
-        # Pending proposals whose region text moved on are superseded; those on
-        # untouched regions stay pending. (Approved ones are left to meet
-        # `stale_version` at commit, which carries the recovery fields.)
-        from commonroom.engine.proposals import region_digest
-
-        for proposal_id, region, base_digest in tx.conn.execute(
-            "SELECT proposal_id, region, base_region_hash FROM proposals WHERE status = 'pending'"
-        ).fetchall():
-            if proposal_id == committed_proposal:
-                continue
-            if region_digest(after, region) != base_digest:
-                tx.conn.execute(
-                    "UPDATE proposals SET status = 'superseded', updated_at = ?"
-                    " WHERE proposal_id = ?",
-                    (tx.now_s, proposal_id),
-                )
-                tx.emit("proposal.superseded", proposal_id=proposal_id)
+        for hook in self.hooks.on_document_change:
+            hook(tx, before, after, committed_proposal)
 
     def resolve(self, region: str, version: int | None = None) -> tuple[Snapshot, Span]:
         snap = self.current() if version is None else self.snapshot(version)

@@ -2,8 +2,13 @@
 
 A lease conflicts with another participant's active lease on the same region,
 an ancestor or a descendant (`workspace` relates to everything). Renewal never
-reaches past `acquired_at + 120 min`. Expiry is applied by the engine's sweep
-(see core.Engine._expire), so an expired lease never blocks anyone.
+reaches past `acquired_at + 120 min`.
+
+Everything that ends a lease goes through `end_lease` (one UPDATE, one event):
+release, leave, expiry (the `expire` hook, run by the engine's sweep before
+every operation and by the room's sweeper at the due time, so an expired lease
+never blocks anyone) and a document change that removed the region
+(`on_document_change`).
 """
 
 from __future__ import annotations
@@ -13,12 +18,13 @@ from typing import Any
 
 import attrs
 
-from commonroom.engine import limits
-from commonroom.engine.core import Tx, new_id
-from commonroom.engine.records import Lease
-from commonroom.engine.regions import related
+from commonroom.engine.core import Snapshot, Tx, new_id
+from commonroom.engine.regions import WHOLE, related
+from commonroom.protocol import events as ev
+from commonroom.protocol import limits
 from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.protocol.records import Lease, Leases, Released
 from commonroom.protocol.timefmt import format_ts
 
 _MINUTES = {"min": 1, "max": limits.LEASE_MAX_MINUTES}
@@ -42,6 +48,57 @@ class LeaseIdParams:
 
 
 _COLUMNS = "lease_id, participant_id, region, acquired_at, expires_at"
+
+
+def end_lease(tx: Tx, lease: Lease, reason: str) -> None:
+    """End an active lease: `expired` emits `lease.expired`, any other reason `lease.released`."""
+    tx.conn.execute(
+        "UPDATE leases SET ended_at = ?, end_reason = ? WHERE lease_id = ? AND ended_at IS NULL",
+        (tx.now_s, reason, lease.lease_id),
+    )
+    if reason == "expired":
+        tx.emit(ev.LeaseExpired(lease.lease_id, lease.participant_id, lease.region))
+    else:
+        tx.emit(ev.LeaseReleased(lease.lease_id, lease.participant_id, lease.region, reason))
+
+
+def expire(tx: Tx) -> None:
+    """The `on_expiry` hook: end every lease whose `expires_at` has passed."""
+    for row in tx.conn.execute(
+        f"SELECT {_COLUMNS} FROM leases WHERE ended_at IS NULL AND expires_at <= ?"
+        " ORDER BY expires_at",
+        (tx.now_s,),
+    ).fetchall():
+        end_lease(tx, Lease(*row), "expired")
+
+
+def next_expiry(tx: Tx) -> datetime | None:
+    row = tx.conn.execute("SELECT min(expires_at) FROM leases WHERE ended_at IS NULL").fetchone()
+    return datetime.fromisoformat(row[0]) if row[0] is not None else None
+
+
+def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str | None) -> None:
+    """Leases on regions that no longer exist end (`region_removed`)."""
+    for lease in open_leases(tx):
+        if lease.region != WHOLE and not after.outline.has_path(lease.region):
+            end_lease(tx, lease, "region_removed")
+
+
+def open_leases(tx: Tx) -> list[Lease]:
+    """Leases not ended yet (an expired one may still be here until the sweep ends it)."""
+    return [
+        Lease(*row)
+        for row in tx.conn.execute(
+            f"SELECT {_COLUMNS} FROM leases WHERE ended_at IS NULL ORDER BY acquired_at, lease_id"
+        )
+    ]
+
+
+def end_leases_of(tx: Tx, participant_id: str, reason: str) -> None:
+    """End every active lease a participant holds (it left)."""
+    for lease in open_leases(tx):
+        if lease.participant_id == participant_id:
+            end_lease(tx, lease, reason)
 
 
 def active_leases(tx: Tx) -> list[Lease]:
@@ -101,8 +158,7 @@ def checkout(tx: Tx, p: CheckoutParams) -> Lease:
     tx.conn.execute(
         f"INSERT INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", attrs.astuple(lease)
     )
-    tx.emit("lease.acquired", lease_id=lease.lease_id, participant_id=pid, region=lease.region,
-            expires_at=lease.expires_at)
+    tx.emit(ev.LeaseAcquired(lease.lease_id, pid, lease.region, lease.expires_at))
     return lease
 
 
@@ -129,8 +185,7 @@ def _renew(tx: Tx, lease: Lease, minutes: int) -> Lease:
         )
     tx.conn.execute("UPDATE leases SET expires_at = ? WHERE lease_id = ?", (expires_at, lease.lease_id))
     renewed = attrs.evolve(lease, expires_at=expires_at)
-    tx.emit("lease.renewed", lease_id=lease.lease_id, participant_id=lease.participant_id,
-            region=lease.region, expires_at=expires_at)
+    tx.emit(ev.LeaseRenewed(lease.lease_id, lease.participant_id, lease.region, expires_at))
     return renewed
 
 
@@ -141,7 +196,7 @@ def renew(tx: Tx, p: RenewParams) -> Lease:
     return _renew(tx, lease, p.minutes)
 
 
-def release(tx: Tx, p: LeaseIdParams) -> dict[str, Any]:
+def release(tx: Tx, p: LeaseIdParams) -> Released:
     lease = _get_active(tx, p.lease_id)
     if lease.participant_id != tx.actor.participant_id and not allows(
         tx.actor.capabilities, "approve"
@@ -149,14 +204,9 @@ def release(tx: Tx, p: LeaseIdParams) -> dict[str, Any]:
         raise CommonroomError(
             "permission_denied", "only the holder, or a session with approve, releases a lease"
         )
-    tx.conn.execute(
-        "UPDATE leases SET ended_at = ?, end_reason = 'released' WHERE lease_id = ?",
-        (tx.now_s, lease.lease_id),
-    )
-    tx.emit("lease.released", lease_id=lease.lease_id, participant_id=lease.participant_id,
-            region=lease.region, reason="released")
-    return {"lease_id": lease.lease_id, "released": True}
+    end_lease(tx, lease, "released")
+    return Released(lease.lease_id, True)
 
 
-def leases(tx: Tx, p: Any) -> dict[str, Any]:
-    return {"leases": active_leases(tx)}
+def leases(tx: Tx, p: Any) -> Leases:
+    return Leases(active_leases(tx))

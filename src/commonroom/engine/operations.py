@@ -2,11 +2,19 @@
 
 Every operation of the room is declared here once: its name (also the MCP
 tool name), HTTP method and path, the capability it needs, its parameter
-record and its engine handler. REST routes, MCP tools, the protocol document
-and the skill are all generated from `OPERATIONS`; nothing else may add an
-operation, so the adapters cannot drift apart.
+record, its result record and its engine handler, plus the hints MCP reports
+(`read_only`, `destructive`, `idempotent`). REST routes on both listeners,
+MCP tools, the protocol document, the OpenAPI document and the skill are all
+generated from `OPERATIONS`; nothing else may add an operation, so the
+adapters cannot drift apart.
+
+`kind` is `call` (one request, one result record) or `stream` (observe,
+observe/ws and the long-poll wait: the handler authorizes and answers a
+`StreamStart`; the room runs the stream and the adapter frames it; `result`
+is the record a stream's answer has, when it has one: the wait's).
 
 `capability=None` marks the one unauthenticated operation (`session.join`).
+Only `engine.dispatch` imports this table inside the engine.
 """
 
 from __future__ import annotations
@@ -16,8 +24,9 @@ from typing import Any, Final
 
 import attrs
 
-from commonroom.engine import access, leases, proposals, reads
+from commonroom.engine import access, leases, observe, proposals, reads
 from commonroom.engine.core import Handler
+from commonroom.protocol import records as r
 from commonroom.protocol.capabilities import require
 
 
@@ -28,10 +37,13 @@ class Operation:
     path: str
     capability: str | None
     params: type[Any]
+    result: type[Any] | None
     handler: Handler
     summary: str
+    kind: str = "call"
     read_only: bool = False
     destructive: bool = False
+    idempotent: bool = False
 
     def check(self, held: Iterable[str], params: Any) -> None:
         """The capability rule; handlers add finer rules (holder, author, admin for raw commit)."""
@@ -39,72 +51,103 @@ class Operation:
             require(tuple(held), self.capability)
 
 
-def _op(
-    name: str, method: str, path: str, capability: str | None, params: type[Any],
-    handler: Handler, summary: str, **flags: bool,
-) -> Operation:
-    return Operation(name, method, path, capability, params, handler, summary, **flags)
-
-
-_R = {"read_only": True}
+_READ = {"read_only": True, "idempotent": True}
+_STREAM = {"kind": "stream", "read_only": True}
 NoParams = access.NoParams
 
+
+def _op(
+    name: str, method: str, path: str, capability: str | None, params: type[Any],
+    result: type[Any] | None, handler: Handler, summary: str, **flags: Any,
+) -> Operation:
+    return Operation(name, method, path, capability, params, result, handler, summary, **flags)
+
+
 OPERATIONS: Final[tuple[Operation, ...]] = (
-    _op("session.join", "POST", "/session/join", None, access.JoinParams, access.join,
-        "Join the room with an invitation; returns the session bearer once."),
-    _op("workspace.status", "GET", "/workspace/status", "read", NoParams, reads.status,
-        "Workspace id, current version and hash, counts of participants, leases, proposals.", **_R),
-    _op("workspace.summary", "GET", "/workspace/summary", "read", NoParams, reads.summary,
-        "The heading outline and the first lines of the document.", **_R),
-    _op("workspace.regions", "GET", "/workspace/regions", "read", NoParams, reads.regions,
-        "Every region (heading path) with its title, level and line.", **_R),
-    _op("workspace.read", "GET", "/workspace/read", "read", reads.ReadParams, reads.read,
-        "Read a region (or the whole document) at the current or a given version.", **_R),
-    _op("workspace.diff", "GET", "/workspace/diff", "read", reads.DiffParams, reads.diff,
-        "Unified diff between two versions, of one region or the whole document.", **_R),
+    _op("session.join", "POST", "/session/join", None, access.JoinParams, r.Joined, access.join,
+        "Join the room with an invitation; returns the session bearer once. Keep it secret."),
+    _op("workspace.status", "GET", "/workspace/status", "read", NoParams, r.Status, reads.status,
+        "Workspace id, current version and hash, counts of participants, leases, proposals.",
+        **_READ),
+    _op("workspace.summary", "GET", "/workspace/summary", "read", NoParams, r.Summary,
+        reads.summary, "The heading outline and the first lines of the document.", **_READ),
+    _op("workspace.regions", "GET", "/workspace/regions", "read", NoParams, r.Regions,
+        reads.regions,
+        "Every region (heading path) with its title, level and line: use these names to read,"
+        " lease and propose.", **_READ),
+    _op("workspace.read", "GET", "/workspace/read", "read", reads.ReadParams, r.ReadAnswer,
+        reads.read,
+        "Read a region (or the whole document) at the current or a given version; note the"
+        " version to propose on.", **_READ),
+    _op("workspace.diff", "GET", "/workspace/diff", "read", reads.DiffParams, r.DiffAnswer,
+        reads.diff, "Unified diff between two versions, of one region or the whole document.",
+        **_READ),
     _op("workspace.changes_since", "GET", "/workspace/changes_since", "read",
-        reads.ChangesParams, reads.changes_since, "The versions after a given version.", **_R),
+        reads.ChangesParams, r.Changes, reads.changes_since,
+        "The versions after a given version (who changed what, when).", **_READ),
     _op("workspace.history", "GET", "/workspace/history", "read", reads.HistoryParams,
-        reads.history, "Retained events, newest first.", **_R),
+        r.History, reads.history, "Retained events, newest first.", **_READ),
     _op("workspace.participants", "GET", "/workspace/participants", "read", NoParams,
-        access.participants, "Who is in the room, their capabilities and presence.", **_R),
-    _op("workspace.leases", "GET", "/workspace/leases", "read", NoParams, leases.leases,
-        "Active leases.", **_R),
+        r.Participants, access.participants,
+        "Who is in the room: kind, capabilities, advertised tokens, presence.", **_READ),
+    _op("workspace.leases", "GET", "/workspace/leases", "read", NoParams, r.Leases,
+        leases.leases, "Active leases: who holds which region until when.", **_READ),
     _op("workspace.proposals", "GET", "/workspace/proposals", "read", proposals.ProposalsParams,
-        proposals.list_proposals, "Proposals, newest first, optionally by status.", **_R),
+        r.Proposals, proposals.list_proposals, "Proposals, newest first, optionally by status.",
+        **_READ),
     _op("workspace.proposal", "GET", "/workspace/proposal", "read", proposals.ProposalIdParams,
-        proposals.proposal_detail,
-        "One proposal with its content and the diff from the current region text.", **_R),
-    _op("workspace.room", "GET", "/workspace/room", "read", NoParams, reads.room,
-        "One consistent snapshot of the room plus latest_event_id to observe from.", **_R),
+        r.ProposalDetail, proposals.proposal_detail,
+        "One proposal with its content and the diff from the region's current text.", **_READ),
+    _op("workspace.room", "GET", "/workspace/room", "read", NoParams, r.RoomSnapshot, reads.room,
+        "One consistent snapshot of the room plus latest_event_id to observe from.", **_READ),
     _op("workspace.diagnostics", "GET", "/workspace/diagnostics", "read", NoParams,
-        reads.diagnostics, "Protocol, transport kind, event ring and limits.", **_R),
+        r.Diagnostics, reads.diagnostics, "Protocol, transport kind, event ring and limits.",
+        **_READ),
     _op("workspace.invitations", "GET", "/workspace/invitations", "invite", access.ListParams,
-        access.list_invitations, "Invitations and their state (never their secrets).", **_R),
+        r.Invitations, access.list_invitations,
+        "Invitations and their state (never their secrets).", **_READ),
+    _op("workspace.observe", "GET", "/workspace/observe", "observe", observe.ObserveParams, None,
+        observe.open_observe,
+        "Server-sent events: replay after Last-Event-ID / since_event_id, then live.", **_STREAM),
+    _op("workspace.observe_ws", "GET", "/workspace/observe/ws", "observe", observe.ObserveParams,
+        None, observe.open_observe,
+        "The same events over a WebSocket, one JSON event per text frame.", **_STREAM),
+    _op("workspace.wait", "GET", "/workspace/wait", "observe", observe.WaitParams, r.WaitAnswer,
+        observe.open_wait,
+        "Long-poll: the events after cursor (at most 200), holding up to timeout_seconds (max"
+        " 25) when there are none.", **_STREAM),
     _op("workspace.checkout", "POST", "/workspace/checkout", "checkout", leases.CheckoutParams,
-        leases.checkout, "Lease a region for some minutes (renews when you hold it already)."),
-    _op("workspace.renew", "POST", "/workspace/renew", "checkout", leases.RenewParams,
+        r.Lease, leases.checkout,
+        "Lease a region for some minutes so others keep out (renews when you hold it already)."),
+    _op("workspace.renew", "POST", "/workspace/renew", "checkout", leases.RenewParams, r.Lease,
         leases.renew, "Extend your lease, never past 120 minutes from acquisition."),
     _op("workspace.release", "POST", "/workspace/release", "checkout", leases.LeaseIdParams,
-        leases.release, "Release a lease (yours, or anyone's with approve)."),
+        r.Released, leases.release, "Release a lease (yours, or anyone's with approve)."),
     _op("workspace.propose", "POST", "/workspace/propose", "propose", proposals.ProposeParams,
-        proposals.propose, "Propose new text for a region, based on a version."),
+        r.Proposal, proposals.propose,
+        "Propose new text for a region (content replaces the region, heading line included),"
+        " based on the version you read; a person reviews it."),
     _op("workspace.review", "POST", "/workspace/proposal/review", "approve",
-        proposals.ReviewParams, proposals.review, "Approve or reject a pending proposal."),
+        proposals.ReviewParams, r.Reviewed, proposals.review,
+        "Approve or reject a pending proposal, with a comment for its author."),
     _op("workspace.withdraw", "POST", "/workspace/proposal/withdraw", "propose",
-        proposals.ProposalIdParams, proposals.withdraw, "Withdraw your own proposal."),
+        proposals.ProposalIdParams, r.Proposal, proposals.withdraw,
+        "Withdraw your own proposal."),
     _op("workspace.commit", "POST", "/workspace/commit", "commit", proposals.CommitParams,
-        proposals.commit,
-        "Commit an approved proposal; or, with admin, a raw whole-document commit."),
+        r.Committed, proposals.commit,
+        "Commit an approved proposal (it lands in the file); or, with admin, a raw"
+        " whole-document commit."),
     _op("workspace.invite", "POST", "/workspace/invite", "invite", access.InviteParams,
-        access.create_invitation, "Create an invitation (a subset of your capabilities)."),
+        r.InvitationCreatedAnswer, access.create_invitation,
+        "Create an invitation (a subset of your capabilities)."),
     _op("workspace.revoke_invitation", "POST", "/workspace/invite/revoke", "invite",
-        access.InviteIdParams, access.revoke_invitation, "Revoke an invitation.",
-        destructive=True),
+        access.InviteIdParams, r.InvitationInfo, access.revoke_invitation,
+        "Revoke an invitation.", destructive=True, idempotent=True),
     _op("session.revoke", "POST", "/workspace/session/revoke", "admin",
-        access.ParticipantIdParams, access.revoke_sessions,
-        "End every session of a participant (their open streams close).", destructive=True),
-    _op("workspace.leave", "POST", "/workspace/leave", "read", NoParams, access.leave,
+        access.ParticipantIdParams, r.SessionsRevoked, access.revoke_sessions,
+        "End every session of a participant (their open streams close).", destructive=True,
+        idempotent=True),
+    _op("workspace.leave", "POST", "/workspace/leave", "read", NoParams, r.Left, access.leave,
         "Leave: your sessions end and your leases are released.", destructive=True),
 )
 
@@ -112,3 +155,5 @@ OPERATIONS_BY_NAME: Final[dict[str, Operation]] = {op.name: op for op in OPERATI
 OPERATIONS_BY_ROUTE: Final[dict[tuple[str, str], Operation]] = {
     (op.method, op.path): op for op in OPERATIONS
 }
+CALLS: Final[tuple[Operation, ...]] = tuple(op for op in OPERATIONS if op.kind == "call")
+STREAMS: Final[tuple[Operation, ...]] = tuple(op for op in OPERATIONS if op.kind == "stream")

@@ -17,12 +17,22 @@ from typing import Any, Final
 
 import attrs
 
-from commonroom.engine import limits
 from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
 from commonroom.engine.leases import raise_if_blocked
-from commonroom.engine.records import Change, Proposal
 from commonroom.engine.regions import WHOLE
+from commonroom.protocol import events as ev
+from commonroom.protocol import limits
+from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.protocol.records import (
+    Change,
+    Committed,
+    Proposal,
+    ProposalDetail,
+    Proposals,
+    Reviewed,
+    to_wire,
+)
 
 # action -> {from status: to status}
 TRANSITIONS: Final[dict[str, dict[str, str]]] = {
@@ -185,36 +195,34 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (*attrs.astuple(proposal), p.content, digest),
     )
-    tx.emit("proposal.created", proposal_id=proposal.proposal_id, participant_id=pid,
-            region=proposal.region, base_version=proposal.base_version, summary=summary)
+    tx.emit(ev.ProposalCreated(proposal.proposal_id, pid, proposal.region,
+                               proposal.base_version, summary))
     # A proposal whose base already moved on (its region changed since) is
     # superseded at once rather than left to wait for a review that cannot land.
     if region_digest(engine.current(), span.region) != digest and p.base_version < engine.current_version:
         proposal = _move(tx, proposal, "supersede")
-        tx.emit("proposal.superseded", proposal_id=proposal.proposal_id)
+        tx.emit(ev.ProposalSuperseded(proposal.proposal_id))
     return proposal
 
 
-def proposal_detail(tx: Tx, p: ProposalIdParams) -> dict[str, Any]:
+def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
     """The proposal plus its content and the diff a reviewer sees: current region text -> proposed."""
-    from commonroom.engine.records import to_wire
-
     proposal = _get(tx, p.proposal_id)
     content = tx.conn.execute(
         "SELECT content FROM proposals WHERE proposal_id = ?", (p.proposal_id,)
     ).fetchone()[0]
     current = tx.engine.current()
-    out: dict[str, Any] = to_wire(proposal)
-    out["content"] = content
-    out["current_version"] = current.version
-    out["diff"] = unified_diff(
+    diff = unified_diff(
         region_text(current, proposal.region), content,
         f"{proposal.region}@{current.version}", f"{proposal.region}@proposed",
     )
-    return out
+    return ProposalDetail(
+        **attrs.asdict(proposal, recurse=False), content=content,
+        current_version=current.version, diff=diff,
+    )
 
 
-def list_proposals(tx: Tx, p: ProposalsParams) -> dict[str, Any]:
+def list_proposals(tx: Tx, p: ProposalsParams) -> Proposals:
     if p.status is None:
         rows = tx.conn.execute(
             f"SELECT {_COLUMNS} FROM proposals ORDER BY created_at DESC, proposal_id LIMIT ?",
@@ -226,7 +234,7 @@ def list_proposals(tx: Tx, p: ProposalsParams) -> dict[str, Any]:
             " ORDER BY created_at DESC, proposal_id LIMIT ?",
             (p.status, p.limit),
         )
-    return {"proposals": [Proposal(*row) for row in rows]}
+    return Proposals([Proposal(*row) for row in rows])
 
 
 def open_proposals(tx: Tx) -> list[Proposal]:
@@ -239,12 +247,15 @@ def open_proposals(tx: Tx) -> list[Proposal]:
     ]
 
 
-def review(tx: Tx, p: ReviewParams) -> dict[str, Any]:
+def review(tx: Tx, p: ReviewParams) -> Reviewed:
     proposal = _get(tx, p.proposal_id)
     reviewer = tx.actor.participant_id
     moved = _move(tx, proposal, p.decision, reviewer_id=reviewer, review_comment=p.comment)
-    tx.emit(f"proposal.{moved.status}", proposal_id=moved.proposal_id, reviewer_id=reviewer)
-    return {"proposal_id": moved.proposal_id, "status": moved.status, "reviewer_id": reviewer}
+    if moved.status == "approved":
+        tx.emit(ev.ProposalApproved(moved.proposal_id, reviewer, p.comment))
+    else:
+        tx.emit(ev.ProposalRejected(moved.proposal_id, reviewer, p.comment))
+    return Reviewed(moved.proposal_id, moved.status, reviewer)
 
 
 def withdraw(tx: Tx, p: ProposalIdParams) -> Proposal:
@@ -255,7 +266,7 @@ def withdraw(tx: Tx, p: ProposalIdParams) -> Proposal:
             proposal_id=proposal.proposal_id,
         )
     moved = _move(tx, proposal, "withdraw")
-    tx.emit("proposal.withdrawn", proposal_id=moved.proposal_id)
+    tx.emit(ev.ProposalWithdrawn(moved.proposal_id))
     return moved
 
 
@@ -271,8 +282,6 @@ def _changes_since(tx: Tx, base_version: int) -> list[Change]:
 
 
 def stale_error(tx: Tx, region: str, base_version: int, proposal_id: str | None) -> CommonroomError:
-    from commonroom.engine.records import to_wire
-
     engine = tx.engine
     base, current = engine.snapshot(base_version), engine.current()
     extra: dict[str, Any] = {} if proposal_id is None else {"proposal_id": proposal_id}
@@ -294,7 +303,7 @@ def stale_error(tx: Tx, region: str, base_version: int, proposal_id: str | None)
     )
 
 
-def commit(tx: Tx, p: CommitParams) -> dict[str, Any]:
+def commit(tx: Tx, p: CommitParams) -> Committed:
     if p.proposal_id is not None:
         if p.content is not None or p.base_version is not None:
             raise invalid_request(
@@ -305,7 +314,7 @@ def commit(tx: Tx, p: CommitParams) -> dict[str, Any]:
     return _commit_raw(tx, p)
 
 
-def _commit_proposal(tx: Tx, proposal_id: str) -> dict[str, Any]:
+def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
     engine = tx.engine
     proposal = _get(tx, proposal_id)
     if proposal.status != "approved":
@@ -320,9 +329,10 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> dict[str, Any]:
     )
     if not fresh:
         _move(tx, proposal, "conflict")
-        tx.emit("proposal.conflicted", proposal_id=proposal_id)
-        tx.fail_after_commit(stale_error(tx, proposal.region, proposal.base_version, proposal_id))
-        return {}
+        tx.emit(ev.ProposalConflicted(proposal_id))
+        raise tx.fail_after_commit(
+            stale_error(tx, proposal.region, proposal.base_version, proposal_id)
+        )
     if proposal.region == WHOLE:
         new_text = content
     else:
@@ -332,19 +342,11 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> dict[str, Any]:
         region=proposal.region, source="proposal", proposal_id=proposal_id,
     )
     _move(tx, proposal, "commit", committed_version=snap.version)
-    tx.emit("proposal.committed", proposal_id=proposal_id, version=snap.version)
-    return {
-        "version": snap.version,
-        "content_hash": snap.content_hash,
-        "summary": proposal.summary,
-        "region": proposal.region,
-        "proposal_id": proposal_id,
-    }
+    tx.emit(ev.ProposalCommitted(proposal_id, snap.version))
+    return Committed(snap.version, snap.content_hash, proposal.summary, proposal.region, proposal_id)
 
 
-def _commit_raw(tx: Tx, p: CommitParams) -> dict[str, Any]:
-    from commonroom.protocol.capabilities import require
-
+def _commit_raw(tx: Tx, p: CommitParams) -> Committed:
     require(tx.actor.capabilities, "admin")
     if p.base_version is None:
         raise invalid_request("base_version is required (or proposal_id)", "base_version")
@@ -364,5 +366,21 @@ def _commit_raw(tx: Tx, p: CommitParams) -> dict[str, Any]:
         tx, p.content, summary=summary, participant_id=tx.actor.participant_id, region=WHOLE,
         source="raw",
     )
-    return {"version": snap.version, "content_hash": snap.content_hash, "summary": summary,
-            "region": WHOLE}
+    return Committed(snap.version, snap.content_hash, summary, WHOLE, None)
+
+
+def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str | None) -> None:
+    """Pending proposals whose region text moved on are superseded; others stay pending.
+
+    Approved ones are left to meet `stale_version` at commit, which carries
+    the recovery fields (docs/protocol.md).
+    """
+    for proposal_id, region, base_digest in tx.conn.execute(
+        "SELECT proposal_id, region, base_region_hash FROM proposals WHERE status = 'pending'"
+    ).fetchall():
+        if proposal_id != committed and region_digest(after, region) != base_digest:
+            tx.conn.execute(
+                "UPDATE proposals SET status = 'superseded', updated_at = ? WHERE proposal_id = ?",
+                (tx.now_s, proposal_id),
+            )
+            tx.emit(ev.ProposalSuperseded(proposal_id))

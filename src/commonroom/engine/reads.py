@@ -6,19 +6,36 @@ reading a region costs a dict lookup and a slice, not a re-read or re-parse.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import attrs
 
-from commonroom.engine import limits
 from commonroom.engine.access import list_participants
 from commonroom.engine.core import Tx, encode_text
 from commonroom.engine.leases import active_leases
 from commonroom.engine.proposals import open_proposals, region_text, unified_diff
-from commonroom.engine.records import Change, Event
 from commonroom.engine.regions import WHOLE
+from commonroom.protocol import events as ev
+from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.events import Event
+from commonroom.protocol.records import (
+    Change,
+    Changes,
+    Diagnostics,
+    DiffAnswer,
+    History,
+    LimitsInfo,
+    OutlineEntry,
+    ReadAnswer,
+    RegionInfo,
+    Regions,
+    RingInfo,
+    RoomSnapshot,
+    Status,
+    Summary,
+    TransportInfo,
+)
 
 _LIMIT = {"min": 1, "max": limits.LIST_MAX}
 
@@ -50,54 +67,44 @@ class HistoryParams:
     before_event_id: int | None = attrs.field(default=None, metadata={"min": 1})
 
 
-def status(tx: Tx, p: Any = None) -> dict[str, Any]:
+def status(tx: Tx, p: Any = None) -> Status:
     engine = tx.engine
     snap = engine.current()
     conn = tx.conn
-    return {
-        "workspace_id": engine.workspace_id,
-        "version": snap.version,
-        "content_hash": snap.content_hash,
-        "name": engine.name,
-        "substrate": "markdown",
-        "lifecycle": engine.lifecycle,
-        "participants": conn.execute(
+    return Status(
+        workspace_id=engine.workspace_id,
+        version=snap.version,
+        content_hash=snap.content_hash,
+        name=engine.name,
+        substrate="markdown",
+        lifecycle=engine.lifecycle,
+        participants=conn.execute(
             "SELECT count(*) FROM participants WHERE left_at IS NULL"
         ).fetchone()[0],
-        "active_leases": conn.execute(
+        active_leases=conn.execute(
             "SELECT count(*) FROM leases WHERE ended_at IS NULL AND expires_at > ?", (tx.now_s,)
         ).fetchone()[0],
-        "pending_proposals": conn.execute(
+        pending_proposals=conn.execute(
             "SELECT count(*) FROM proposals WHERE status = 'pending'"
         ).fetchone()[0],
-    }
+    )
 
 
-def regions(tx: Tx, p: Any = None) -> dict[str, Any]:
+def regions(tx: Tx, p: Any = None) -> Regions:
     snap = tx.engine.current()
-    return {
-        "version": snap.version,
-        "regions": [
-            {"region": h.path, "title": h.title, "level": h.level, "line": h.line}
-            for h in snap.outline.headings
-        ],
-    }
+    return Regions(
+        snap.version,
+        [RegionInfo(h.path, h.title, h.level, h.line) for h in snap.outline.headings],
+    )
 
 
-def summary(tx: Tx, p: Any = None) -> dict[str, Any]:
+def summary(tx: Tx, p: Any = None) -> Summary:
     snap = tx.engine.current()
-    excerpt = snap.text[:400]
-    return {
-        "version": snap.version,
-        "outline": [
-            {"region": h.path, "title": h.title, "level": h.level} for h in snap.outline.headings
-        ],
-        "excerpt": excerpt,
-        "size": len(snap.data),
-    }
+    outline = [OutlineEntry(h.path, h.title, h.level) for h in snap.outline.headings]
+    return Summary(snap.version, outline, snap.text[:400], len(snap.data))
 
 
-def read(tx: Tx, p: ReadParams) -> dict[str, Any]:
+def read(tx: Tx, p: ReadParams) -> ReadAnswer:
     snap, span = tx.engine.resolve(p.region, p.version)
     content = snap.outline.region_text(span)
     truncated = False
@@ -111,10 +118,10 @@ def read(tx: Tx, p: ReadParams) -> dict[str, Any]:
         if len(raw) > p.max_bytes:
             content = raw[: p.max_bytes].decode("utf-8", "ignore")
             truncated = True
-    return {"version": snap.version, "region": span.region, "content": content, "truncated": truncated}
+    return ReadAnswer(snap.version, span.region, content, truncated)
 
 
-def diff(tx: Tx, p: DiffParams) -> dict[str, Any]:
+def diff(tx: Tx, p: DiffParams) -> DiffAnswer:
     engine = tx.engine
     to_version = p.to_version if p.to_version is not None else engine.current_version
     base, target = engine.snapshot(p.base_version), engine.snapshot(to_version)
@@ -125,36 +132,36 @@ def diff(tx: Tx, p: DiffParams) -> dict[str, Any]:
             region = base.outline.resolve(p.region).region
         except CommonroomError:
             region = target.outline.resolve(p.region).region
-    return {
-        "base_version": base.version,
-        "current_version": target.version,
-        "to_version": target.version,
-        "region": region,
-        "diff": unified_diff(
+    return DiffAnswer(
+        base_version=base.version,
+        current_version=target.version,
+        to_version=target.version,
+        region=region,
+        diff=unified_diff(
             region_text(base, region), region_text(target, region),
             f"{region}@{base.version}", f"{region}@{target.version}",
         ),
-    }
+    )
 
 
-def changes_since(tx: Tx, p: ChangesParams) -> dict[str, Any]:
+def changes_since(tx: Tx, p: ChangesParams) -> Changes:
     rows = tx.conn.execute(
         "SELECT version, summary, participant_id, created_at FROM versions WHERE version > ?"
         " ORDER BY version LIMIT ?",
         (p.version, p.limit),
     ).fetchall()
     changes = [Change(*row) for row in rows]
-    return {
-        "from_version": p.version,
-        "to_version": changes[-1].version if changes else tx.engine.current_version,
-        "current_version": tx.engine.current_version,
-        "changes": changes,
-    }
+    return Changes(
+        from_version=p.version,
+        to_version=changes[-1].version if changes else tx.engine.current_version,
+        current_version=tx.engine.current_version,
+        changes=changes,
+    )
 
 
 def events_after(tx: Tx, cursor: int, limit: int) -> list[Event]:
     return [
-        Event(row[0], row[1], row[2], json.loads(row[3]))
+        ev.load(*row)
         for row in tx.conn.execute(
             "SELECT event_id, type, created_at, payload FROM events WHERE event_id > ?"
             " ORDER BY event_id LIMIT ?",
@@ -163,14 +170,14 @@ def events_after(tx: Tx, cursor: int, limit: int) -> list[Event]:
     ]
 
 
-def history(tx: Tx, p: HistoryParams) -> dict[str, Any]:
+def history(tx: Tx, p: HistoryParams) -> History:
     bound = p.before_event_id if p.before_event_id is not None else 2**62
     rows = tx.conn.execute(
         "SELECT event_id, type, created_at, payload FROM events WHERE event_id < ?"
         " ORDER BY event_id DESC LIMIT ?",
         (bound, p.limit),
     ).fetchall()
-    return {"events": [Event(r[0], r[1], r[2], json.loads(r[3])) for r in rows]}
+    return History([ev.load(*row) for row in rows])
 
 
 def latest_event_id(tx: Tx) -> int:
@@ -178,42 +185,47 @@ def latest_event_id(tx: Tx) -> int:
     return int(row[0] or 0)
 
 
-def room(tx: Tx, p: Any = None) -> dict[str, Any]:
+def room(tx: Tx, p: Any = None) -> RoomSnapshot:
     """One consistent snapshot (one transaction) plus the event id it is current to."""
-    return {
-        "status": status(tx),
-        "participants": list_participants(tx),
-        "leases": active_leases(tx),
-        "proposals": open_proposals(tx),
-        "handoffs": [],
-        "latest_event_id": latest_event_id(tx),
-    }
+    return RoomSnapshot(
+        status=status(tx),
+        participants=list_participants(tx),
+        leases=active_leases(tx),
+        proposals=open_proposals(tx),
+        handoffs=[],
+        latest_event_id=latest_event_id(tx),
+    )
 
 
-def diagnostics(tx: Tx, p: Any = None) -> dict[str, Any]:
-    """What is running, never where: the transport is named, its address is not."""
+def diagnostics(tx: Tx, p: Any = None) -> Diagnostics:
+    """What is running, never where: the transport is named, its address is not.
+
+    The serving limits are the room's actual ones (`engine.serving`, set by
+    the service from its options), not the protocol's defaults.
+    """
     engine = tx.engine
     hint = engine.transport_hint
+    serving = engine.serving
     oldest = tx.conn.execute("SELECT min(event_id) FROM events").fetchone()[0]
-    return {
-        "workspace_id": engine.workspace_id,
-        "protocol": "commonroom",
-        "protocol_version": "1",
-        "transport": {
-            "type": hint.type if hint else engine.transport_name,
-            "encrypted": hint.encrypted if hint else False,
-            "mode": hint.mode if hint else None,
-        },
-        "version": engine.current_version,
-        "events": {"oldest_event_id": oldest or 0, "latest_event_id": latest_event_id(tx),
-                   "ring_size": limits.EVENT_RING},
-        "limits": {
-            "requests_per_minute": 600,
-            "body_bytes": 1024 * 1024,
-            "proposal_bytes": limits.PROPOSAL_MAX_BYTES,
-            "list_max": limits.LIST_MAX,
-        },
-    }
+    return Diagnostics(
+        workspace_id=engine.workspace_id,
+        protocol="commonroom",
+        protocol_version="1",
+        transport=TransportInfo(
+            type=hint.type if hint else engine.transport_name,
+            encrypted=hint.encrypted if hint else False,
+            mode=hint.mode if hint else None,
+        ),
+        version=engine.current_version,
+        events=RingInfo(oldest or 0, latest_event_id(tx), limits.EVENT_RING),
+        limits=LimitsInfo(
+            requests_per_minute=serving.requests_per_minute,
+            anonymous_requests_per_minute=serving.anonymous_per_minute,
+            body_bytes=serving.body_bytes,
+            proposal_bytes=limits.PROPOSAL_MAX_BYTES,
+            list_max=limits.LIST_MAX,
+        ),
+    )
 
 
 def whole_text(tx: Tx) -> str:

@@ -13,8 +13,8 @@ from typing import Any
 from quart import Response, request
 
 from commonroom.engine.operations import Operation
-from commonroom.engine.records import to_wire
 from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.protocol.records import to_wire
 from commonroom.ratelimit import retry_after
 from commonroom.room import Room
 

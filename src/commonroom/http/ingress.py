@@ -22,8 +22,8 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
 from commonroom import discovery, streams
-from commonroom.engine.operations import OPERATIONS
-from commonroom.engine.records import Actor
+from commonroom.engine.observe import StreamStart
+from commonroom.engine.operations import CALLS
 from commonroom.http.common import (
     bearer_from_header,
     error_response,
@@ -116,7 +116,7 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     async def bearer_source() -> str | None:
         return bearer_from_header()
 
-    for op in OPERATIONS:
+    for op in CALLS:
         view = operation_view(op, room, bearer_source)
         app.add_url_rule(op.path, endpoint=op.name, view_func=_accepting(view, gate),
                          methods=[op.method])
@@ -137,37 +137,39 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     async def skill() -> Response:
         return Response(discovery.skill_markdown(), content_type="text/markdown; charset=utf-8")
 
-    async def authorize(capability: str, headers: Any = None) -> Actor:
+    async def open_stream(name: str, params: dict[str, Any], headers: Any = None) -> StreamStart:
+        """Authorize and validate a stream operation of the table; where it starts."""
         bearer = bearer_from_header(headers)
-        outcome = await room.run_sync(room.engine.authorize, bearer, capability)
-        room.publish(outcome.events)
+        outcome = await room.execute(name, bearer, params, from_query=True)
         if outcome.error is not None:
             raise outcome.error
         assert bearer is not None
         gate.accepted(bearer)
-        actor: Actor = outcome.result
-        return actor
+        start: StreamStart = outcome.result
+        return start
 
-    def observe_for(actor: Actor, since: int | None) -> AsyncGenerator[streams.StreamItem, None]:
+    def observe_for(start: StreamStart) -> AsyncGenerator[streams.StreamItem, None]:
         """One observe stream for an authorized session (SSE and WebSocket share it)."""
         return streams.observe(
-            room, session_hash=actor.session_hash, participant_id=actor.participant_id,
-            since_event_id=since, heartbeat_seconds=settings.heartbeat_seconds,
+            room, session_hash=start.actor.session_hash,
+            participant_id=start.actor.participant_id, since_event_id=start.cursor,
+            heartbeat_seconds=settings.heartbeat_seconds,
         )
 
     @app.get("/workspace/observe")
     async def observe() -> Response:
         try:
-            actor = await authorize("observe")
-            since = _cursor(request.headers.get("Last-Event-ID"), "Last-Event-ID")
-            if since is None:
-                since = _cursor(request.args.get("since_event_id"), "since_event_id")
+            params = dict(request.args.items())
+            last_event_id = request.headers.get("Last-Event-ID")
+            if last_event_id:
+                params["since_event_id"] = last_event_id  # the header wins (PROTOCOL.md 8)
+            start = await open_stream("workspace.observe", params)
         except CommonroomError as error:
             return error_response(error)
 
         async def body() -> Any:
             yield streams.SSE_PREAMBLE
-            async with aclosing(observe_for(actor, since)) as items:
+            async with aclosing(observe_for(start)) as items:
                 async for item in items:
                     chunk = streams.format_sse(item)
                     if chunk:
@@ -182,12 +184,10 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     @app.get("/workspace/wait")
     async def wait() -> Response:
         try:
-            await authorize("observe")
-            cursor = _cursor(request.args.get("cursor"), "cursor") or 0
-            timeout = _number(request.args.get("timeout_seconds", "0"), "timeout_seconds")
-            if not 0 <= timeout <= 25:
-                raise invalid_request("timeout_seconds must be 0 to 25", "timeout_seconds")
-            answer = await streams.wait_for_events(room, cursor=cursor, timeout_seconds=timeout)
+            start = await open_stream("workspace.wait", dict(request.args.items()))
+            answer = await streams.wait_for_events(
+                room, cursor=start.cursor or 0, timeout_seconds=start.timeout_seconds
+            )
         except CommonroomError as error:
             return error_response(error)
         response = json_response(answer)
@@ -202,12 +202,13 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
             ):
                 raise CommonroomError("permission_denied", "Host or Origin not allowed")
             gate.admit(bearer_from_header(websocket.headers), websocket.remote_addr or "unknown")
-            actor = await authorize("observe", websocket.headers)
-            since = _cursor(websocket.args.get("since_event_id"), "since_event_id")
+            start = await open_stream(
+                "workspace.observe_ws", dict(websocket.args.items()), websocket.headers
+            )
         except CommonroomError as error:
             return error_response(error)
         await websocket.accept()
-        async with aclosing(observe_for(actor, since)) as items:
+        async with aclosing(observe_for(start)) as items:
             async for item in items:
                 frame = streams.format_ws(item)
                 if frame is not None:

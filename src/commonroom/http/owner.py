@@ -20,7 +20,7 @@ import attrs
 from quart import Response, redirect, request
 from quart_trio import QuartTrio
 
-from commonroom.engine.operations import OPERATIONS
+from commonroom.engine.operations import CALLS
 from commonroom.http.common import error_response, operation_view
 from commonroom.http.ingress import origin_allowed
 from commonroom.protocol.errors import CommonroomError
@@ -100,7 +100,7 @@ def create_owner_app(room: Room, auth: OwnerAuth) -> QuartTrio:
     async def host_bearer() -> str | None:
         return auth.host_session
 
-    for op in OPERATIONS:
+    for op in CALLS:
         if op.capability is None:
             continue  # joining is for guests, on the ingress
         app.add_url_rule(

@@ -1,0 +1,83 @@
+"""Dispatch: the one way into the engine for adapters (through the room service).
+
+`execute(engine, name, bearer, raw_params)`:
+
+1. finds the operation in the table (`operations.OPERATIONS`; this is the only
+   module of the engine that imports it) and parses its parameter record at
+   the edge (`invalid_request` naming the field);
+2. `engine.refresh`: an external edit becomes a version, due expiries apply;
+3. runs the handler in one transaction: authenticates the bearer (the engine
+   says who the caller is, not the adapter), checks the capability, calls the
+   handler.
+
+It never raises a `CommonroomError`: the `Outcome` holds the result record or
+the error *and* the events that did commit (an expiry swept on the way, or a
+proposal marked `conflicted` by a refused commit), so the room can publish
+them either way.
+
+`open_engine` opens an engine with the features' hooks (what a document
+change and the passing of time mean for leases, proposals and sessions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from commonroom.engine import leases, proposals, sessions
+from commonroom.engine.core import Engine, Hooks, Outcome
+from commonroom.engine.operations import OPERATIONS_BY_NAME, Operation
+from commonroom.engine.params import parse_params
+from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.events import Event
+from commonroom.protocol.timefmt import Clock, system_clock
+
+HOOKS = Hooks(
+    on_document_change=(leases.on_document_change, proposals.on_document_change),
+    on_expiry=(leases.expire, sessions.expire),
+    next_expiry=(leases.next_expiry, sessions.next_expiry),
+)
+
+
+def open_engine(
+    path: Path, *, sidecar: Path | None = None, clock: Clock = system_clock,
+    name: str | None = None,
+) -> Engine:
+    """The room's engine around `path`, with every feature's hooks."""
+    return Engine(path, sidecar=sidecar, clock=clock, name=name, hooks=HOOKS)
+
+
+def operation(name: str) -> Operation:
+    op = OPERATIONS_BY_NAME.get(name)
+    if op is None:
+        raise CommonroomError("invalid_request", f"unknown operation {name!r}")
+    return op
+
+
+def execute(
+    engine: Engine,
+    name: str,
+    bearer: str | None,
+    raw_params: Mapping[str, Any],
+    *,
+    from_query: bool = False,
+) -> Outcome:
+    events: list[Event] = []
+    tx = None
+    try:
+        op = operation(name)
+        params = parse_params(op.params, raw_params, from_query=from_query)
+        now = engine.clock()
+        events.extend(engine.refresh(now))
+        with engine.transaction(now, write=not op.read_only) as tx:
+            if op.capability is not None:
+                tx.actor_or_none = sessions.authenticate(tx, bearer)
+                op.check(tx.actor.capabilities, params)
+            result = op.handler(tx, params)
+        events.extend(tx.events)
+        return Outcome(result, None, events)
+    except CommonroomError as error:
+        if tx is not None and tx.committed:
+            events.extend(tx.events)  # the handler's writes committed before it failed
+        return Outcome(None, error, events)

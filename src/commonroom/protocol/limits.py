@@ -1,0 +1,43 @@
+"""Numbers the protocol fixes (PROTOCOL.md sections 4, 6, 7, 8, 10, 11), in one place.
+
+The engine and the adapters read them from here; `ServingLimits` holds the
+ones a room may be started with other values for (`ce serve` options, tests),
+and the running room reports those actual values in diagnostics.
+"""
+
+from typing import Final
+
+import attrs
+
+EVENT_RING: Final = 2000
+SESSION_DEFAULT_MINUTES: Final = 8 * 60
+SESSION_MAX_MINUTES: Final = 24 * 60
+INVITATION_DEFAULT_MINUTES: Final = 24 * 60
+INVITATION_MAX_MINUTES: Final = 7 * 24 * 60
+LEASE_DEFAULT_MINUTES: Final = 15
+LEASE_MAX_MINUTES: Final = 120
+PROPOSAL_MAX_BYTES: Final = 256 * 1024
+MAX_ACTIVE_SESSIONS: Final = 64
+MAX_PARTICIPANTS: Final = 256
+MAX_PENDING_PROPOSALS: Final = 20
+MAX_OPEN_LEASES: Final = 16
+LIST_DEFAULT: Final = 50
+LIST_MAX: Final = 200
+CHANGES_IN_STALE_ERROR: Final = 20
+PRESENCE_SECONDS: Final = 90
+NAME_MAX: Final = 64
+SUMMARY_MAX: Final = 500
+REQUESTS_PER_MINUTE: Final = 600
+ANONYMOUS_PER_MINUTE: Final = 60
+BODY_BYTES: Final = 1024 * 1024
+WAIT_MAX_SECONDS: Final = 25
+WAIT_MAX_EVENTS: Final = 200
+
+
+@attrs.frozen
+class ServingLimits:
+    """The adapters' limits for one running room (defaults: the protocol's)."""
+
+    requests_per_minute: int = REQUESTS_PER_MINUTE
+    anonymous_per_minute: int = ANONYMOUS_PER_MINUTE
+    body_bytes: int = BODY_BYTES

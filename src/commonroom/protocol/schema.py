@@ -1,0 +1,119 @@
+"""JSON Schema (draft 2020-12) of the records: operation parameters and results.
+
+One generator for both, so MCP's `inputSchema`/`outputSchema`, `/protocol`
+and the OpenAPI document describe exactly what the code accepts and answers.
+Parameter fields may carry metadata: `doc` (description), `choices` (enum),
+`min`/`max` (bounds). A field with a default is not required; `X | None` is
+nullable.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+import attrs
+
+from commonroom.protocol.events import Event
+
+_HINTS: dict[type[Any], dict[str, Any]] = {}
+
+
+def hints(cls: type[Any]) -> dict[str, Any]:
+    """`typing.get_type_hints` of a record, evaluated once per class (not per request)."""
+    found = _HINTS.get(cls)
+    if found is None:
+        found = _HINTS[cls] = typing.get_type_hints(cls)
+    return found
+
+
+def unwrap_optional(tp: Any) -> tuple[Any, bool]:
+    """(`X`, True) for `X | None`; (tp, False) otherwise."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0], True
+    return tp, False
+
+
+EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "event_id": {"type": "integer"},
+        "type": {"type": "string"},
+        "created_at": {"type": "string"},
+        "payload": {"type": "object"},
+        "addressed": {"type": "boolean"},
+    },
+    "required": ["event_id", "type", "created_at", "payload"],
+}
+
+
+def _type_schema(tp: Any) -> dict[str, Any]:
+    tp, optional = unwrap_optional(tp)
+    schema = _plain_schema(tp)
+    if not optional:
+        return schema
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {**schema, "type": [kind, "null"]}
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def _plain_schema(tp: Any) -> dict[str, Any]:
+    if tp is str:
+        return {"type": "string"}
+    if tp is bool:
+        return {"type": "boolean"}
+    if tp is int:
+        return {"type": "integer"}
+    if tp is float:
+        return {"type": "number"}
+    if tp is Event:
+        return dict(EVENT_SCHEMA)
+    origin = typing.get_origin(tp)
+    if origin in (list, tuple):
+        args = typing.get_args(tp)
+        item = args[0] if args else Any
+        return {"type": "array", "items": _type_schema(item) if item is not Any else {}}
+    if origin is dict or tp is dict:
+        return {"type": "object"}
+    if tp is Any:
+        return {}
+    if attrs.has(tp):
+        return json_schema(tp)
+    raise TypeError(f"no JSON Schema for {tp!r}")
+
+
+def json_schema(cls: type[Any], *, params: bool = False) -> dict[str, Any]:
+    """The schema of a result record, or (`params=True`) of a parameter record.
+
+    A result's fields are all present (`X | None` may be null). A parameter
+    record refuses unknown fields, and a field is required only when it has
+    no default and is not `X | None` (a missing optional parameter is null).
+    """
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for field in attrs.fields(cls):
+        tp = hints(cls)[field.name]
+        schema = _type_schema(tp)
+        meta = field.metadata
+        if "choices" in meta:
+            schema["enum"] = list(meta["choices"])
+        if "min" in meta:
+            schema["minimum"] = meta["min"]
+        if "max" in meta:
+            schema["maximum"] = meta["max"]
+        if "doc" in meta:
+            schema["description"] = meta["doc"]
+        props[field.name] = schema
+        if field.default is attrs.NOTHING and not (params and unwrap_optional(tp)[1]):
+            required.append(field.name)
+    out: dict[str, Any] = {"type": "object", "properties": props}
+    if required:
+        out["required"] = required
+    if params:
+        out["additionalProperties"] = False
+    return out
