@@ -39,7 +39,7 @@ from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.limits import ServingLimits
 from commonroom.protocol.timefmt import Clock, system_clock
-from commonroom.room import Room
+from commonroom.room.core import Room
 from commonroom.transport import registry
 
 RATE_SWEEP_SECONDS = 60.0

@@ -13,7 +13,7 @@ from commonroom.engine.dispatch import open_engine
 from commonroom.protocol.events import Event
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import parse_ts
-from commonroom.room import Room
+from commonroom.room.core import Room
 
 BASE = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -85,8 +85,8 @@ async def test_a_stream_ends_within_a_second_of_its_session_expiring(
     """The sweeper's session.expired ends the stream; no 1-second polling needed."""
     from contextlib import aclosing
 
-    from commonroom import streams
     from commonroom.engine.core import hash_secret
+    from commonroom.room import streams
 
     room, _, joined = await _room(doc_path, autojump_clock)
     async with trio.open_nursery() as nursery:

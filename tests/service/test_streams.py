@@ -18,17 +18,20 @@ import pytest
 import trio
 import trio.testing
 
-from commonroom import streams
 from commonroom.engine import sessions
 from commonroom.engine.core import Engine, hash_secret
 from commonroom.engine.dispatch import open_engine
+from commonroom.http import framing
+from commonroom.http.framing import format_sse, format_ws
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.events import Event
 from commonroom.protocol.invitation import TransportHint
+from commonroom.protocol.records import to_wire
 from commonroom.protocol.timefmt import ManualClock
-from commonroom.room import Room
-from commonroom.streams import StreamItem, format_sse, format_ws, observe, wait_for_events
+from commonroom.room import streams
+from commonroom.room.core import Room
+from commonroom.room.streams import StreamItem, observe, wait_for_events
 from tests.conftest import SAMPLE
 
 Items = AsyncGenerator[StreamItem, None]
@@ -56,6 +59,15 @@ class Env:
             **kw,
         )
 
+    async def wait(self, cursor: int, timeout_seconds: float) -> dict[str, Any]:
+        """The long-poll for this participant, as its wire JSON."""
+        answer = await wait_for_events(
+            self.room, session_hash=self.session_hash, participant_id=self.participant_id,
+            cursor=cursor, timeout_seconds=timeout_seconds,
+        )
+        wire: dict[str, Any] = to_wire(answer)
+        return wire
+
     async def join(self, name: str) -> dict[str, Any]:
         inv = await self.room.call("workspace.invite", self.host, {})
         joined: dict[str, Any] = await self.room.call(
@@ -63,10 +75,11 @@ class Env:
         )
         return joined
 
-    async def pair(self) -> None:
-        """A checkout and a release: two events, through real operations."""
-        lease = await self.room.call("workspace.checkout", self.bearer, {"region": "Goals"})
-        await self.room.call("workspace.release", self.bearer, {"lease_id": lease["lease_id"]})
+    async def pair(self, bearer: str | None = None) -> None:
+        """A checkout and a release: two events, through real operations (ours by default)."""
+        bearer = bearer or self.bearer
+        lease = await self.room.call("workspace.checkout", bearer, {"region": "Goals"})
+        await self.room.call("workspace.release", bearer, {"lease_id": lease["lease_id"]})
 
     async def burst(self, n: int) -> list[Event]:
         """n events in one transaction, published like any operation's."""
@@ -466,14 +479,14 @@ async def test_idle_streams_share_their_session_checks(
 async def test_wait_returns_at_once_when_events_exist(env: Env) -> None:
     await env.burst(300)
     t0 = trio.current_time()
-    answer = await wait_for_events(env.room, cursor=0, timeout_seconds=10)
+    answer = await env.wait(0, 10)
     assert trio.current_time() - t0 < 0.5
     assert [e["event_id"] for e in answer["events"]] == list(range(1, 201))
     assert answer["cursor"] == 200
     assert answer["resync"] is False
     assert answer["latest_event_id"] == env.latest
     assert set(answer["events"][0]) == {"event_id", "type", "created_at", "payload"}
-    again = await wait_for_events(env.room, cursor=answer["cursor"], timeout_seconds=10)
+    again = await env.wait(answer["cursor"], 10)
     assert [e["event_id"] for e in again["events"]] == list(range(201, env.latest + 1))
     assert again["cursor"] == env.latest
 
@@ -483,14 +496,14 @@ async def test_wait_holds_until_an_event_arrives(env: Env) -> None:
     answers: list[dict[str, Any]] = []
 
     async def poll() -> None:
-        answers.append(await wait_for_events(env.room, cursor=latest, timeout_seconds=10))
+        answers.append(await env.wait(latest, 10))
 
     t0 = trio.current_time()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(poll)
         await trio.sleep(0.1)
         assert answers == []
-        await env.pair()
+        await env.pair(env.host)  # someone else's change
     assert 0.1 <= trio.current_time() - t0 < 2.0
     (answer,) = answers
     assert answer["events"][0]["event_id"] == latest + 1
@@ -500,14 +513,33 @@ async def test_wait_holds_until_an_event_arrives(env: Env) -> None:
     assert env.room.hub.subscriber_count == 0
 
 
+async def test_wait_is_not_answered_early_by_the_callers_own_events(env: Env) -> None:
+    """PROTOCOL.md 10.1: own events ride along, but only someone else's end the hold."""
+    latest = env.latest
+    answers: list[dict[str, Any]] = []
+
+    async def poll() -> None:
+        answers.append(await env.wait(latest, 10))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(poll)
+        await trio.sleep(0.1)
+        await env.pair()  # our own checkout and release
+        await trio.sleep(0.2)
+        assert answers == [], "answered early by the caller's own events"
+        await env.room.record(ev.WorkspaceStarted(version=0))  # the room's, not ours
+    (answer,) = answers
+    assert [e["type"] for e in answer["events"]] == ["lease.acquired", "lease.released", "workspace.started"]
+
+
 async def test_wait_times_out_empty(env: Env) -> None:
     latest = env.latest
     t0 = trio.current_time()
-    answer = await wait_for_events(env.room, cursor=latest, timeout_seconds=0.1)
+    answer = await env.wait(latest, 0.1)
     assert 0.1 <= trio.current_time() - t0 < 1.0
     assert answer == {"events": [], "cursor": latest, "resync": False, "latest_event_id": latest}
     t0 = trio.current_time()
-    answer = await wait_for_events(env.room, cursor=latest, timeout_seconds=0)
+    answer = await env.wait(latest, 0)
     assert trio.current_time() - t0 < 0.5
     assert answer["events"] == []
 
@@ -515,7 +547,7 @@ async def test_wait_times_out_empty(env: Env) -> None:
 async def test_wait_resyncs_an_expired_cursor(env: Env) -> None:
     await env.burst(limits.EVENT_RING + 10)
     latest = env.latest
-    answer = await wait_for_events(env.room, cursor=3, timeout_seconds=5)
+    answer = await env.wait(3, 5)
     assert answer == {"events": [], "cursor": latest, "resync": True, "latest_event_id": latest}
 
 
@@ -524,7 +556,7 @@ async def test_wait_ends_when_the_room_stops(env: Env) -> None:
     answers: list[dict[str, Any]] = []
 
     async def poll() -> None:
-        answers.append(await wait_for_events(env.room, cursor=latest, timeout_seconds=10))
+        answers.append(await env.wait(latest, 10))
 
     with trio.fail_after(1):
         async with trio.open_nursery() as nursery:
@@ -560,4 +592,14 @@ def test_sse_and_ws_formats() -> None:
     assert format_sse(StreamItem("end")) == b""
     assert format_ws(StreamItem("heartbeat")) is None
     assert format_ws(StreamItem("end")) is None
-    assert streams.SSE_PREAMBLE == b"retry: 5000\n\n"
+    assert framing.SSE_PREAMBLE == b"retry: 5000\n\n"
+
+
+def test_an_events_frame_is_built_once_for_every_subscriber() -> None:
+    event = ev.make(7, "2026-11-30T12:00:00.000000+00:00", ev.WorkspaceStarted(version=3))
+    first = format_sse(StreamItem("event", event))
+    assert format_sse(StreamItem("event", event)) is first  # the same bytes, not a copy
+    addressed = format_sse(StreamItem("event", event.addressed_copy()))
+    assert addressed != first and b'"addressed":true' in addressed
+    batch = framing.sse_chunk([StreamItem("event", event), StreamItem("heartbeat")])
+    assert batch == first + b": hb\n\n"

@@ -6,9 +6,9 @@ import pytest
 import trio
 import trio.testing
 
-from commonroom.hub import EventHub
 from commonroom.protocol import events
 from commonroom.protocol.events import Event
+from commonroom.room.hub import EventHub
 
 
 def ev(event_id: int) -> Event:

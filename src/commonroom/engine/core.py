@@ -168,6 +168,7 @@ class Tx:
 
     def emit(self, payload: ev.Payload) -> Event:
         """Append one event (a payload record of the catalogue) to the ring, in this transaction."""
+        ev.check(payload)
         body = json.dumps(ev.payload_json(payload), separators=(",", ":"))
         cur = self.conn.execute(
             "INSERT INTO events (type, created_at, payload) VALUES (?, ?, ?)",
@@ -178,7 +179,8 @@ class Tx:
         # The ring: one indexed range delete; only the row that fell off is
         # left below the bound, so the cost does not grow with history.
         self.conn.execute("DELETE FROM events WHERE event_id <= ?", (event_id - limits.EVENT_RING,))
-        event = ev.make(event_id, self.now_s, payload)
+        actor = self.actor_or_none
+        event = ev.make(event_id, self.now_s, payload, actor.session_hash if actor else None)
         self.events.append(event)
         return event
 

@@ -13,10 +13,11 @@ from typing import Any
 from quart import Response, request
 
 from commonroom.engine.operations import Operation
+from commonroom.http.serving import after_send
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import to_wire
 from commonroom.ratelimit import retry_after
-from commonroom.room import Room
+from commonroom.room.core import Room
 
 JSON = "application/json"
 
@@ -84,12 +85,21 @@ def operation_view(
         try:
             bearer = await bearer_source()
             params, from_query = await read_params(op)
-            outcome = await room.execute(op.name, bearer, params, from_query=from_query)
+            # The events wait until this answer is written (`Room.flush`).
+            outcome = await room.execute(
+                op.name, bearer, params, from_query=from_query, publish=False
+            )
         except CommonroomError as error:
             return error_response(error)
-        if outcome.error is not None:
-            return error_response(outcome.error)
-        return json_response(to_wire(outcome.result))
+        try:
+            if outcome.error is not None:
+                response = error_response(outcome.error)
+            else:
+                response = json_response(to_wire(outcome.result))
+        except BaseException:
+            room.flush()
+            raise
+        return after_send(response, room.flush)
 
     view.__name__ = op.name.replace(".", "_")
     return view

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import AsyncGenerator, Callable
-from contextlib import aclosing
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -21,9 +20,10 @@ import trio
 from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
-from commonroom import discovery, streams
+from commonroom import discovery
 from commonroom.engine.observe import StreamStart
 from commonroom.engine.operations import CALLS
+from commonroom.http import stream_views
 from commonroom.http.common import (
     bearer_from_header,
     error_response,
@@ -31,10 +31,9 @@ from commonroom.http.common import (
     operation_view,
     rate_limited,
 )
-from commonroom.http.serving import streaming_response
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.ratelimit import RateLimiter
-from commonroom.room import Room
+from commonroom.room.core import Room
 
 _HOST = re.compile(r"^(commonroom|localhost(:\d{1,5})?|127\.0\.0\.1(:\d{1,5})?)$", re.IGNORECASE)
 _ORIGIN = re.compile(r"^https?://(localhost|127\.0\.0\.1)(:\d{1,5})?$", re.IGNORECASE)
@@ -148,14 +147,6 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         start: StreamStart = outcome.result
         return start
 
-    def observe_for(start: StreamStart) -> AsyncGenerator[streams.StreamItem, None]:
-        """One observe stream for an authorized session (SSE and WebSocket share it)."""
-        return streams.observe(
-            room, session_hash=start.actor.session_hash,
-            participant_id=start.actor.participant_id, since_event_id=start.cursor,
-            heartbeat_seconds=settings.heartbeat_seconds,
-        )
-
     @app.get("/workspace/observe")
     async def observe() -> Response:
         try:
@@ -166,33 +157,15 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
             start = await open_stream("workspace.observe", params)
         except CommonroomError as error:
             return error_response(error)
-
-        async def body() -> Any:
-            yield streams.SSE_PREAMBLE
-            async with aclosing(observe_for(start)) as items:
-                async for item in items:
-                    chunk = streams.format_sse(item)
-                    if chunk:
-                        yield chunk
-                    if item.kind == "end":
-                        return
-
-        return streaming_response(
-            body(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-        )
+        return stream_views.sse_response(room, start, heartbeat_seconds=settings.heartbeat_seconds)
 
     @app.get("/workspace/wait")
     async def wait() -> Response:
         try:
             start = await open_stream("workspace.wait", dict(request.args.items()))
-            answer = await streams.wait_for_events(
-                room, cursor=start.cursor or 0, timeout_seconds=start.timeout_seconds
-            )
         except CommonroomError as error:
             return error_response(error)
-        response = json_response(answer)
-        response.timeout = None
-        return response
+        return await stream_views.wait_response(room, start)
 
     @app.websocket("/workspace/observe/ws")
     async def observe_ws() -> Any:
@@ -207,15 +180,7 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
             )
         except CommonroomError as error:
             return error_response(error)
-        await websocket.accept()
-        async with aclosing(observe_for(start)) as items:
-            async for item in items:
-                frame = streams.format_ws(item)
-                if frame is not None:
-                    await websocket.send(frame)
-                if item.kind == "end":
-                    break
-        await websocket.close(1000)
+        await stream_views.serve_websocket(room, start, heartbeat_seconds=settings.heartbeat_seconds)
         return None
 
     return app

@@ -24,7 +24,7 @@ from commonroom.engine.operations import CALLS
 from commonroom.http.common import error_response, operation_view
 from commonroom.http.ingress import origin_allowed
 from commonroom.protocol.errors import CommonroomError
-from commonroom.room import Room
+from commonroom.room.core import Room
 
 COOKIE = "commonroom_owner"
 CSRF_HEADER = "X-Commonroom-CSRF"

@@ -93,6 +93,7 @@ __all__ = [
     "HardenedHTTPConnection",
     "HardenedRequest",
     "ServeConfig",
+    "after_send",
     "harden",
     "install_json_errors",
     "serve",
@@ -111,6 +112,16 @@ _WRITE_SLICE: Final = 256 * 1024
 _BACKLOG: Final = 128
 
 _HARDENED_MARK: Final = "commonroom.http.hardened"
+_AFTER_SEND: Final = "commonroom_after_send"
+
+
+def after_send(response: Response, callback: Callable[[], None]) -> Response:
+    """Run `callback` once `response` has been written (or its sending ended otherwise).
+
+    The room uses it to wake event subscribers only after the caller has its answer.
+    """
+    setattr(response, _AFTER_SEND, callback)
+    return response
 
 
 def _check_loopback(_instance: object, _attribute: object, host: str) -> None:
@@ -234,8 +245,13 @@ class HardenedHTTPConnection(TrioASGIHTTPConnection):
 
         response = await self.app.handle_request(request)
         timeout = _response_timeout(response, self.app.config["RESPONSE_TIMEOUT"])
-        with trio.move_on_after(math.inf if timeout is None else timeout):
-            await self._send_response(send_with_a_shielded_end, response)
+        try:
+            with trio.move_on_after(math.inf if timeout is None else timeout):
+                await self._send_response(send_with_a_shielded_end, response)
+        finally:
+            callback = getattr(response, _AFTER_SEND, None)
+            if callback is not None:
+                callback()
         nursery.cancel_scope.cancel()
 
 
@@ -636,7 +652,14 @@ async def serve(
                         )
                     )
                     task_status.started(port)
-                    await shutdown_trigger()
+                    try:
+                        await shutdown_trigger()
+                    except BaseException:
+                        # Cancelled from outside (not a graceful stop): pending writes to
+                        # stalled readers must not hold the cancellation for write_timeout.
+                        for server in tuple(live):
+                            server.shorten_writes(config.shutdown_write_timeout)
+                        raise
                     accept_nursery.cancel_scope.cancel()
                 for server in tuple(live):
                     server.shorten_writes(config.shutdown_write_timeout)

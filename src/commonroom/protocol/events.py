@@ -441,6 +441,9 @@ class Event:
     payload: Payload
     addressed: bool = False
     """True only in the copy an addressee receives (PROTOCOL.md 10.1 "Addressed")."""
+    caused_by: bytes | None = attrs.field(default=None, eq=False, repr=False)
+    """The hash of the session whose operation emitted it, for live events only (never on
+    the wire): a held wait is not answered early by the caller's own events."""
 
     @property
     def spec(self) -> EventSpec:
@@ -480,10 +483,16 @@ class Event:
         return self.wire
 
 
-def make(event_id: int, created_at: str, payload: Payload) -> Event:
-    if payload.TYPE not in EVENTS or not isinstance(payload, EVENTS[payload.TYPE].payload):
+def check(payload: Payload) -> None:
+    """Refuse a payload that is not a record of the catalogue."""
+    spec = EVENTS.get(getattr(payload, "TYPE", ""))
+    if spec is None or not isinstance(payload, spec.payload):
         raise TypeError(f"{type(payload).__name__} is not in the event catalogue")
-    return Event(event_id, payload.TYPE, created_at, payload)
+
+
+def make(event_id: int, created_at: str, payload: Payload, caused_by: bytes | None = None) -> Event:
+    check(payload)
+    return Event(event_id, payload.TYPE, created_at, payload, caused_by=caused_by)
 
 
 def load(event_id: int, type_: str, created_at: str, payload_text: str) -> Event:

@@ -1,7 +1,8 @@
 """Observe and wait: the transport-independent core of the event streams.
 
-The HTTP layer turns these into server-sent events (`format_sse`), WebSocket
-text frames (`format_ws`) and the long-poll answer (`wait_for_events`).
+The adapters frame these items (`commonroom.http.framing`: server-sent
+events, WebSocket text frames; the MCP notification streams); the long-poll
+answer (`wait_for_events`) is built from the same generator.
 
 Theory of operation
 -------------------
@@ -47,12 +48,11 @@ still wrap it in `contextlib.aclosing`.
 
 from __future__ import annotations
 
-import json
 import math
 import weakref
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import trio
@@ -60,9 +60,24 @@ import trio
 from commonroom.engine import sessions
 from commonroom.engine.core import Engine, Tx
 from commonroom.engine.reads import events_after, latest_event_id
-from commonroom.hub import Subscriber
+from commonroom.protocol import limits
 from commonroom.protocol.events import Event
-from commonroom.room import Room
+from commonroom.protocol.records import WaitAnswer
+from commonroom.room.hub import EventHub, Subscriber
+
+
+class StoreRoom(Protocol):
+    """What a stream needs of the room: its engine, its hub, and the store thread."""
+
+    engine: Engine
+    hub: EventHub
+
+    async def run_sync(self, fn: Any, *args: Any) -> Any: ...
+
+
+Room = StoreRoom
+Addressed = Callable[[Event, str], bool]
+"""(event, reader's participant id) -> is the event addressed to that reader."""
 
 PAGE = 500
 """Events read from the ring per store-thread call while replaying."""
@@ -73,9 +88,8 @@ events end a stream at once; this check is the fallback, so it is rare enough
 that 1,000 idle streams cost next to nothing."""
 TOUCH_SECONDS = 20.0
 """How often a held stream renews presence (PROTOCOL.md: present = last 90 s)."""
-WAIT_MAX_SECONDS = 25.0
-WAIT_MAX_EVENTS = 200
-SSE_PREAMBLE = b"retry: 5000\n\n"
+WAIT_MAX_SECONDS = float(limits.WAIT_MAX_SECONDS)
+WAIT_MAX_EVENTS = limits.WAIT_MAX_EVENTS
 
 
 
@@ -83,7 +97,7 @@ SSE_PREAMBLE = b"retry: 5000\n\n"
 class StreamItem:
     """What a stream yields."""
 
-    kind: str  # "event" | "resync" | "heartbeat" | "end"
+    kind: str  # "event" | "resync" | "heartbeat" | "live" | "end"
     event: Event | None = None
     # resync: {"reason": "cursor_expired" | "lagged", "oldest_event_id", "latest_event_id"}
     data: dict[str, Any] | None = None
@@ -91,6 +105,8 @@ class StreamItem:
 
 HEARTBEAT = StreamItem("heartbeat")
 END = StreamItem("end")
+LIVE = StreamItem("live")
+"""Only with `mark_live`: the replay is over, what follows is live."""
 
 
 # ------------------------------------------------------------ the ring
@@ -219,9 +235,13 @@ class _Stream:
         participant_id: str,
         heartbeat_seconds: float,
         liveness_seconds: float = LIVENESS_SECONDS,
+        addressed: Addressed | None = None,
+        mark_live: bool = False,
     ) -> None:
         self.room = room
         self.sub = sub
+        self.addressed = addressed
+        self.mark_live = mark_live
         self.session_hash = session_hash
         self.participant_id = participant_id
         self.heartbeat = heartbeat_seconds
@@ -246,6 +266,12 @@ class _Stream:
         self.next_check = self._grid_after(now)
         return await _liveness(self.room).check(self.room, self.session_hash, touch)
 
+    def item(self, event: Event) -> StreamItem:
+        """The event as this reader gets it (its own copy when addressed to it)."""
+        if self.addressed is not None and self.addressed(event, self.participant_id):
+            event = event.addressed_copy()
+        return StreamItem("event", event)
+
     def ends_us(self, event: Event) -> bool:
         return event.spec.ends_streams and event.participant() == self.participant_id
 
@@ -269,6 +295,8 @@ class _Stream:
                     yield item
                     if item.kind == "end":
                         return
+        if self.mark_live:
+            yield LIVE
 
         while True:
             if sub.lagged:
@@ -304,7 +332,7 @@ class _Stream:
                                 return
                     continue
                 self.last = event.event_id
-                yield StreamItem("event", event)
+                yield self.item(event)
                 if sub.closed or (self.ends_us(event) and not await self.alive()):
                     yield END
                     return
@@ -336,7 +364,7 @@ class _Stream:
             reason = "lagged"
             for event in window.events:
                 self.last = event.event_id
-                yield StreamItem("event", event)
+                yield self.item(event)
                 if self.sub.closed or (self.ends_us(event) and not await self.alive()):
                     yield END
                     return
@@ -353,18 +381,23 @@ async def observe(
     heartbeat_seconds: float = 15.0,
     buffer: int = 256,
     liveness_seconds: float = LIVENESS_SECONDS,
+    addressed: Addressed | None = None,
+    mark_live: bool = False,
 ) -> AsyncGenerator[StreamItem, None]:
     """Replay retained events after the cursor, then live, with no gap and no duplicate.
 
     `since_event_id=None` starts live at the current latest event. Yields
     `event`, `resync`, `heartbeat` (after `heartbeat_seconds` of silence)
-    items; the last item is `end` (session revoked, expired or left, or the
-    room stopping), after which the generator returns.
+    items, and `live` once when the replay is over if `mark_live`; the last
+    item is `end` (session revoked, expired or left, or the room stopping),
+    after which the generator returns. `addressed(event, participant_id)`
+    marks the events addressed to this reader.
     """
     if heartbeat_seconds <= 0:
         raise ValueError("heartbeat_seconds must be positive")
     sub = room.hub.subscribe(buffer)
-    stream = _Stream(room, sub, session_hash, participant_id, heartbeat_seconds, liveness_seconds)
+    stream = _Stream(room, sub, session_hash, participant_id, heartbeat_seconds, liveness_seconds,
+                     addressed, mark_live)
     try:
         async with aclosing(stream.items(since_event_id)) as items:
             async for item in items:
@@ -383,92 +416,62 @@ async def observe(
 # ------------------------------------------------------------ long-poll
 
 
-def _answer(events: list[Event], cursor: int, latest: int) -> dict[str, Any]:
-    if events:
-        cursor = events[-1].event_id
-    return {
-        "events": [event.to_dict() for event in events],
-        "cursor": cursor,
-        "resync": False,
-        "latest_event_id": max(latest, cursor),
-    }
-
-
-def _resync_answer(window: _Window) -> dict[str, Any]:
-    return {
-        "events": [],
-        "cursor": window.latest,
-        "resync": True,
-        "latest_event_id": window.latest,
-    }
-
-
 async def wait_for_events(
-    room: Room, *, cursor: int, timeout_seconds: float, limit: int = WAIT_MAX_EVENTS
-) -> dict[str, Any]:
-    """The long-poll (GET /workspace/wait).
+    room: Room,
+    *,
+    session_hash: bytes,
+    participant_id: str,
+    cursor: int,
+    timeout_seconds: float,
+    limit: int = WAIT_MAX_EVENTS,
+    addressed: Addressed | None = None,
+) -> WaitAnswer:
+    """The long-poll (GET /workspace/wait): observe's first answer, as one record.
 
-    Returns at once when events exist after the cursor, otherwise holds until
-    one arrives or the timeout (0..25 s) passes. Answer: `{"events": [event
-    JSON objects], "cursor": <new cursor>, "resync": bool, "latest_event_id":
-    n}`; `"resync": true` (with cursor = latest) when the cursor fell off the
-    ring. Subscribes before reading the ring so an event arriving in between
-    is not missed.
+    The retained events after `cursor` (at most `limit`) come back at once;
+    with none, the request is held until a live event arrives or
+    `timeout_seconds` (0..25) pass, and then carries what arrived without
+    waiting further. A live event the caller's own session caused does not end
+    the hold (it is in the answer when something else does). A cursor that
+    fell off the ring answers `resync: true` with the cursor at the latest
+    event. The room stopping, or the session ending, answers what there is.
     """
-    cursor = max(0, cursor)
     limit = max(1, min(limit, WAIT_MAX_EVENTS))
     timeout = min(max(timeout_seconds, 0.0), WAIT_MAX_SECONDS)
-    with room.hub.subscribe(limit) as sub:
-        window = await _ring(room, cursor, limit)
-        if window.expired(cursor):
-            return _resync_answer(window)
-        if window.events or timeout == 0 or sub.closed:
-            return _answer(window.events, cursor, window.latest)
-        with trio.move_on_after(timeout):
-            while not sub.closed:
-                batch = [event for event in await sub.next_batch() if event.event_id > cursor]
-                if batch and _contiguous(batch, cursor):
-                    return _answer(batch[:limit], cursor, room.hub.latest_event_id)
-                if batch or sub.lagged:
+    events: list[Event] = []
+    resync_to: int | None = None
+    stream = observe(
+        room, session_hash=session_hash, participant_id=participant_id,
+        since_event_id=max(0, cursor), heartbeat_seconds=timeout + 60.0, buffer=limit,
+        addressed=addressed, mark_live=True,
+    )
+    async with aclosing(stream) as items:
+        live = False
+        with trio.move_on_after(math.inf) as hold:
+            async for item in items:
+                if item.kind == "resync":
+                    assert item.data is not None
+                    resync_to = int(item.data["latest_event_id"])
                     break
-        if sub.closed:
-            # The room is stopping: answer without touching the store.
-            return _answer([], cursor, window.latest)
-    # Timed out, or woke to something irregular: the ring is the authority.
-    window = await _ring(room, cursor, limit)
-    if window.expired(cursor):
-        return _resync_answer(window)
-    return _answer(window.events, cursor, window.latest)
-
-
-def _contiguous(events: list[Event], cursor: int) -> bool:
-    return all(event.event_id == cursor + 1 + i for i, event in enumerate(events))
-
-
-# ------------------------------------------------------------ wire formats
-
-
-def format_sse(item: StreamItem) -> bytes:
-    """One server-sent event for an item (b"" for `end`); send SSE_PREAMBLE first."""
-    if item.kind == "event":
-        assert item.event is not None
-        return (
-            f"id: {item.event.event_id}\nevent: {item.event.type}\n"
-            f"data: {item.event.to_json()}\n\n"
-        ).encode()
-    if item.kind == "resync":
-        data = json.dumps(item.data or {}, separators=(",", ":"))
-        return f"event: resync\ndata: {data}\n\n".encode()
-    if item.kind == "heartbeat":
-        return b": hb\n\n"
-    return b""
-
-
-def format_ws(item: StreamItem) -> str | None:
-    """One WebSocket text frame for an item; None for heartbeat and end."""
-    if item.kind == "event":
-        assert item.event is not None
-        return item.event.to_json()
-    if item.kind == "resync":
-        return json.dumps({"type": "resync", **(item.data or {})}, separators=(",", ":"))
-    return None
+                if item.kind == "end":
+                    break
+                if item.kind == "live":
+                    live = True
+                    if events or timeout == 0:
+                        break
+                    hold.deadline = trio.current_time() + timeout
+                    continue
+                if item.kind != "event":
+                    continue
+                assert item.event is not None
+                events.append(item.event)
+                if len(events) >= limit:
+                    break
+                if live and item.event.caused_by != session_hash:
+                    # Something for the caller: take what else is ready, then answer.
+                    hold.deadline = trio.current_time()
+    latest = room.hub.latest_event_id
+    if resync_to is not None:
+        return WaitAnswer([], resync_to, True, resync_to)
+    new_cursor = events[-1].event_id if events else cursor
+    return WaitAnswer(events, new_cursor, False, max(latest, new_cursor))
