@@ -55,6 +55,7 @@ import ipaddress
 import json
 import logging
 import math
+import os
 import signal
 import socket
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
@@ -511,6 +512,18 @@ class _HardenedTCPServer(TCPServer):
         """Send ``data``; False when the peer is gone or took nothing for write_timeout."""
         if not data:
             return True
+        if not self.send_lock.locked():
+            # Fast path: nobody else is writing, so try the kernel at once. trio's
+            # lock and socket send each yield to the scheduler even when nothing
+            # blocks; with 1,000 streams woken by one commit, each yield waits a
+            # round of every runnable task. What the kernel does not take now
+            # goes the bounded, shielded way below.
+            sent = self._send_now(data)
+            if sent is None:
+                return False
+            if sent == len(data):
+                return True
+            data = data[sent:]
         async with self.send_lock:
             broken = False
             # Shielded like hypercorn's (a cancelled write tears the HTTP message),
@@ -535,6 +548,15 @@ class _HardenedTCPServer(TCPServer):
                 with trio.CancelScope(shield=True):
                     await self.stream.aclose()  # also wakes the reader
         return not broken
+
+    def _send_now(self, data: bytes) -> int | None:
+        """Write what the socket takes without waiting; None when the peer is gone."""
+        try:
+            return os.write(self.stream.socket.fileno(), data)
+        except (BlockingIOError, InterruptedError):
+            return 0
+        except OSError:
+            return None  # reset, broken pipe, or already closed (fd -1)
 
     def shorten_writes(self, timeout: float) -> None:
         """Shutdown started: this and every later write get at most `timeout`."""
