@@ -51,6 +51,9 @@ class ReviewParams:
     proposal_id: str
     decision: str = attrs.field(metadata={"choices": ("approve", "reject")})
     comment: str | None = None
+    content: str | None = attrs.field(default=None, metadata={
+        "doc": "approve only: the text to approve instead of the proposed one (edit before approve)"
+    })
 
 
 @attrs.frozen
@@ -200,13 +203,22 @@ def proposal_detail(tx: Tx, p: ProposalIdParams) -> dict[str, Any]:
     from commonroom.engine.records import to_wire
 
     proposal = _get(tx, p.proposal_id)
-    content = tx.conn.execute(
-        "SELECT content FROM proposals WHERE proposal_id = ?", (p.proposal_id,)
-    ).fetchone()[0]
+    content, original, base_digest = tx.conn.execute(
+        "SELECT content, original_content, base_region_hash FROM proposals WHERE proposal_id = ?",
+        (p.proposal_id,),
+    ).fetchone()
     current = tx.engine.current()
     out: dict[str, Any] = to_wire(proposal)
     out["content"] = content
     out["current_version"] = current.version
+    # Additive fields (docs/protocol.md "The host's page"): `stale` says before
+    # anyone reviews that the region's text moved on since the base, so the
+    # commit would be refused; `original_content` is the author's text when a
+    # reviewer amended it (edit before approve), else null.
+    out["stale"] = proposal.base_version != current.version and (
+        proposal.region == WHOLE or region_digest(current, proposal.region) != base_digest
+    )
+    out["original_content"] = original
     out["diff"] = unified_diff(
         region_text(current, proposal.region), content,
         f"{proposal.region}@{current.version}", f"{proposal.region}@proposed",
@@ -242,9 +254,28 @@ def open_proposals(tx: Tx) -> list[Proposal]:
 def review(tx: Tx, p: ReviewParams) -> dict[str, Any]:
     proposal = _get(tx, p.proposal_id)
     reviewer = tx.actor.participant_id
+    if p.content is not None:
+        _amend(tx, proposal, p)
     moved = _move(tx, proposal, p.decision, reviewer_id=reviewer, review_comment=p.comment)
     tx.emit(f"proposal.{moved.status}", proposal_id=moved.proposal_id, reviewer_id=reviewer)
     return {"proposal_id": moved.proposal_id, "status": moved.status, "reviewer_id": reviewer}
+
+
+def _amend(tx: Tx, proposal: Proposal, p: ReviewParams) -> None:
+    """Edit before approve: the reviewer's text becomes the proposal's; the author's is kept."""
+    assert p.content is not None
+    if p.decision != "approve":
+        raise invalid_request("content amends a proposal only when approving it", "content")
+    if proposal.status != "pending":
+        _move(tx, proposal, "approve")  # raises proposal_conflict naming the status
+    _check_size(p.content)
+    # The first amendment keeps the author's text; a later one never overwrites it.
+    tx.conn.execute(
+        "UPDATE proposals SET original_content = coalesce(original_content, content), content = ?"
+        " WHERE proposal_id = ?",
+        (p.content, proposal.proposal_id),
+    )
+    tx.emit("proposal.amended", proposal_id=proposal.proposal_id, reviewer_id=tx.actor.participant_id)
 
 
 def withdraw(tx: Tx, p: ProposalIdParams) -> Proposal:
