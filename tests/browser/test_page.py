@@ -1,0 +1,215 @@
+"""The host's page end to end: a real room, real agents over HTTP, a real Chromium."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, run_axe
+from tests.e2e.conftest import ce
+
+PROBLEM = (
+    "## Problem\n\nReaders buy books they read once and then store them for years, and the"
+    " street already holds hundreds of books nobody is reading, right next door.\n\n"
+)
+
+
+def test_live_review_approve_with_keys_and_commit_arrives(page: Any, room: Room) -> None:
+    open_page(page, room)
+    assert page.locator("#document h1").first.inner_text().startswith("Shelf Swap")
+    assert page.locator("#queue-empty").is_visible()  # the empty state says what to do next
+
+    agent = room.agent("drafter")
+    agent.ok("POST", "/workspace/checkout", {"region": "Problem", "minutes": 15})
+    proposal = room.propose(agent, "Problem", PROBLEM, "tighten the problem statement")
+    # It appears without a reload, with the author's name and the lease on its section.
+    item = page.locator(f"[data-proposal='{proposal['proposal_id']}']")
+    item.wait_for()
+    assert "drafter" in item.inner_text() and "tighten the problem statement" in item.inner_text()
+    assert page.locator("#queue-count").inner_text() == "1"
+    page.locator(".lease", has_text="leased by drafter").wait_for()
+
+    page.keyboard.press("j")  # next undecided opens its review
+    page.locator("#review-title", has_text="tighten the problem statement").wait_for()
+    body = page.locator("#review-body")
+    # Word-level, inside the rendered markdown: the removed sentence struck, the new words marked.
+    body.locator("del", has_text="Public libraries").first.wait_for()
+    assert body.locator("ins", has_text="next door").count() == 1
+    assert body.locator("h2", has_text="Problem").count() == 1
+    assert page.locator("#btn-approve").is_enabled()
+    provenance = page.locator("#review-provenance").inner_text()
+    assert provenance.startswith("drafter (agent) · Problem · base v1 · ")
+    assert "lease drafter, 1" in provenance  # its lease's remaining time (15:00 or 14:59)
+
+    page.locator("[data-view='section']").click()  # the whole section: approving is not offered
+    assert page.locator("#btn-approve").is_disabled()
+    page.locator("[data-view='unified']").click()
+    assert "+Readers buy books" in body.inner_text()
+    page.locator("[data-view='rendered']").click()
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=False)
+    assert run_axe(page) == []
+
+    page.locator("#review-title").focus()
+    page.keyboard.press("a")
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="approved").wait_for()
+    assert agent.ok("GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}")["status"] == "approved"
+
+    agent.ok("POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]})
+    page.locator("#doc-meta", has_text="version 2").wait_for()
+    page.locator("#doc-meta", has_text="last change by drafter").wait_for()
+    page.locator("#document", has_text="nobody is reading").wait_for()
+    page.locator("#history li", has_text="v2").wait_for()
+    page.locator("#history li", has_text="v2").get_by_role("button").click()
+    page.locator("#history-diff", has_text="+Readers buy books").wait_for()
+
+    # The room stops: the page says so instead of freezing.
+    room.process.stop()
+    page.locator("#live-state", has_text="reconnecting").wait_for()
+
+
+def test_decision_at_the_terminal_shows_up_live(page: Any, room: Room) -> None:
+    open_page(page, room)
+    agent = room.agent()
+    proposal = room.propose(agent, "Problem", PROBLEM, "terminal decides")
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']").wait_for()
+    result = ce("review", str(room.doc), proposal["proposal_id"], "--reject", "--comment", "not now")
+    assert result.returncode == 0, result.stderr
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="rejected").wait_for()
+    assert page.locator("#queue-count").inner_text() == "0"
+    assert page.locator("#queue-progress").inner_text() == "1 of 1 decided"
+
+
+def test_edit_before_approve_lands_the_edited_text(page: Any, room: Room) -> None:
+    open_page(page, room)
+    agent = room.agent()
+    proposal = room.propose(agent, "Problem", PROBLEM, "draft")
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']").click()
+    page.locator("#review-body ins").first.wait_for()
+    page.keyboard.press("e")
+    edited = "## Problem\n\nBooks sit unread on shelves; neighbours could swap them on foot.\n\n"
+    page.locator("#edit-text").fill(edited)
+    page.locator("#review-body ins", has_text="foot").first.wait_for()  # the diff follows the edit
+    page.locator("#review-comment").fill("shorter, please keep it this way")
+    page.locator("#btn-approve").click()
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="approved").wait_for()
+
+    detail = agent.ok("GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}")
+    assert detail["content"] == edited and detail["original_content"] == PROBLEM
+    assert detail["review_comment"] == "shorter, please keep it this way"
+    history = room.host.ok("GET", "/workspace/history?limit=20")["events"]
+    assert any(e["type"] == "proposal.amended" for e in history)
+    agent.ok("POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]})
+    text = room.doc.read_text()
+    assert "neighbours could swap them on foot" in text and "nobody is reading" not in text
+
+
+def test_stale_proposal_shows_its_badge_before_anyone_clicks(page: Any, room: Room) -> None:
+    open_page(page, room)
+    one, two = room.agent("one"), room.agent("two")
+    first = room.propose(one, "Problem", PROBLEM, "first take")
+    second = room.propose(two, "Problem", "## Problem\n\nAnother take.\n\n", "second take")
+    pending = room.propose(two, "Problem", "## Problem\n\nA third take.\n\n", "third take")
+    for p in (first, second):
+        room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": p["proposal_id"], "decision": "approve"})
+    assert page.locator(".stale").count() == 0 or page.locator(f"[data-proposal='{second['proposal_id']}'] .stale").count() == 0
+    one.ok("POST", "/workspace/commit", {"proposal_id": first["proposal_id"]})
+    # Approved but its section moved on: flagged. Pending ones are superseded: flagged too.
+    page.locator(f"[data-proposal='{second['proposal_id']}'] .stale").wait_for()
+    page.locator(f"[data-proposal='{pending['proposal_id']}'] .stale").wait_for()
+    page.locator(f"[data-proposal='{second['proposal_id']}']").click()
+    page.locator("#review-stale", has_text="changed since v1").wait_for()
+    assert page.locator("#btn-approve").is_disabled()
+
+
+XSS = [
+    "<script>window.__pwned = 1</script>",
+    '<img src=x onerror="window.__pwned = 2">',
+    "[click me](javascript:window.__pwned=3)",
+    "<svg onload=\"window.__pwned=4\"></svg>",
+]
+PAYLOAD = " ".join(XSS)
+
+
+def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) -> None:
+    # Document text: an external edit puts the payloads into the document itself.
+    doc.write_text(doc.read_text() + "\n## Payloads\n\n" + "\n\n".join(XSS) + "\n\n" + "`" + XSS[0] + "`\n")
+    agent = room.agent(name=XSS[1])  # participant name
+    room.host.ok("POST", "/workspace/invite", {"label": XSS[0]})  # invitation label
+    proposal = room.propose(agent, "Problem", "## Problem\n\n" + PAYLOAD + "\n\n", XSS[1] + " summary")
+    rejected = room.propose(agent, "Who it is for", "## Who it is for\n\n- " + XSS[0] + "\n\n", "second")
+    room.host.ok("POST", "/workspace/proposal/review", {
+        "proposal_id": rejected["proposal_id"], "decision": "reject", "comment": PAYLOAD})
+
+    open_page(page, room)
+    page.locator("#document", has_text="window.__pwned = 1").wait_for()
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']").click()
+    page.locator("#review-body", has_text="<script>").wait_for()
+    for view in ("unified", "section", "rendered"):
+        page.locator(f"[data-view='{view}']").click()
+    page.locator(f"[data-proposal='{rejected['proposal_id']}']").click()
+    page.locator("#review-amended", has_text="<img src=x").wait_for()  # the comment, as text
+    page.locator("#invitations", has_text="<script>").wait_for()
+    page.locator("#people", has_text="<img src=x").wait_for()
+    page.wait_for_timeout(300)  # give an injected handler (onerror) its chance to run
+
+    assert page.evaluate("window.__pwned") is None
+    assert page.dialogs == []
+    assert page.locator("#document img, #review-body img, #people img, svg").count() == 0
+    assert page.locator("script").count() == 3  # markdown-it, diff, app.js
+    assert page.locator("a[href^='javascript']").count() == 0
+    assert page.locator("[onerror], [onload]").count() == 0
+
+
+def test_writes_need_the_csrf_header_and_the_ingress_never_serves_the_page(room: Room) -> None:
+    owner = Http(room.owner_port)
+    path_query = room.url.split(str(room.owner_port), 1)[1]
+    # The ingress: no page, no cookie, not even for the login URL.
+    for path in ("/", path_query, "/static/app.js", "/owner/api/workspace/room"):
+        status, _, headers = Http(room.host.port).call("GET", path)
+        assert status == 404 and "Set-Cookie" not in headers, path
+    status, _, _ = Http(room.host.port).call("POST", "/owner/login-link")
+    assert status == 404
+
+    status, _, headers = owner.call("GET", path_query)
+    assert status == 303
+    cookie = headers["Set-Cookie"].split(";", 1)[0]
+    assert "HttpOnly" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
+    status, page_html, _ = owner.call("GET", "/", headers={"Cookie": cookie})
+    csrf = page_html.split('name="commonroom-csrf" content="', 1)[1].split('"', 1)[0]
+    body = {"capabilities": ["read"]}
+    status, answer, _ = owner.call("POST", "/owner/api/workspace/invite", body, headers={"Cookie": cookie})
+    assert status == 403 and answer["error"] == "permission_denied"
+    status, answer, _ = owner.call("POST", "/owner/api/workspace/invite", body,
+                                   headers={"Cookie": cookie, "X-Commonroom-CSRF": "wrong"})
+    assert status == 403
+    status, answer, headers = owner.call("POST", "/owner/api/workspace/invite", body,
+                                         headers={"Cookie": cookie, "X-Commonroom-CSRF": csrf})
+    assert status == 200 and answer["invitation"].startswith("commonroom://join/")
+    assert "script-src 'self'" in headers["Content-Security-Policy"]
+    status, answer, _ = owner.call("GET", "/owner/api/workspace/room")
+    assert status == 401 and answer["error"] == "unauthorized"  # no cookie, no API
+
+
+def test_a_spent_link_answers_with_a_page_that_says_what_to_do(page: Any, room: Room) -> None:
+    open_page(page, room)
+    other = page.context.browser.new_context()
+    try:
+        tab = other.new_page()
+        response = tab.goto(room.url)
+        assert response.status == 401
+        assert "already used" in tab.locator("h1").inner_text()
+        assert "ce open idea.md" in tab.locator("body").inner_text()
+        # `ce open` mints a fresh link that works once.
+        result = ce("open", str(room.doc), "--no-browser", "--json")
+        assert result.returncode == 0, result.stderr
+        import json
+
+        url = json.loads(result.stdout)["url"]
+        assert url.startswith(f"http://127.0.0.1:{room.owner_port}/?token=") and url != room.url
+        tab.goto(url)
+        tab.wait_for_selector("body[data-ready='true']")
+        assert run_axe(tab) == []
+    finally:
+        other.close()
