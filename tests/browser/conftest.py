@@ -78,9 +78,9 @@ class Http:
             request.add_header(key, value)
         try:
             with _opener.open(request, timeout=15) as response:
-                raw, status, got = response.read(), response.status, dict(response.headers)
+                raw, status, got = response.read(), response.status, {k.lower(): v for k, v in response.headers.items()}
         except urllib.error.HTTPError as error:
-            raw, status, got = error.read(), error.code, dict(error.headers)
+            raw, status, got = error.read(), error.code, {k.lower(): v for k, v in error.headers.items()}
         try:
             parsed = json.loads(raw) if raw else None
         except ValueError:

@@ -86,7 +86,7 @@ def test_edit_before_approve_lands_the_edited_text(page: Any, room: Room) -> Non
     agent = room.agent()
     proposal = room.propose(agent, "Problem", PROBLEM, "draft")
     page.locator(f"[data-proposal='{proposal['proposal_id']}']").click()
-    page.locator("#review-body ins").first.wait_for()
+    page.locator("#review-body ins", has_text="next door").wait_for()
     page.keyboard.press("e")
     edited = "## Problem\n\nBooks sit unread on shelves; neighbours could swap them on foot.\n\n"
     page.locator("#edit-text").fill(edited)
@@ -113,11 +113,20 @@ def test_stale_proposal_shows_its_badge_before_anyone_clicks(page: Any, room: Ro
     pending = room.propose(two, "Problem", "## Problem\n\nA third take.\n\n", "third take")
     for p in (first, second):
         room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": p["proposal_id"], "decision": "approve"})
-    assert page.locator(".stale").count() == 0 or page.locator(f"[data-proposal='{second['proposal_id']}'] .stale").count() == 0
+    page.locator(f"[data-proposal='{second['proposal_id']}']", has_text="approved").wait_for()
+    assert page.locator(".stale").count() == 0
+    # A review open on the third one, with a comment being written, when the section moves on.
+    page.locator(f"[data-proposal='{pending['proposal_id']}']").click()
+    page.locator("#review-body del").first.wait_for()
+    page.locator("#review-comment").fill("half-written thought")
+    page.mouse.move(5, 5)  # off the queue: it may reorder
     one.ok("POST", "/workspace/commit", {"proposal_id": first["proposal_id"]})
     # Approved but its section moved on: flagged. Pending ones are superseded: flagged too.
     page.locator(f"[data-proposal='{second['proposal_id']}'] .stale").wait_for()
     page.locator(f"[data-proposal='{pending['proposal_id']}'] .stale").wait_for()
+    page.locator("#review-moved", has_text="moved to v2").wait_for()  # the open review says so
+    assert page.locator("#review-comment").input_value() == "half-written thought"
+    assert page.locator("#btn-approve").is_disabled()
     page.locator(f"[data-proposal='{second['proposal_id']}']").click()
     page.locator("#review-stale", has_text="changed since v1").wait_for()
     assert page.locator("#btn-approve").is_disabled()
@@ -168,14 +177,14 @@ def test_writes_need_the_csrf_header_and_the_ingress_never_serves_the_page(room:
     # The ingress: no page, no cookie, not even for the login URL.
     for path in ("/", path_query, "/static/app.js", "/owner/api/workspace/room"):
         status, _, headers = Http(room.host.port).call("GET", path)
-        assert status == 404 and "Set-Cookie" not in headers, path
+        assert status == 404 and "set-cookie" not in headers, path
     status, _, _ = Http(room.host.port).call("POST", "/owner/login-link")
     assert status == 404
 
     status, _, headers = owner.call("GET", path_query)
     assert status == 303
-    cookie = headers["Set-Cookie"].split(";", 1)[0]
-    assert "HttpOnly" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
+    cookie = headers["set-cookie"].split(";", 1)[0]
+    assert "HttpOnly" in headers["set-cookie"] and "SameSite=Strict" in headers["set-cookie"]
     status, page_html, _ = owner.call("GET", "/", headers={"Cookie": cookie})
     csrf = page_html.split('name="commonroom-csrf" content="', 1)[1].split('"', 1)[0]
     body = {"capabilities": ["read"]}
@@ -187,7 +196,7 @@ def test_writes_need_the_csrf_header_and_the_ingress_never_serves_the_page(room:
     status, answer, headers = owner.call("POST", "/owner/api/workspace/invite", body,
                                          headers={"Cookie": cookie, "X-Commonroom-CSRF": csrf})
     assert status == 200 and answer["invitation"].startswith("commonroom://join/")
-    assert "script-src 'self'" in headers["Content-Security-Policy"]
+    assert "script-src 'self'" in headers["content-security-policy"]
     status, answer, _ = owner.call("GET", "/owner/api/workspace/room")
     assert status == 401 and answer["error"] == "unauthorized"  # no cookie, no API
 

@@ -437,10 +437,19 @@
   function renderQueue() {
     const list = $("queue-list");
     if (list.matches(":hover") && list.childElementCount) {
-      // Nothing moves under the cursor: wait until it leaves the list.
-      list.addEventListener("mouseleave", renderQueue, { once: true });
-      return;
+      // Nothing moves under the cursor: wait until it leaves the list (at most a few seconds).
+      state.queueHeld = state.queueHeld || Date.now();
+      if (Date.now() - state.queueHeld < 3000) {
+        if (!state.queueWaiting) {
+          state.queueWaiting = true;
+          const again = () => { state.queueWaiting = false; list.removeEventListener("mouseleave", again); renderQueue(); };
+          list.addEventListener("mouseleave", again);
+          setTimeout(again, 3000 - (Date.now() - state.queueHeld));
+        }
+        return;
+      }
     }
+    state.queueHeld = 0;
     clear(list);
     const open = state.proposals.filter((p) => OPEN.has(p.status));
     const decided = state.proposals.filter((p) => !OPEN.has(p.status));
