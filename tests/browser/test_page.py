@@ -222,3 +222,54 @@ def test_a_spent_link_answers_with_a_page_that_says_what_to_do(page: Any, room: 
         assert run_axe(tab) == []
     finally:
         other.close()
+
+
+def test_invitations_and_participants_panels(page: Any, room: Room) -> None:
+    agent = room.agent("helper")
+    open_page(page, room)
+    # Create an invitation: the default agent set is preselected.
+    caps = page.locator("#invite-caps input:checked")
+    assert sorted(caps.evaluate_all("boxes => boxes.map(b => b.value)")) == sorted(
+        ["read", "observe", "checkout", "propose", "commit", "message", "handoff"])
+    page.locator("#invite-label").fill("for the reviewer bot")
+    page.locator("#invite-uses").fill("3")
+    page.locator("#invite-create").click()
+    uri = page.locator("#invite-uri").inner_text()
+    assert uri.startswith("commonroom://join/")
+    assert page.locator("#invite-mcp").inner_text() == f"ce mcp {uri}"
+    row = page.locator("#invitations li", has_text="for the reviewer bot")
+    row.wait_for()
+    assert "uses 0/3" in row.inner_text()
+    row.get_by_role("button", name="Revoke invitation").click()
+    page.locator("#invitations li", has_text="for the reviewer bot").filter(has_text="revoked").wait_for()
+    status, answer, _ = Http(room.host.port).call("POST", "/session/join", {"invite": uri, "name": "late"})
+    assert status == 403 and answer["error"] == "invitation_revoked"
+
+    # Participants: revoking asks first, then ends the agent's sessions.
+    person = page.locator("#people li", has_text="helper")
+    assert "agent" in person.inner_text()
+    person.get_by_role("button", name="Revoke sessions of helper").click()
+    person.get_by_role("button", name="Cancel").click()
+    assert agent.call("GET", "/workspace/status")[0] == 200
+    person.get_by_role("button", name="Revoke sessions of helper").click()
+    person.get_by_role("button", name="Yes, revoke").click()
+    deadline = page.evaluate("Date.now()") + 5000
+    while agent.call("GET", "/workspace/status")[0] == 200:
+        assert page.evaluate("Date.now()") < deadline, "the agent's session was not revoked"
+        page.wait_for_timeout(50)
+    assert agent.call("GET", "/workspace/status")[0] == 401
+
+
+def test_phone_width_is_one_column(browser: Any, room: Room) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        tab = context.new_page()
+        tab.goto(room.url)
+        tab.wait_for_selector("body[data-ready='true']")
+        doc_box = tab.locator(".doc-col").bounding_box()
+        queue_box = tab.locator(".queue-col").bounding_box()
+        assert queue_box["y"] >= doc_box["y"] + doc_box["height"] - 1  # stacked, not side by side
+        assert doc_box["width"] <= 390
+        assert tab.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
+    finally:
+        context.close()
