@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, run_axe
-from tests.e2e.conftest import ce
+from tests.e2e.conftest import RoomProcess, ce
 
 PROBLEM = (
     "## Problem\n\nReaders buy books they read once and then store them for years, and the"
@@ -15,9 +16,20 @@ PROBLEM = (
 
 
 def test_live_review_approve_with_keys_and_commit_arrives(page: Any, room: Room) -> None:
+    api_calls: list[str] = []
+    page.on("request", lambda r: api_calls.append(r.url) if "/owner/api/" in r.url else None)
     open_page(page, room)
     assert page.locator("#document h1").first.inner_text().startswith("Shelf Swap")
     assert page.locator("#queue-empty").is_visible()  # the empty state says what to do next
+    # Panels for routes this room does not have (handoffs, room text) are hidden, not broken.
+    for route, panel in (("handoffs", "#handoffs-panel"), ("messages", "#messages-panel")):
+        status = page.evaluate(f"fetch('/owner/api/workspace/{route}').then(r => r.status)")
+        assert page.locator(panel).is_visible() == (status == 200), (route, status)
+    # No polling: an idle page sends nothing (the one EventSource is already open).
+    page.wait_for_timeout(200)
+    before = len(api_calls)
+    page.wait_for_timeout(1500)
+    assert api_calls[before:] == []
 
     agent = room.agent("drafter")
     agent.ok("POST", "/workspace/checkout", {"region": "Problem", "minutes": 15})
@@ -92,6 +104,8 @@ def test_edit_before_approve_lands_the_edited_text(page: Any, room: Room) -> Non
     page.locator("#edit-text").fill(edited)
     page.locator("#review-body ins", has_text="foot").first.wait_for()  # the diff follows the edit
     page.locator("#review-comment").fill("shorter, please keep it this way")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-edit.png"))
     page.locator("#btn-approve").click()
     page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="approved").wait_for()
 
@@ -130,6 +144,8 @@ def test_stale_proposal_shows_its_badge_before_anyone_clicks(page: Any, room: Ro
     page.locator(f"[data-proposal='{second['proposal_id']}']").click()
     page.locator("#review-stale", has_text="changed since v1").wait_for()
     assert page.locator("#btn-approve").is_disabled()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-stale.png"))
 
 
 XSS = [
@@ -163,6 +179,8 @@ def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) ->
     page.locator("#people", has_text="<img src=x").wait_for()
     page.wait_for_timeout(300)  # give an injected handler (onerror) its chance to run
 
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-payloads.png"), full_page=True)
     assert page.evaluate("window.__pwned") is None
     assert page.dialogs == []
     assert page.locator("#document img, #review-body img, #people img, svg").count() == 0
@@ -175,6 +193,8 @@ def test_writes_need_the_csrf_header_and_the_ingress_never_serves_the_page(room:
     owner = Http(room.owner_port)
     path_query = room.url.split(str(room.owner_port), 1)[1]
     # The ingress: no page, no cookie, not even for the login URL.
+    for path in ("/static/..%2fhttp%2fowner.py", "/static/../http/owner.py", "/static/.hidden"):
+        assert owner.call("GET", path)[0] == 404, path
     for path in ("/", path_query, "/static/app.js", "/owner/api/workspace/room"):
         status, _, headers = Http(room.host.port).call("GET", path)
         assert status == 404 and "set-cookie" not in headers, path
@@ -213,8 +233,6 @@ def test_a_spent_link_answers_with_a_page_that_says_what_to_do(page: Any, room: 
         # `ce open` mints a fresh link that works once.
         result = ce("open", str(room.doc), "--no-browser", "--json")
         assert result.returncode == 0, result.stderr
-        import json
-
         url = json.loads(result.stdout)["url"]
         assert url.startswith(f"http://127.0.0.1:{room.owner_port}/?token=") and url != room.url
         tab.goto(url)
@@ -273,3 +291,29 @@ def test_phone_width_is_one_column(browser: Any, room: Room) -> None:
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
     finally:
         context.close()
+
+
+def test_after_a_restart_the_open_tab_says_how_to_log_in_again(page: Any, doc: Path) -> None:
+    # No --port-owner: the room comes back on the same port, so the tab's address stays right.
+    first = RoomProcess(["serve", str(doc), "--json", "--port-ingress", "0"], doc.parent)
+    second: RoomProcess | None = None
+    try:
+        first.wait_ready_json()
+        page.goto(first.ready["human_url"])
+        page.wait_for_selector("#live-state.ok")
+        first.stop()
+        page.locator("#live-state", has_text="reconnecting").wait_for()
+        second = RoomProcess(["serve", str(doc), "--json", "--port-ingress", "0"], doc.parent)
+        second.wait_ready_json()
+        assert second.ready["owner_port"] == first.ready["owner_port"]
+        page.locator("#notice", has_text="ce open").wait_for(timeout=15000)
+        result = ce("open", str(doc), "--no-browser", "--json")
+        assert result.returncode == 0, result.stderr
+        page.goto(json.loads(result.stdout)["url"])
+        page.wait_for_selector("#live-state.ok")
+        assert page.locator("#notice").is_hidden()
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+

@@ -734,8 +734,11 @@
   }
 
   // Handoffs and room text (PROTOCOL §9, §10.1): shown only when the room has them.
+  // A panel whose route answered 404 (an older room) stays hidden until the page reloads.
+  const optional = { handoffs: true, messages: true };
+
   async function loadOptionalPanels() {
-    try {
+    if (optional.handoffs) try {
       const answer = await api("GET", "/handoffs", { limit: 50 });
       const list = $("handoffs"); clear(list);
       for (const h of answer.handoffs || []) {
@@ -744,8 +747,8 @@
       }
       if (!list.firstChild) list.append(el("li", { class: "muted" }, "No handoffs yet."));
       $("handoffs-panel").hidden = false;
-    } catch (_) { $("handoffs-panel").hidden = true; }
-    try {
+    } catch (error) { $("handoffs-panel").hidden = true; if (error.status === 404) optional.handoffs = false; }
+    if (optional.messages) try {
       const answer = await api("GET", "/messages", { limit: 50 });
       const list = $("messages"); clear(list);
       const hostIds = new Set(state.room.participants.filter((p) => (p.capabilities || []).includes("*")).map((p) => p.participant_id));
@@ -757,7 +760,7 @@
       }
       if (!list.firstChild) list.append(el("li", { class: "muted" }, "No room text yet."));
       $("messages-panel").hidden = false;
-    } catch (_) { $("messages-panel").hidden = true; }
+    } catch (error) { $("messages-panel").hidden = true; if (error.status === 404) optional.messages = false; }
   }
 
   function wireMessages() {
@@ -806,7 +809,13 @@
     }
     source.addEventListener("resync", () => scheduleRefresh());
     source.onerror = () => {
-      if (source.readyState === EventSource.CONNECTING) { setLive("bad", "reconnecting…"); return; }
+      if (source.readyState === EventSource.CONNECTING) {
+        // The browser retries the stream by itself (every 5 s, the server's `retry`); meanwhile
+        // ask the room once a second whether it is back and still knows this login.
+        setLive("bad", "reconnecting…");
+        probe(source);
+        return;
+      }
       // Closed for good (e.g. the room restarted): try again ourselves, a bit later each time.
       source.close();
       setLive("bad", "reconnecting…");
@@ -815,6 +824,21 @@
         try { await loadRoom(); connect(); } catch (_) { if (!state.loggedOut) setTimeout(connect, 2000); }
       }, 500 * 2 ** state.retry);
     };
+  }
+
+  function probe(source) {
+    if (state.probing) return;
+    state.probing = true;
+    setTimeout(async () => {
+      state.probing = false;
+      if (source !== state.source || source.readyState === EventSource.OPEN) return;
+      try { await loadRoom(); } catch (error) {
+        if (state.loggedOut) { source.close(); return; }
+        if (!(error instanceof ApiError)) probe(source); // still down: ask again
+        return;
+      }
+      source.close(); connect(); // back, same login: a fresh stream from the latest event
+    }, 1000);
   }
 
   // ------------------------------------------------------------------ keys
