@@ -102,7 +102,8 @@ def test_edit_before_approve_lands_the_edited_text(page: Any, room: Room) -> Non
     page.keyboard.press("e")
     edited = "## Problem\n\nBooks sit unread on shelves; neighbours could swap them on foot.\n\n"
     page.locator("#edit-text").fill(edited)
-    page.locator("#review-body ins", has_text="foot").first.wait_for()  # the diff follows the edit
+    # The diff follows the edit (a rewrite this large shows as a whole new block).
+    page.locator("#review-body :is(ins, .blk-ins)", has_text="on foot").first.wait_for()
     page.locator("#review-comment").fill("shorter, please keep it this way")
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-edit.png"))
@@ -131,7 +132,7 @@ def test_stale_proposal_shows_its_badge_before_anyone_clicks(page: Any, room: Ro
     assert page.locator(".stale").count() == 0
     # A review open on the third one, with a comment being written, when the section moves on.
     page.locator(f"[data-proposal='{pending['proposal_id']}']").click()
-    page.locator("#review-body del").first.wait_for()
+    page.locator("#review-body :is(del, .blk-del)").first.wait_for()
     page.locator("#review-comment").fill("half-written thought")
     page.mouse.move(5, 5)  # off the queue: it may reorder
     one.ok("POST", "/workspace/commit", {"proposal_id": first["proposal_id"]})
@@ -252,6 +253,7 @@ def test_invitations_and_participants_panels(page: Any, room: Room) -> None:
     page.locator("#invite-label").fill("for the reviewer bot")
     page.locator("#invite-uses").fill("3")
     page.locator("#invite-create").click()
+    page.locator("#invite-result").wait_for()
     uri = page.locator("#invite-uri").inner_text()
     assert uri.startswith("commonroom://join/")
     assert page.locator("#invite-mcp").inner_text() == f"ce mcp {uri}"

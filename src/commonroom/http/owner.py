@@ -196,9 +196,9 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
                     "Each owner link opens the page once, so that a copied or logged URL is"
                     " worth nothing.", 401, room.engine.path.name,
                 )
-            response = redirect("/", 303)
-            response.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
-            return response
+            login = redirect("/", 303)
+            login.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
+            return login
         if not auth.cookie_ok(request.cookies.get(COOKIE)):
             return _login_page(
                 "Open your owner link", "This browser is not logged in to the room (or the room"

@@ -46,7 +46,7 @@
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
 
   function nameOf(pid) {
-    if (!pid) return "an external edit";
+    if (!pid) return "someone editing the file";
     const p = state.names.get(pid);
     return p ? p.name : "someone who left";
   }
@@ -259,7 +259,7 @@
       const pairs = Math.min(removed.length, added.length);
       for (let n = 0; n < Math.max(removed.length, added.length); n++) {
         const old = removed[n], neu = added[n];
-        if (n < pairs && old.type === neu.type) {
+        if (n < pairs && old.type === neu.type && similar(old, neu)) {
           const box = el("div", { class: "blk-changed" });
           renderWordDiff(old, neu, box);
           parent.append(box);
@@ -270,6 +270,15 @@
       }
     }
     if (changed === 0) parent.append(el("p", { class: "muted" }, "No change: the proposed text equals the current text."));
+  }
+
+  // Word-level marks help only when the two blocks share most of their words; a rewrite
+  // reads better as the old block struck and the new one whole.
+  function similar(oldBlock, newBlock) {
+    const a = joinPieces(pieces(oldBlock.tokens)).text, b = joinPieces(pieces(newBlock.tokens)).text;
+    let same = 0;
+    for (const part of Diff.diffWordsWithSpace(a, b)) if (!part.added && !part.removed) same += part.value.trim().length;
+    return same >= 0.4 * Math.max(a.replace(/\s+/g, "").length, b.replace(/\s+/g, "").length, 1);
   }
 
   function joinPieces(list) {
@@ -378,7 +387,7 @@
     $("doc-name").textContent = status.name;
     const last = state.changes[state.changes.length - 1];
     const lastText = !last ? "" : last.version === 1 ? ` · initial version, ${ago(last.created_at)}`
-      : ` · last change by ${nameOf(last.participant_id)} (${last.summary}, ${ago(last.created_at)})`;
+      : ` · last change by ${nameOf(last.participant_id)}: ${last.summary} (${ago(last.created_at)})`;
     $("doc-meta").textContent = `version ${status.version}${lastText} · ${plural(status.participants, "participant")} · ${plural(status.active_leases, "lease")}`;
   }
 
@@ -465,9 +474,9 @@
       el("span", { class: "status" }, p.status),
       el("span", { class: "summary" }, p.summary),
       el("span", { class: "sub", title: p.region }, `${shortRegion(p.region)} · base v${p.base_version} · ${nameOf(p.participant_id)} · ${ago(p.created_at)}`));
-      const li = el("li", { class: (OPEN.has(p.status) ? "open" : "decided") + (p.proposal_id === state.selected ? " selected" : "") }, item);
-      list.append(li);
+      list.append(el("li", { class: OPEN.has(p.status) ? "open" : "decided" }, item));
     }
+    markSelected();
   }
 
   function findProposal(id) { return state.proposals.find((p) => p.proposal_id === id); }
@@ -480,14 +489,23 @@
       $("review-comment").value = ""; $("edit-text").value = "";
     }
     $("review").hidden = false;
-    renderQueue();
+    markSelected();
     await refreshReview();
     if (changing) $("review-title").focus();
   }
 
+  // Selection changes only a class: the list itself does not move.
+  function markSelected() {
+    for (const button of document.querySelectorAll("#queue-list button.item")) {
+      const selected = button.dataset.proposal === state.selected;
+      button.parentElement.classList.toggle("selected", selected);
+      if (selected) button.setAttribute("aria-current", "true"); else button.removeAttribute("aria-current");
+    }
+  }
+
   function closeReview() {
     state.selected = null; state.editing = false;
-    $("review").hidden = true; renderQueue();
+    $("review").hidden = true; markSelected();
     const first = document.querySelector("#queue-list button");
     (first || $("queue")).focus();
   }
@@ -712,7 +730,8 @@
     const list = $("history");
     clear(list);
     for (const change of [...state.changes].reverse()) {
-      const row = el("li", {}, el("strong", {}, `v${change.version}`), ` ${change.summary} · ${nameOf(change.participant_id)} · ${ago(change.created_at)} `);
+      const who = change.version === 1 ? "" : ` · ${nameOf(change.participant_id)}`;
+      const row = el("li", {}, el("strong", {}, `v${change.version}`), ` ${change.summary}${who} · ${ago(change.created_at)} `);
       if (change.version > 1) {
         row.append(el("button", { type: "button", "aria-label": `Diff of version ${change.version}`, onclick: () => showVersionDiff(change.version) }, "Diff"));
       }
