@@ -319,3 +319,29 @@ def test_after_a_restart_the_open_tab_says_how_to_log_in_again(page: Any, doc: P
         if second is not None:
             second.close()
 
+
+
+def test_keep_only_some_hunks_then_approve(page: Any, room: Room) -> None:
+    open_page(page, room)
+    agent = room.agent()
+    original = room.doc.read_text()
+    proposed = original.replace("Public\nlibraries are far away", "Public\nlibraries are FAR away").replace(
+        "Do we need a web version", "Do we need a WEB version")
+    assert proposed.count("FAR") == 1 and proposed.count("WEB") == 1
+    proposal = room.propose(agent, "workspace", proposed, "two unrelated changes")
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']").click()
+    page.locator("[data-view='unified']").click()
+    keep = page.locator("#review-body .keep input")
+    assert keep.count() == 2
+    page.get_by_label("Keep change 2 of 2").uncheck()
+    assert page.locator("#btn-approve").inner_text().startswith("Approve kept changes")
+    page.locator("[data-view='rendered']").click()  # what lands: only the first change
+    assert page.locator("#review-body ins", has_text="FAR").count() == 1
+    assert page.locator("#review-body ins", has_text="WEB").count() == 0
+    page.keyboard.press("a")
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="approved").wait_for()
+    agent.ok("POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]})
+    text = room.doc.read_text()
+    assert "libraries are FAR away" in text and "WEB version" not in text and "web version" in text
+    detail = agent.ok("GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}")
+    assert detail["original_content"] == proposed

@@ -21,7 +21,7 @@
   const $ = (id) => document.getElementById(id);
   const state = {
     room: null, names: new Map(), proposals: [], details: new Map(), doc: null, regions: [],
-    selected: null, view: "rendered", editing: false, lastVersion: 0, latestEvent: 0,
+    selected: null, view: "rendered", editing: false, dropped: new Set(), lastVersion: 0, latestEvent: 0,
     changes: [], source: null, refreshTimer: null, retry: 0, loggedOut: false,
   };
 
@@ -485,7 +485,7 @@
     const changing = state.selected !== id;
     state.selected = id;
     if (changing) {
-      state.editing = false; state.view = "rendered"; state.openedAt = null;
+      state.editing = false; state.view = "rendered"; state.openedAt = null; state.dropped = new Set();
       $("review-comment").value = ""; $("edit-text").value = "";
     }
     $("review").hidden = false;
@@ -523,6 +523,9 @@
     if (state.selected !== id) return;
     const base = state.openedAt;
     state.openedAt = state.openedAt || detail.current_version;
+    if (state.detail && state.detail.proposal_id === id && (state.detail.content !== detail.content || state.current !== current)) {
+      state.dropped = new Set(); // the hunks changed: choices made on the old ones do not carry over
+    }
     state.detail = detail; state.current = current;
     $("review-title").textContent = proposal.summary;
     $("review-title").setAttribute("tabindex", "-1");
@@ -553,12 +556,46 @@
     for (const button of document.querySelectorAll(".toolbar button")) {
       button.setAttribute("aria-pressed", String(button.dataset.view === state.view));
     }
-    const proposed = state.editing ? $("edit-text").value : detail.content;
+    const proposed = proposedText();
     if (state.view === "rendered") renderDiff(state.current, proposed, body);
-    else if (state.view === "unified") renderUnified(state.editing ? localUnified(state.current, proposed) : detail.diff, body);
+    else if (state.view === "unified" && state.editing) renderUnified(localUnified(state.current, proposed), body);
+    else if (state.view === "unified") renderHunks(body);
     else renderMarkdown(state.current, body);
     $("review-edit").hidden = !state.editing;
     updateButtons();
+  }
+
+  // What approving would land: the reviewer's edit, else the proposal less the hunks not kept.
+  function proposedText() {
+    if (state.editing) return $("edit-text").value;
+    if (!state.dropped.size) return state.detail.content;
+    const patch = proposalPatch();
+    return Diff.applyPatch(state.current, { ...patch, hunks: patch.hunks.filter((_, i) => !state.dropped.has(i)) });
+  }
+
+  function proposalPatch() {
+    return Diff.structuredPatch("current", "proposed", state.current, state.detail.content, "", "", { context: 3 });
+  }
+
+  // The unified diff, hunk by hunk, each with "keep" (unchecked hunks are left out of what lands).
+  function renderHunks(parent) {
+    const patch = proposalPatch();
+    if (!patch.hunks.length) { parent.append(el("p", { class: "muted" }, "(no difference)")); return; }
+    patch.hunks.forEach((hunk, index) => {
+      const box = el("input", { type: "checkbox", checked: !state.dropped.has(index) });
+      box.addEventListener("change", () => {
+        if (box.checked) state.dropped.delete(index); else state.dropped.add(index);
+        renderReviewBody();
+      });
+      const header = `@@ -${hunk.oldStart},${hunk.oldLines} +${hunk.newStart},${hunk.newLines} @@`;
+      const pre = el("pre", { class: "diff" + (state.dropped.has(index) ? " dropped" : "") },
+        el("span", { class: "hunk" }, header + "\n"));
+      for (const line of hunk.lines) {
+        const kind = line.startsWith("+") ? "add" : line.startsWith("-") ? "rem" : null;
+        pre.append(el("span", { class: kind }, line + "\n"));
+      }
+      parent.append(el("div", { class: "hunk-box" }, el("label", { class: "keep" }, box, ` Keep change ${index + 1} of ${patch.hunks.length}`), pre));
+    });
   }
 
   function localUnified(before, after) {
@@ -580,7 +617,8 @@
     $("btn-approve").title = !diffShown ? "Show the diff to approve" : stale ? "Stale: it would no longer apply" : "";
     $("btn-reject").disabled = !decidable;
     $("btn-edit").disabled = !(decidable && !stale);
-    $("btn-approve").firstChild.textContent = state.editing ? "Approve your edit " : "Approve ";
+    $("btn-approve").firstChild.textContent = state.editing ? "Approve your edit "
+      : state.dropped.size ? "Approve kept changes " : "Approve ";
   }
 
   function showReviewError(error) {
@@ -595,8 +633,9 @@
     const params = { proposal_id: state.selected, decision };
     const comment = $("review-comment").value.trim();
     if (comment) params.comment = comment;
-    if (decision === "approve" && state.editing && $("edit-text").value !== state.detail.content) {
-      params.content = $("edit-text").value;
+    if (decision === "approve" && (state.editing || state.dropped.size)) {
+      const text = proposedText();
+      if (text !== state.detail.content) params.content = text; // recorded as an amendment
     }
     $("review-error").hidden = true;
     try {
@@ -610,8 +649,8 @@
 
   function startEdit() {
     if ($("btn-edit").disabled) return;
+    $("edit-text").value = proposedText();
     state.editing = true;
-    $("edit-text").value = state.detail.content;
     renderReviewBody();
     $("edit-text").focus();
   }
