@@ -334,6 +334,7 @@ def test_keep_only_some_hunks_then_approve(page: Any, room: Room) -> None:
     keep = page.locator("#review-body .keep input")
     assert keep.count() == 2
     page.get_by_label("Keep change 2 of 2").uncheck()
+    assert run_axe(page) == []  # the per-change view with its checkboxes
     assert page.locator("#btn-approve").inner_text().startswith("Approve kept changes")
     page.locator("[data-view='rendered']").click()  # what lands: only the first change
     assert page.locator("#review-body ins", has_text="FAR").count() == 1

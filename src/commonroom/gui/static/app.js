@@ -857,7 +857,8 @@
       "participant.left", "participant.present", "participant.away", "session.revoked", "invitation.created",
       "invitation.redeemed", "invitation.revoked", "message.sent", "handoff.requested", "handoff.accepted",
       "handoff.declined", "handoff.completed", "handoff.failed", "handoff.cancelled", "task.updated",
-      "capabilities.updated"];
+      "capabilities.updated", "attachment.added", "attachment.removed", "surface.published", "surface.cleared",
+      "guard.tripped", "workspace.started"];
     for (const type of handled) {
       source.addEventListener(type, (event) => {
         const id = Number(event.lastEventId);
@@ -866,6 +867,7 @@
       });
     }
     source.addEventListener("resync", () => scheduleRefresh());
+    source.addEventListener("workspace.stopped", () => setLive("bad", "room stopped"));
     source.onerror = () => {
       if (source.readyState === EventSource.CONNECTING) {
         // The browser retries the stream by itself (every 5 s, the server's `retry`); meanwhile
