@@ -85,12 +85,16 @@ def test_decision_at_the_terminal_shows_up_live(page: Any, room: Room) -> None:
     open_page(page, room)
     agent = room.agent()
     proposal = room.propose(agent, "Problem", PROBLEM, "terminal decides")
-    page.locator(f"[data-proposal='{proposal['proposal_id']}']").wait_for()
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']").focus()
+    # A live update does not take the keyboard focus away.
+    other = room.propose(agent, "The idea", "## The idea\n\nSwap books.\n\n", "another")
+    page.locator(f"[data-proposal='{other['proposal_id']}']").wait_for()
+    assert page.evaluate("document.activeElement.dataset.proposal") == proposal["proposal_id"]
     result = ce("review", str(room.doc), proposal["proposal_id"], "--reject", "--comment", "not now")
     assert result.returncode == 0, result.stderr
     page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="rejected").wait_for()
-    assert page.locator("#queue-count").inner_text() == "0"
-    assert page.locator("#queue-progress").inner_text() == "1 of 1 decided"
+    assert page.locator("#queue-count").inner_text() == "1"
+    assert page.locator("#queue-progress").inner_text() == "1 of 2 decided"
 
 
 def test_edit_before_approve_lands_the_edited_text(page: Any, room: Room) -> None:

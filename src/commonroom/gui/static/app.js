@@ -459,6 +459,8 @@
       }
     }
     state.queueHeld = 0;
+    const focused = document.activeElement && list.contains(document.activeElement)
+      ? document.activeElement.dataset.proposal : null;
     clear(list);
     const open = state.proposals.filter((p) => OPEN.has(p.status));
     const decided = state.proposals.filter((p) => !OPEN.has(p.status));
@@ -475,6 +477,7 @@
       el("span", { class: "summary" }, p.summary),
       el("span", { class: "sub", title: p.region }, `${shortRegion(p.region)} · base v${p.base_version} · ${nameOf(p.participant_id)} · ${ago(p.created_at)}`));
       list.append(el("li", { class: OPEN.has(p.status) ? "open" : "decided" }, item));
+      if (p.proposal_id === focused) item.focus(); // keyboard focus survives a live update
     }
     markSelected();
   }
