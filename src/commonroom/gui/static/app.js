@@ -526,9 +526,11 @@
     if (state.selected !== id) return;
     const base = state.openedAt;
     state.openedAt = state.openedAt || detail.current_version;
-    if (state.detail && state.detail.proposal_id === id && (state.detail.content !== detail.content || state.current !== current)) {
-      state.dropped = new Set(); // the hunks changed: choices made on the old ones do not carry over
-    }
+    const previous = state.detail && state.detail.proposal_id === id ? state.detail : null;
+    const sameText = previous && previous.content === detail.content && state.current === current;
+    if (previous && !sameText) state.dropped = new Set(); // new hunks: old choices do not carry over
+    // Re-draw the diff only when what it shows changed: focus and scroll stay put otherwise.
+    const redraw = !sameText || previous.status !== detail.status || previous.stale !== detail.stale;
     state.detail = detail; state.current = current;
     $("review-title").textContent = proposal.summary;
     $("review-title").setAttribute("tabindex", "-1");
@@ -545,7 +547,7 @@
     $("review-amended").hidden = notes.length === 0;
     $("review-amended").textContent = notes.join(" ");
     if (state.editing && !$("edit-text").value) $("edit-text").value = detail.content;
-    renderReviewBody();
+    if (redraw) renderReviewBody(); else updateButtons();
   }
 
   function leaseText(region) {
@@ -670,6 +672,7 @@
 
   function renderPeople() {
     const list = $("people");
+    if (list.querySelector(".confirm")) return; // an open confirmation is not swept away by an update
     clear(list);
     for (const p of state.room.participants) {
       const host = (p.capabilities || []).includes("*");
@@ -680,7 +683,7 @@
         el("div", { class: "muted" }, `can: ${caps}`),
         p.advertised && p.advertised.length ? el("div", { class: "muted" }, `advertises: ${p.advertised.join(", ")}`) : null);
       if (!host) {
-        const button = el("button", { type: "button", "aria-label": `Revoke sessions of ${p.name}` }, "Revoke sessions");
+        const button = el("button", { type: "button", "aria-label": `Revoke sessions of ${p.name}`, "data-participant": p.participant_id }, "Revoke sessions");
         button.addEventListener("click", () => confirmRevoke(row, button, p));
         row.append(" ", button);
       }
@@ -706,7 +709,11 @@
       catch (error) { box.textContent = `Could not revoke: ${error.message}`; return; }
       box.remove(); button.hidden = false; scheduleRefresh();
     });
-    no.addEventListener("click", () => { box.remove(); button.hidden = false; button.focus(); });
+    no.addEventListener("click", () => {
+      box.remove(); button.hidden = false; renderPeople();
+      const again = [...$("people").querySelectorAll("button")].find((b) => b.dataset.participant === participant.participant_id);
+      (again || button).focus();
+    });
     box.append(yes, no);
     row.append(box);
     no.focus();
