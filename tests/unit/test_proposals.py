@@ -224,6 +224,8 @@ def test_approve_with_content_lands_the_reviewers_text(room: Driver) -> None:
     assert detail["content"] == edited and detail["original_content"] == GOALS
     assert detail["reviewer_id"] == answer["reviewer_id"] and detail["review_comment"] == "tightened"
     assert "+- ship it, carefully" in detail["diff"]
+    [approved] = _events(room, "proposal.approved")
+    assert approved["payload"]["comment"] == "tightened"  # the comment reaches the author
     [amended] = _events(room, "proposal.amended")
     assert amended["payload"] == {"proposal_id": prop["proposal_id"], "reviewer_id": answer["reviewer_id"]}
     room.call("workspace.commit", agent, proposal_id=prop["proposal_id"])

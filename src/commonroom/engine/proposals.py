@@ -257,7 +257,9 @@ def review(tx: Tx, p: ReviewParams) -> dict[str, Any]:
     if p.content is not None:
         _amend(tx, proposal, p)
     moved = _move(tx, proposal, p.decision, reviewer_id=reviewer, review_comment=p.comment)
-    tx.emit(f"proposal.{moved.status}", proposal_id=moved.proposal_id, reviewer_id=reviewer)
+    # The comment reaches the author in the review event (PROTOCOL §7 "Review"), null when none.
+    tx.emit(f"proposal.{moved.status}", proposal_id=moved.proposal_id, reviewer_id=reviewer,
+            comment=p.comment)
     return {"proposal_id": moved.proposal_id, "status": moved.status, "reviewer_id": reviewer}
 
 
