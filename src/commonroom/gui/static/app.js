@@ -299,8 +299,9 @@
     const ranges = [], deletions = [];
     let at = 0;
     for (const part of Diff.diffWordsWithSpace(oldPlain, newPlain)) {
-      if (part.removed) deletions.push({ at, value: part.value, done: false });
-      else { ranges.push({ from: at, to: at + part.value.length, ins: !!part.added }); at += part.value.length; }
+      const blank = !part.value.trim(); // a line break that became a space is not a change to show
+      if (part.removed) { if (!blank) deletions.push({ at, value: part.value, done: false }); }
+      else { ranges.push({ from: at, to: at + part.value.length, ins: !!part.added && !blank }); at += part.value.length; }
     }
     let index = 0;
     const text = (content) => {
