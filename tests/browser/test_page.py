@@ -40,6 +40,7 @@ def test_live_review_approve_with_keys_and_commit_arrives(page: Any, room: Room)
     assert "drafter" in item.inner_text() and "tighten the problem statement" in item.inner_text()
     assert page.locator("#queue-count").inner_text() == "1"
     page.locator(".lease", has_text="leased by drafter").wait_for()
+    page.locator("#document .doc-proposals", has_text="1 proposal").wait_for()  # the section says so too
 
     page.keyboard.press("j")  # next undecided opens its review
     page.locator("#review-title", has_text="tighten the problem statement").wait_for()

@@ -423,6 +423,12 @@
           "data-label": hold ? "host editing" : `leased by ${nameOf(lease.participant_id)}` });
         badges.push([node, badge]); // after the heading's own text, which is rendered next
       }
+      const open = state.proposals.filter((p) => OPEN.has(p.status) && p.region === region.region);
+      if (open.length) {
+        const link = el("button", { type: "button", class: "doc-proposals", onclick: () => openReview(open[0].proposal_id) },
+          `${plural(open.length, "proposal")} — review`);
+        badges.push([node, link]);
+      }
     });
     for (const [node, badge] of badges) node.append(badge);
     tickCountdowns();
