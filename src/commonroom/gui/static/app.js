@@ -411,7 +411,7 @@
     const badges = [];
     renderMarkdown(state.doc.content, article, (node, token) => {
       const line = token.map ? token.map[0] + 1 : -1;
-      const region = byLine.get(line) || state.regions[n];
+      const region = byLine.get(line); // the room's own outline decides what is a section
       n++;
       if (!region) return;
       const id = "sec-" + n;
