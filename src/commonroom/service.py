@@ -54,7 +54,7 @@ STREAM_WRITE_TIMEOUT = 120.0
 class ServeOptions:
     path: Path
     transport: str = "loopback"
-    owner_port: int = 0
+    owner_port: int | None = None  # None: the port used last time when free, else any
     ingress_port: int | None = None  # None: the port used last time when free, else any
     ephemeral: bool = False
     heartbeat_seconds: float = 15.0
@@ -147,7 +147,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
     )
     ingress_app = create_ingress_app(room, settings)
     auth = OwnerAuth(host_session)
-    owner_app = create_owner_app(room, auth)
+    owner_app = create_owner_app(room, auth, heartbeat_seconds=options.heartbeat_seconds)
     notes: list[str] = []
 
     async with trio.open_nursery() as nursery:
@@ -175,9 +175,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                     serve, ingress_app, ServeConfig(port=0, write_timeout=STREAM_WRITE_TIMEOUT),
                     shutdown_trigger=stop.wait))
                 notes.append(f"ingress port {wanted} was taken; bound {ingress_port}")
-            owner_port = await listeners.start(partial(
-                serve, owner_app, ServeConfig(port=options.owner_port),
-                shutdown_trigger=stop.wait))
+            owner_port = await _start_owner(listeners, owner_app, options, room, stop, notes)
 
             hint: TransportHint = await nursery.start(plugin.run, "127.0.0.1", ingress_port)
             await room.run_sync(engine.set_transport, options.transport, hint)
@@ -203,6 +201,25 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
             await room.run_sync(sessions.end_host_session, engine, host_session)
             await room.record(ev.WorkspaceStopped(version=engine.current_version))
         nursery.cancel_scope.cancel()
+
+
+async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOptions, room: Room,
+                       stop: trio.Event, notes: list[str]) -> int:
+    """Bind the owner page where it was last time, so an open tab survives a restart."""
+    wanted = options.owner_port
+    if wanted is None:
+        wanted = await room.run_sync(room.engine.saved_port, "owner_port") or 0
+    try:
+        port: int = await listeners.start(partial(
+            serve, owner_app, ServeConfig(port=wanted), shutdown_trigger=stop.wait))
+    except OSError:
+        if options.owner_port:
+            raise CommonroomError("transport_unavailable", f"owner port {options.owner_port} is not free") from None
+        port = await listeners.start(partial(
+            serve, owner_app, ServeConfig(port=0), shutdown_trigger=stop.wait))
+        notes.append(f"owner port {wanted} was taken; bound {port} (open the new link)")
+    await room.run_sync(room.engine.save_port, "owner_port", port)
+    return port
 
 
 async def _sweep_rate_limits(gate: Gate) -> None:

@@ -202,3 +202,61 @@ def test_base_version_must_exist(room: Driver) -> None:
     err = room.error("workspace.propose", agent, region="Goals", base_version=99, summary="s",
                      content=GOALS)
     assert err.code == "version_not_found" and err.http_status == 404
+
+
+# -- edit before approve (PROTOCOL §7 "Review": content amends, proposal.amended) --------------
+
+
+def _events(room: Driver, type_: str) -> list[dict[str, Any]]:
+    history = room.call("workspace.history", room.host, limit=200)["events"]
+    return [event for event in history if event["type"] == type_]
+
+
+def test_approve_with_content_lands_the_reviewers_text(room: Driver) -> None:
+    agent = room.join()["session_id"]
+    prop = room.call("workspace.propose", agent, region="Goals", base_version=room.version,
+                     summary="sharpen goals", content=GOALS)
+    edited = "## Goals\n\n- ship it, carefully\n\n"
+    answer = room.call("workspace.review", room.host, proposal_id=prop["proposal_id"],
+                       decision="approve", content=edited, comment="tightened")
+    assert answer["status"] == "approved"
+    detail = room.call("workspace.proposal", agent, proposal_id=prop["proposal_id"])
+    assert detail["content"] == edited and detail["original_content"] == GOALS
+    assert detail["reviewer_id"] == answer["reviewer_id"] and detail["review_comment"] == "tightened"
+    assert "+- ship it, carefully" in detail["diff"]
+    [approved] = _events(room, "proposal.approved")
+    assert approved["payload"]["comment"] == "tightened"  # the comment reaches the author
+    [amended] = _events(room, "proposal.amended")
+    assert amended["payload"] == {"proposal_id": prop["proposal_id"], "reviewer_id": answer["reviewer_id"]}
+    room.call("workspace.commit", agent, proposal_id=prop["proposal_id"])
+    on_disk = room.engine.path.read_text()
+    assert "- ship it, carefully" in on_disk and "ship it well" not in on_disk
+
+
+def test_content_is_refused_with_reject_and_on_a_decided_proposal(room: Driver) -> None:
+    agent = room.join()["session_id"]
+    prop = room.call("workspace.propose", agent, region="Goals", base_version=room.version,
+                     summary="s", content=GOALS)
+    err = room.error("workspace.review", room.host, proposal_id=prop["proposal_id"],
+                     decision="reject", content="## Goals\n\nx\n")
+    assert err.code == "invalid_request" and err.details.get("field") == "content"
+    approve(room, prop)
+    err = room.error("workspace.review", room.host, proposal_id=prop["proposal_id"],
+                     decision="approve", content="## Goals\n\nx\n")
+    assert err.code == "proposal_conflict"
+    detail = room.call("workspace.proposal", agent, proposal_id=prop["proposal_id"])
+    assert detail["content"] == GOALS and detail["original_content"] is None
+    assert _events(room, "proposal.amended") == []
+
+
+def test_proposal_detail_says_stale_before_review(room: Driver) -> None:
+    agent = room.join()["session_id"]
+    first = room.call("workspace.propose", agent, region="Goals", base_version=room.version,
+                      summary="one", content=GOALS)
+    second = room.call("workspace.propose", agent, region="Goals", base_version=room.version,
+                       summary="two", content="## Goals\n\n- other\n\n")
+    approve(room, first)
+    approve(room, second)
+    assert room.call("workspace.proposal", agent, proposal_id=second["proposal_id"])["stale"] is False
+    room.call("workspace.commit", agent, proposal_id=first["proposal_id"])
+    assert room.call("workspace.proposal", agent, proposal_id=second["proposal_id"])["stale"] is True

@@ -51,6 +51,7 @@ from commonroom.engine import dispatch, sessions  # noqa: E402
 from commonroom.engine.core import Engine  # noqa: E402
 from commonroom.engine.dispatch import open_engine  # noqa: E402
 from commonroom.protocol import events as ev  # noqa: E402
+from commonroom.protocol.records import to_wire  # noqa: E402
 
 MARK_BEGIN = "/nonexistent-commonroom-bench-begin"
 MARK_END = "/nonexistent-commonroom-bench-end"
@@ -167,14 +168,15 @@ def read_region(engine: Engine, bearer: str, region: str) -> str:
 
 
 def raw_commit(engine: Engine, bearer: str, text: str, summary: str) -> dict[str, Any]:
-    outcome = engine.execute(
+    outcome = dispatch.execute(
+        engine,
         "workspace.commit",
         bearer,
         {"base_version": engine.current_version, "summary": summary, "content": text},
     )
     if outcome.error is not None:
         raise RuntimeError(f"raw commit failed: {outcome.error}")
-    result: dict[str, Any] = outcome.result
+    result: dict[str, Any] = to_wire(outcome.result)
     return result
 
 
@@ -219,11 +221,11 @@ def bench_read_scaling(folder: Path, reads: int) -> None:
             (small, small_host, small_region, small_ns),
             (big, big_host, big_region, big_ns),
         ):
-            execute = engine.execute
+            execute = dispatch.execute
             params = {"region": region}
             for _ in range(reads // rounds):
                 t0 = perf()
-                outcome = execute("workspace.read", bearer, params)
+                outcome = execute(engine, "workspace.read", bearer, params)
                 sink.append(perf() - t0)
                 assert outcome.error is None
     small_us, big_us = median_us(small_ns), median_us(big_ns)

@@ -108,8 +108,8 @@ def main() -> None:
     "--transport", type=click.Choice(TRANSPORTS), default="loopback", show_default=True,
     help="How joiners reach the room.",
 )
-@click.option("--port-owner", type=click.IntRange(0, 65535), default=0,
-              help="Owner page port (0: any free port).")
+@click.option("--port-owner", type=click.IntRange(0, 65535), default=None,
+              help="Owner page port (default: last time's port when free; 0: any).")
 @click.option("--port-ingress", type=click.IntRange(0, 65535), default=None,
               help="Session ingress port (default: last time's port when free; 0: any).")
 @click.option("--ephemeral", is_flag=True,
@@ -119,7 +119,7 @@ def main() -> None:
 def serve(
     file: Path,
     transport: str,
-    port_owner: int,
+    port_owner: int | None,
     port_ingress: int | None,
     ephemeral: bool,
     json_mode: bool,
@@ -296,6 +296,56 @@ def review(
         raise click.UsageError("give --approve or --reject")
     params = {"proposal_id": proposal_id, "decision": decision, "comment": comment}
     _print(_host(file, "workspace.review", params), json_mode, format_review)
+
+
+@main.command("open")
+@_file_argument
+@click.option("--no-browser", is_flag=True, help="Only print the link.")
+@json_option
+@guarded()
+def open_page(file: Path, no_browser: bool, json_mode: bool) -> None:
+    """Print a fresh one-time link to the owner page of the room around FILE (and open it)."""
+    import trio
+
+    from commonroom.cli.output import error_from_wire
+    from commonroom.credentials import read_credentials
+
+    credentials = read_credentials(file)
+    if credentials is None:
+        raise CommonroomError(
+            "transport_unavailable", f"no room is running around {file.name}; start one with `ce serve {file}`"
+        )
+
+    async def mint() -> str:
+        from commonroom.cli.byteclient import request
+        from commonroom.transport.base import open_loopback_tcp
+
+        port = int(credentials.owner_port)
+        with trio.fail_after(CALL_TIMEOUT):
+            stream = await open_loopback_tcp("127.0.0.1", port, "owner page")
+            response = await request(stream, "POST", "/owner/login-link", headers={
+                "Authorization": f"Bearer {credentials.host_session}", "Host": f"127.0.0.1:{port}",
+            })
+        answer = response.json()
+        if response.status != 200 or not isinstance(answer, dict) or "url" not in answer:
+            raise error_from_wire(response.status, answer)
+        return str(answer["url"])
+
+    url = trio.run(mint)
+    opened = False
+    if not no_browser and any(os.environ.get(name) for name in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")):
+        import webbrowser
+
+        try:
+            opened = webbrowser.open(url)
+        except Exception:  # a broken browser setup never fails the command: the link is printed
+            opened = False
+    if json_mode:
+        emit_json({"url": url, "opened": opened})
+    else:
+        echo(f"owner page (one-time link): {url}")
+        if opened:
+            echo("opened in your browser", err=True)
 
 
 # -- session commands --------------------------------------------------------------------

@@ -379,6 +379,18 @@ class Engine:
         port = hint.get("port") if isinstance(hint, dict) else None
         return port if isinstance(port, int) else None
 
+    def saved_port(self, key: str) -> int | None:
+        """A listener's port from last time (`owner_port`), kept so open tabs survive restarts."""
+        raw = self._meta(key)
+        return int(raw) if raw is not None and raw.isdigit() else None
+
+    def save_port(self, key: str, port: int) -> None:
+        self.conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, str(port)),
+        )
+
     def refresh(self, now: datetime) -> list[Event]:
         """External edits and due expiries, each committed on its own; returns their events."""
         events: list[Event] = []

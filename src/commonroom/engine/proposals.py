@@ -61,6 +61,9 @@ class ReviewParams:
     proposal_id: str
     decision: str = attrs.field(metadata={"choices": ("approve", "reject")})
     comment: str | None = None
+    content: str | None = attrs.field(default=None, metadata={
+        "doc": "approve only: the text to approve instead of the proposed one (edit before approve)"
+    })
 
 
 @attrs.frozen
@@ -208,17 +211,25 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
 def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
     """The proposal plus its content and the diff a reviewer sees: current region text -> proposed."""
     proposal = _get(tx, p.proposal_id)
-    content = tx.conn.execute(
-        "SELECT content FROM proposals WHERE proposal_id = ?", (p.proposal_id,)
-    ).fetchone()[0]
+    content, original, base_digest = tx.conn.execute(
+        "SELECT content, original_content, base_region_hash FROM proposals WHERE proposal_id = ?",
+        (p.proposal_id,),
+    ).fetchone()
     current = tx.engine.current()
+    # Additive fields (docs/protocol.md "The host's page"): `stale` says before
+    # anyone reviews that the region's text moved on since the base, so the
+    # commit would be refused; `original_content` is the author's text when a
+    # reviewer amended it (edit before approve), else null.
+    stale = proposal.base_version != current.version and (
+        proposal.region == WHOLE or region_digest(current, proposal.region) != base_digest
+    )
     diff = unified_diff(
         region_text(current, proposal.region), content,
         f"{proposal.region}@{current.version}", f"{proposal.region}@proposed",
     )
     return ProposalDetail(
         **attrs.asdict(proposal, recurse=False), content=content,
-        current_version=current.version, diff=diff,
+        current_version=current.version, diff=diff, stale=stale, original_content=original,
     )
 
 
@@ -250,12 +261,32 @@ def open_proposals(tx: Tx) -> list[Proposal]:
 def review(tx: Tx, p: ReviewParams) -> Reviewed:
     proposal = _get(tx, p.proposal_id)
     reviewer = tx.actor.participant_id
+    if p.content is not None:
+        _amend(tx, proposal, p)
     moved = _move(tx, proposal, p.decision, reviewer_id=reviewer, review_comment=p.comment)
+    # The comment reaches the author in the review event (PROTOCOL §7 "Review"), null when none.
     if moved.status == "approved":
         tx.emit(ev.ProposalApproved(moved.proposal_id, reviewer, p.comment))
     else:
         tx.emit(ev.ProposalRejected(moved.proposal_id, reviewer, p.comment))
     return Reviewed(moved.proposal_id, moved.status, reviewer)
+
+
+def _amend(tx: Tx, proposal: Proposal, p: ReviewParams) -> None:
+    """Edit before approve: the reviewer's text becomes the proposal's; the author's is kept."""
+    assert p.content is not None
+    if p.decision != "approve":
+        raise invalid_request("content amends a proposal only when approving it", "content")
+    if proposal.status != "pending":
+        _move(tx, proposal, "approve")  # raises proposal_conflict naming the status
+    _check_size(p.content)
+    # The first amendment keeps the author's text; a later one never overwrites it.
+    tx.conn.execute(
+        "UPDATE proposals SET original_content = coalesce(original_content, content), content = ?"
+        " WHERE proposal_id = ?",
+        (p.content, proposal.proposal_id),
+    )
+    tx.emit(ev.ProposalAmended(proposal.proposal_id, tx.actor.participant_id))
 
 
 def withdraw(tx: Tx, p: ProposalIdParams) -> Proposal:

@@ -139,22 +139,15 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     async def open_stream(name: str, params: dict[str, Any], headers: Any = None) -> StreamStart:
         """Authorize and validate a stream operation of the table; where it starts."""
         bearer = bearer_from_header(headers)
-        outcome = await room.execute(name, bearer, params, from_query=True)
-        if outcome.error is not None:
-            raise outcome.error
+        start = await stream_views.open_start(room, name, bearer, params)
         assert bearer is not None
         gate.accepted(bearer)
-        start: StreamStart = outcome.result
         return start
 
     @app.get("/workspace/observe")
     async def observe() -> Response:
         try:
-            params = dict(request.args.items())
-            last_event_id = request.headers.get("Last-Event-ID")
-            if last_event_id:
-                params["since_event_id"] = last_event_id  # the header wins (PROTOCOL.md 8)
-            start = await open_stream("workspace.observe", params)
+            start = await open_stream("workspace.observe", stream_views.observe_params())
         except CommonroomError as error:
             return error_response(error)
         return stream_views.sse_response(room, start, heartbeat_seconds=settings.heartbeat_seconds)

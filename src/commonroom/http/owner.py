@@ -1,48 +1,97 @@
 """The owner listener: the host's page and the host API, on 127.0.0.1 only.
 
 The room prints a one-time URL (`/?token=...`). Opening it sets an HttpOnly,
-SameSite=Strict cookie and redirects to the page; the token is then spent.
-The host API mirrors the ingress operations under `/owner/api/` and runs them
-with the room's host session; every state-changing call also needs the CSRF
-header (`X-Commonroom-CSRF`) whose value only the served page knows. `/mcp`
-here is 404: MCP lives on the session ingress only.
+SameSite=Strict cookie and redirects to the page; the token is then spent. A
+spent or unknown link, or the page without the cookie, is answered with a
+small HTML page that says how to get a new link (`ce open FILE`).
+
+Routes:
+- `/` the page (src/commonroom/gui/static/index.html with the CSRF token in
+  `<meta name="commonroom-csrf">`); `/static/<file>` its scripts and styles
+  (no secrets in them, so no cookie needed: the login pages use the styles).
+- `/owner/api/<operation path>` mirrors the ingress operations and runs them
+  with the room's host session; every state-changing call also needs the CSRF
+  header (`X-Commonroom-CSRF`) whose value only the served page knows.
+- `/owner/api/workspace/observe` the event stream as server-sent events, the
+  same stream the ingress serves, run with the host session (a thin adapter:
+  the page opens one EventSource on it).
+- `POST /owner/login-link` mints a fresh one-time URL; authenticated by the
+  host bearer (`Authorization: Bearer`, from the 0600 credential file), for
+  `ce open FILE`. It exists on this listener only, never on the ingress.
+
+Every answer carries a strict Content-Security-Policy (scripts and styles from
+this origin only, no inline script, no remote images): a second wall behind the
+page's rule of never turning a string into HTML. `/mcp` here is 404: MCP lives
+on the session ingress only.
 """
 
 from __future__ import annotations
 
 import hmac
 import html
-import json
 import secrets
-from typing import Any
+from collections import OrderedDict
+from importlib import resources
+from typing import Any, Final
 
 import attrs
 from quart import Response, redirect, request
 from quart_trio import QuartTrio
 
 from commonroom.engine.operations import CALLS
-from commonroom.http.common import error_response, operation_view
+from commonroom.http import stream_views
+from commonroom.http.common import bearer_from_header, error_response, json_response, operation_view
 from commonroom.http.ingress import origin_allowed
 from commonroom.protocol.errors import CommonroomError
 from commonroom.room.core import Room
 
 COOKIE = "commonroom_owner"
 CSRF_HEADER = "X-Commonroom-CSRF"
+LOGIN_LINK_PATH = "/owner/login-link"
+# Unspent one-time links kept at once (`ce open` run many times); the oldest is dropped.
+MAX_PENDING_LOGINS: Final = 8
+CSP: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
+    " connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none';"
+    " frame-ancestors 'none'"
+)
+_STATIC_TYPES: Final = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
 
 
 @attrs.define
 class OwnerAuth:
-    """One-time login token, cookie secrets and the CSRF token, all in memory."""
+    """One-time login tokens, cookie secrets and the CSRF token, all in memory."""
 
     host_session: str
     login_token: str = attrs.field(factory=lambda: secrets.token_urlsafe(24))
     csrf_token: str = attrs.field(factory=lambda: secrets.token_urlsafe(24))
     cookies: set[str] = attrs.field(factory=set)
+    pending: OrderedDict[str, None] = attrs.field(factory=OrderedDict)
+
+    def __attrs_post_init__(self) -> None:
+        self.pending[self.login_token] = None
+
+    def mint_login(self) -> str:
+        """A fresh one-time token (`ce open`); older unspent ones stay valid, up to a few."""
+        token = secrets.token_urlsafe(24)
+        self.pending[token] = None
+        while len(self.pending) > MAX_PENDING_LOGINS:
+            self.pending.popitem(last=False)
+        return token
 
     def redeem(self, token: str) -> str | None:
-        if not self.login_token or not hmac.compare_digest(token, self.login_token):
+        match = next((t for t in self.pending if hmac.compare_digest(token, t)), None)
+        if match is None:
             return None
-        self.login_token = ""  # one time
+        del self.pending[match]  # one time
+        if match == self.login_token:
+            self.login_token = ""
         cookie = secrets.token_urlsafe(32)
         self.cookies.add(cookie)
         return cookie
@@ -53,9 +102,44 @@ class OwnerAuth:
     def csrf_ok(self, value: str | None) -> bool:
         return value is not None and hmac.compare_digest(value, self.csrf_token)
 
+    def host_bearer_ok(self, value: str | None) -> bool:
+        return value is not None and hmac.compare_digest(value, self.host_session)
 
-def create_owner_app(room: Room, auth: OwnerAuth) -> QuartTrio:
-    app = QuartTrio("commonroom.owner")
+
+def _static_file(name: str) -> bytes | None:
+    """A file of the packaged page, or None; never a path outside gui/static."""
+    parts = name.split("/")
+    if not name or any(part in ("", ".", "..") or part.startswith(".") for part in parts):
+        return None
+    node = resources.files("commonroom.gui").joinpath("static")
+    for part in parts:
+        node = node.joinpath(part)
+    try:
+        return node.read_bytes() if node.is_file() else None
+    except OSError:
+        return None
+
+
+def _login_page(title: str, text: str, status: int, file_name: str) -> Response:
+    """A small HTML page for the browser (a spent link, no cookie): what to do next."""
+    body = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{html.escape(title)} — commonroom</title>
+<link rel="stylesheet" href="/static/app.css"></head>
+<body class="login"><main class="login-box">
+<h1>{html.escape(title)}</h1>
+<p>{html.escape(text)}</p>
+<p>Get a fresh one-time link for the running room:</p>
+<pre><code>ce open {html.escape(file_name)}</code></pre>
+<p class="muted">Run it in the folder of {html.escape(file_name)}, the file the room is open around.
+The link works once; after that this browser keeps its login until the room stops.</p>
+</main></body></html>"""
+    return Response(body, status=status, content_type="text/html; charset=utf-8")
+
+
+def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 15.0) -> QuartTrio:
+    app = QuartTrio("commonroom.owner", static_folder=None)  # our /static/ serves gui/static
 
     def owner_host_ok() -> bool:
         host = request.headers.get("Host", "")
@@ -68,11 +152,19 @@ def create_owner_app(room: Room, auth: OwnerAuth) -> QuartTrio:
             return error_response(CommonroomError("permission_denied", "Host not allowed"))
         if not origin_allowed(request.headers.get("Origin")):
             return error_response(CommonroomError("permission_denied", "Origin not allowed"))
-        if request.path == "/" and "token" in request.args:
-            return None  # the login itself
+        if request.path == "/" or request.path.startswith("/static/"):
+            return None  # the page decides (login, login help); static files hold no secrets
+        if request.path == LOGIN_LINK_PATH:
+            try:
+                ok = auth.host_bearer_ok(bearer_from_header())
+            except CommonroomError as error:
+                return error_response(error)
+            if not ok:
+                return error_response(CommonroomError("unauthorized", "needs the host bearer"))
+            return None
         if not auth.cookie_ok(request.cookies.get(COOKIE)):
             return error_response(CommonroomError(
-                "unauthorized", "open the one-time URL the room printed to use this page"
+                "unauthorized", "open a one-time owner link (`ce open FILE` prints one) to use this page"
             ))
         if request.method not in ("GET", "HEAD") and not auth.csrf_ok(
             request.headers.get(CSRF_HEADER)
@@ -82,20 +174,55 @@ def create_owner_app(room: Room, auth: OwnerAuth) -> QuartTrio:
             ))
         return None
 
+    @app.after_request
+    async def harden(response: Response) -> Response:
+        response.headers["Content-Security-Policy"] = CSP
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["X-Frame-Options"] = "DENY"
+        return response
+
     @app.get("/")
     async def page() -> Any:
         token = request.args.get("token")
         if token is not None:
             cookie = auth.redeem(token)
             if cookie is None:
-                return error_response(CommonroomError(
-                    "unauthorized", "this one-time URL was already used; restart the room for a new one"
-                ))
-            response = redirect("/", 303)
-            response.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
-            return response
-        status = await room.call("workspace.room", auth.host_session, {})
-        return Response(_render(status, auth.csrf_token), content_type="text/html; charset=utf-8")
+                return _login_page(
+                    "This link was already used",
+                    "Each owner link opens the page once, so that a copied or logged URL is"
+                    " worth nothing.", 401, room.engine.path.name,
+                )
+            login = redirect("/", 303)
+            login.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
+            return login
+        if not auth.cookie_ok(request.cookies.get(COOKIE)):
+            return _login_page(
+                "Open your owner link", "This browser is not logged in to the room (or the room"
+                " restarted since).", 401, room.engine.path.name,
+            )
+        template = _static_file("index.html")
+        assert template is not None, "the packaged page is missing"
+        body = template.decode().replace("{{CSRF}}", html.escape(auth.csrf_token))
+        response = Response(body, content_type="text/html; charset=utf-8")
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @app.get("/static/<path:name>")
+    async def static_file(name: str) -> Response:
+        data = _static_file(name)
+        suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+        if data is None or suffix not in _STATIC_TYPES or name == "index.html":
+            return _not_found()
+        response = Response(data, content_type=_STATIC_TYPES[suffix])
+        response.headers["Cache-Control"] = "no-cache"
+        return response
+
+    @app.post(LOGIN_LINK_PATH)
+    async def login_link() -> Response:
+        token = auth.mint_login()
+        port = request.host.partition(":")[2]
+        return json_response({"url": f"http://127.0.0.1:{port}/?token={token}"})
 
     async def host_bearer() -> str | None:
         return auth.host_session
@@ -107,39 +234,21 @@ def create_owner_app(room: Room, auth: OwnerAuth) -> QuartTrio:
             "/owner/api" + op.path, endpoint=op.name,
             view_func=operation_view(op, room, host_bearer), methods=[op.method],
         )
+
+    @app.get("/owner/api/workspace/observe")
+    async def observe() -> Response:
+        """The observe stream with the host session (the page's live view)."""
+        try:
+            start = await stream_views.open_start(
+                room, "workspace.observe", auth.host_session, stream_views.observe_params()
+            )
+        except CommonroomError as error:
+            return error_response(error)
+        return stream_views.sse_response(room, start, heartbeat_seconds=heartbeat_seconds)
+
     return app
 
 
-def _render(snapshot: dict[str, Any], csrf: str) -> str:
-    status = snapshot["status"]
-    people = "".join(
-        f"<li>{html.escape(p['name'])} ({html.escape(p['kind'])})"
-        f"{' — present' if p['present'] else ''}</li>"
-        for p in snapshot["participants"]
-    )
-    leases = "".join(
-        f"<li>{html.escape(x['region'])} — until {html.escape(x['expires_at'])}</li>"
-        for x in snapshot["leases"]
-    ) or "<li>none</li>"
-    proposals = "".join(
-        f"<li data-proposal='{html.escape(p['proposal_id'])}'>{html.escape(p['summary'])}"
-        f" on <code>{html.escape(p['region'])}</code> ({html.escape(p['status'])})</li>"
-        for p in snapshot["proposals"]
-    ) or "<li>none</li>"
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="commonroom-csrf" content="{html.escape(csrf)}">
-<title>{html.escape(status['name'])} — commonroom</title>
-<style>body{{font:15px/1.5 system-ui,sans-serif;max-width:50rem;margin:2rem auto;padding:0 1rem}}
-code{{background:#f3f3f3;padding:0 .2em}}</style></head>
-<body><h1>{html.escape(status['name'])}</h1>
-<p>Version <strong>{status['version']}</strong> · {status['participants']} participants ·
-{status['active_leases']} leases · {status['pending_proposals']} pending proposals ·
-room <code>{html.escape(status['workspace_id'])}</code> ({html.escape(status['lifecycle'])})</p>
-<h2>Participants</h2><ul>{people}</ul>
-<h2>Leases</h2><ul>{leases}</ul>
-<h2>Open proposals</h2><ul>{proposals}</ul>
-<p>Review from a terminal with <code>ce proposals FILE</code> and
-<code>ce review FILE PROPOSAL_ID --approve</code>.</p>
-<script type="application/json" id="latest">{json.dumps(snapshot['latest_event_id'])}</script>
-</body></html>"""
+def _not_found() -> Response:
+    error = CommonroomError("invalid_request", "no such file")
+    return json_response(error.to_wire(), 404)

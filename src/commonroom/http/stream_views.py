@@ -9,8 +9,9 @@ one chunk, and each event's frame is built once for all subscribers
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
+from typing import Any
 
-from quart import Response, websocket
+from quart import Response, request, websocket
 
 from commonroom.engine.observe import StreamStart
 from commonroom.http import framing
@@ -20,6 +21,24 @@ from commonroom.protocol.records import to_wire
 from commonroom.room.core import Room
 
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+async def open_start(room: Room, name: str, bearer: str | None, params: dict[str, Any]) -> StreamStart:
+    """Authorize and bound a stream operation of the table (raises its CommonroomError)."""
+    outcome = await room.execute(name, bearer, params, from_query=True)
+    if outcome.error is not None:
+        raise outcome.error
+    start: StreamStart = outcome.result
+    return start
+
+
+def observe_params() -> dict[str, Any]:
+    """The observe cursor of this request: `Last-Event-ID` wins over `?since_event_id=` (§8)."""
+    params = dict(request.args.items())
+    last_event_id = request.headers.get("Last-Event-ID")
+    if last_event_id:
+        params["since_event_id"] = last_event_id
+    return params
 
 
 def sse_response(room: Room, start: StreamStart, *, heartbeat_seconds: float) -> Response:

@@ -180,6 +180,10 @@ class ProposalDetail:
     content: str
     current_version: int
     diff: str
+    stale: bool
+    """The region's text moved on since the base: a commit would be refused."""
+    original_content: str | None
+    """The author's text when a reviewer amended it before approving, else null."""
 
 
 @attrs.frozen

@@ -95,6 +95,10 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         payload TEXT NOT NULL
     );
     """,
+    # 1 -> 2: edit before approve keeps the author's text beside the reviewer's.
+    """
+    ALTER TABLE proposals ADD COLUMN original_content TEXT;
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -1,0 +1,973 @@
+// The host's page (PROTOCOL.md §11; spec PAGE.md). Plain JS, no build step.
+//
+// Rules this file keeps:
+// - Nothing from the document, a proposal, a name or a message becomes HTML:
+//   markdown is parsed by markdown-it (html: false) into tokens and turned into
+//   DOM nodes here, text through textContent only; links only to safe schemes.
+// - One EventSource on /owner/api/workspace/observe; events trigger re-reads of
+//   the owner API (no polling loop); on `resync` the room snapshot is re-read.
+// - Never approve blind: Approve is enabled only while the diff is on screen.
+"use strict";
+
+(() => {
+  const CSRF = document.querySelector('meta[name="commonroom-csrf"]').content;
+  const API = "/owner/api/workspace";
+  const AGENT_CAPS = ["read", "observe", "checkout", "propose", "commit", "message", "handoff"];
+  const ALL_CAPS = [...AGENT_CAPS, "approve", "invite", "admin"];
+  const SAFE_SCHEMES = ["http:", "https:", "mailto:"];
+  const OPEN = new Set(["pending", "approved"]);
+  const md = window.markdownit({ html: false, linkify: false, typographer: false });
+
+  const $ = (id) => document.getElementById(id);
+  const state = {
+    room: null, names: new Map(), proposals: [], details: new Map(), doc: null, regions: [],
+    selected: null, view: "rendered", editing: false, dropped: new Set(), lastVersion: 0, latestEvent: 0,
+    changes: [], source: null, refreshTimer: null, retry: 0, loggedOut: false,
+  };
+
+  // ------------------------------------------------------------------ DOM helpers
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (value === null || value === undefined || value === false) continue;
+      if (key === "class") node.className = value;
+      else if (key === "text") node.textContent = value;
+      else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+      else node.setAttribute(key, value === true ? "" : String(value));
+    }
+    for (const child of children) {
+      if (child === null || child === undefined) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
+
+  function nameOf(pid) {
+    if (!pid) return "someone editing the file";
+    const p = state.names.get(pid);
+    return p ? p.name : "someone who left";
+  }
+
+  function ago(iso) {
+    const seconds = Math.round((Date.now() - Date.parse(iso)) / 1000);
+    if (!Number.isFinite(seconds)) return "";
+    if (seconds < 60) return `${Math.max(0, seconds)} s ago`;
+    if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+    return `${Math.floor(seconds / 3600)} h ago`;
+  }
+
+  function countdown(iso) {
+    const seconds = Math.max(0, Math.round((Date.parse(iso) - Date.now()) / 1000));
+    const m = Math.floor(seconds / 60), s = seconds % 60;
+    return `${m}:${String(s).padStart(2, "0")}`;
+  }
+
+  // A region path's last heading, for display ("Plan/Goals" -> "Goals"); the path is in the title.
+  function shortRegion(region) { return region === "workspace" ? "whole document" : region.split("/").pop(); }
+
+  function plural(n, word) { return `${n} ${word}${n === 1 ? "" : "s"}`; }
+
+  // ------------------------------------------------------------------ API
+
+  class ApiError extends Error {
+    constructor(status, body) {
+      super((body && body.message) || `HTTP ${status}`);
+      this.status = status; this.body = body || {};
+    }
+  }
+
+  async function api(method, path, params) {
+    let url = API + path;
+    const init = { method, headers: {}, credentials: "same-origin", cache: "no-store" };
+    if (method === "GET" && params) url += "?" + new URLSearchParams(params).toString();
+    if (method !== "GET") {
+      init.headers["Content-Type"] = "application/json";
+      init.headers["X-Commonroom-CSRF"] = CSRF;
+      init.body = JSON.stringify(params || {});
+    }
+    const response = await fetch(url, init);
+    let body = null;
+    try { body = await response.json(); } catch (_) { body = null; }
+    if (!response.ok) {
+      if (response.status === 401) loggedOut();
+      throw new ApiError(response.status, body);
+    }
+    return body;
+  }
+
+  function loggedOut() {
+    state.loggedOut = true;
+    showNotice("This page is no longer logged in (the room stopped or restarted). Run `ce open FILE` for a new link.");
+    setLive("bad", "logged out");
+  }
+
+  function showNotice(text) { const n = $("notice"); n.textContent = text; n.hidden = !text; }
+  function setLive(kind, text) { const n = $("live-state"); n.className = "live " + kind; n.textContent = text; }
+
+  // ------------------------------------------------------------------ markdown -> DOM
+
+  const TAGS = new Set(["p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "blockquote",
+    "table", "thead", "tbody", "tr", "th", "td", "strong", "em", "s", "code", "pre", "hr", "br", "a"]);
+
+  function safeHref(href) {
+    if (!href) return null;
+    if (href.startsWith("#")) return href;
+    try {
+      const url = new URL(href, "http://relative.invalid/");
+      if (url.origin === "http://relative.invalid") return null; // relative paths lead nowhere here
+      return SAFE_SCHEMES.includes(url.protocol) ? url.href : null;
+    } catch (_) { return null; }
+  }
+
+  // Render a markdown-it token list into `parent`. `text(content)` turns one
+  // piece of text into nodes (plain text, or a word diff); pieces come in the
+  // order `pieces()` lists them.
+  function renderTokens(tokens, parent, text, headingHook) {
+    const stack = [parent];
+    const top = () => stack[stack.length - 1];
+    for (const token of tokens) {
+      if (token.hidden && token.nesting !== 0) continue; // tight lists hide their paragraphs
+      if (token.nesting === 1) {
+        const tag = TAGS.has(token.tag) ? token.tag : "div";
+        let node;
+        if (tag === "a") {
+          const href = safeHref(token.attrGet("href"));
+          node = href ? el("a", { href, rel: "noopener noreferrer", target: href.startsWith("#") ? null : "_blank" }) : el("span");
+        } else {
+          node = el(tag);
+          const start = token.attrGet("start");
+          if (tag === "ol" && start && /^\d+$/.test(start)) node.setAttribute("start", start);
+        }
+        if (/^h[1-6]$/.test(tag) && headingHook) headingHook(node, token);
+        top().append(node);
+        stack.push(node);
+      } else if (token.nesting === -1) {
+        if (stack.length > 1) stack.pop();
+      } else if (token.type === "inline") {
+        renderInline(token.children || [], top(), text);
+      } else if (token.type === "fence" || token.type === "code_block") {
+        const code = el("code");
+        code.append(...text(token.content));
+        top().append(el("pre", {}, code));
+      } else if (token.type === "hr") {
+        top().append(el("hr"));
+      } else if (token.content) {
+        top().append(...text(token.content)); // anything else: as text, never as markup
+      }
+    }
+  }
+
+  function renderInline(children, parent, text) {
+    const stack = [parent];
+    const top = () => stack[stack.length - 1];
+    for (const token of children) {
+      if (token.nesting === 1) {
+        let node;
+        if (token.tag === "a") {
+          const href = safeHref(token.attrGet("href"));
+          node = href ? el("a", { href, rel: "noopener noreferrer", target: href.startsWith("#") ? null : "_blank" }) : el("span");
+        } else node = el(TAGS.has(token.tag) ? token.tag : "span");
+        top().append(node); stack.push(node);
+      } else if (token.nesting === -1) {
+        if (stack.length > 1) stack.pop();
+      } else if (token.type === "code_inline") {
+        const code = el("code"); code.append(...text(token.content)); top().append(code);
+      } else if (token.type === "softbreak") {
+        top().append(...text("\n"));
+      } else if (token.type === "hardbreak") {
+        top().append(...text("\n")); top().append(el("br"));
+      } else if (token.type === "image") {
+        // No remote fetches from the document: an image shows as its alt text.
+        top().append(el("span", { class: "muted" }, "[image: ", ...text(token.content || ""), "]"));
+      } else {
+        top().append(...text(token.content || ""));
+      }
+    }
+  }
+
+  // The text pieces of a token list, in render order (see renderTokens).
+  function pieces(tokens) {
+    const out = [];
+    for (const token of tokens) {
+      if (token.type === "inline") {
+        for (const child of token.children || []) {
+          if (child.type === "softbreak" || child.type === "hardbreak") out.push("\n");
+          else if (child.nesting === 0) out.push(child.content || "");
+        }
+        out.push(null); // block boundary
+      } else if (token.type === "fence" || token.type === "code_block") {
+        out.push(token.content); out.push(null);
+      } else if (token.nesting === 0 && token.type !== "hr" && token.content) {
+        out.push(token.content);
+      }
+    }
+    return out;
+  }
+
+  const plainText = (content) => [document.createTextNode(content)];
+
+  function renderMarkdown(src, parent, headingHook) {
+    renderTokens(md.parse(src || "", {}), parent, plainText, headingHook);
+  }
+
+  // Top-level blocks of a markdown text: [{tokens, src, type}].
+  function blocksOf(src) {
+    const tokens = md.parse(src || "", {});
+    const lines = (src || "").split("\n");
+    const blocks = [];
+    let group = [], depth = 0, map = null;
+    for (const token of tokens) {
+      if (group.length === 0) map = token.map;
+      group.push(token);
+      depth += token.nesting;
+      if (depth === 0) {
+        const text = map ? lines.slice(map[0], map[1]).join("\n") : group.map((t) => t.content).join("");
+        blocks.push({ tokens: group, src: text, type: group[0].type + ":" + group[0].tag });
+        group = [];
+      }
+    }
+    return blocks;
+  }
+
+  // A word-level diff of two markdown texts, rendered inside the new text's markdown.
+  function renderDiff(oldSrc, newSrc, parent) {
+    const before = blocksOf(oldSrc), after = blocksOf(newSrc);
+    const parts = Diff.diffArrays(before.map((b) => b.src), after.map((b) => b.src));
+    let i = 0, j = 0, changed = 0;
+    for (let k = 0; k < parts.length; k++) {
+      const part = parts[k];
+      if (!part.added && !part.removed) {
+        for (let n = 0; n < part.count; n++) {
+          const box = el("div", { class: "blk-same" });
+          renderTokens(after[j].tokens, box, plainText);
+          parent.append(box); i++; j++;
+        }
+        continue;
+      }
+      let removed = [], added = [];
+      if (part.removed) {
+        removed = before.slice(i, i + part.count); i += part.count;
+        const next = parts[k + 1];
+        if (next && next.added) { added = after.slice(j, j + next.count); j += next.count; k++; }
+      } else {
+        added = after.slice(j, j + part.count); j += part.count;
+      }
+      changed++;
+      const pairs = Math.min(removed.length, added.length);
+      for (let n = 0; n < Math.max(removed.length, added.length); n++) {
+        const old = removed[n], neu = added[n];
+        if (n < pairs && old.type === neu.type && similar(old, neu)) {
+          const box = el("div", { class: "blk-changed" });
+          renderWordDiff(old, neu, box);
+          parent.append(box);
+        } else {
+          if (old) { const box = el("div", { class: "blk-del", "aria-label": "removed" }); renderTokens(old.tokens, box, plainText); parent.append(box); }
+          if (neu) { const box = el("div", { class: "blk-ins", "aria-label": "added" }); renderTokens(neu.tokens, box, plainText); parent.append(box); }
+        }
+      }
+    }
+    if (changed === 0) parent.append(el("p", { class: "muted" }, "No change: the proposed text equals the current text."));
+  }
+
+  // Word-level marks help only when the two blocks share most of their words; a rewrite
+  // reads better as the old block struck and the new one whole.
+  function similar(oldBlock, newBlock) {
+    const a = joinPieces(pieces(oldBlock.tokens)).text, b = joinPieces(pieces(newBlock.tokens)).text;
+    let same = 0;
+    for (const part of Diff.diffWordsWithSpace(a, b)) if (!part.added && !part.removed) same += part.value.trim().length;
+    return same >= 0.4 * Math.max(a.replace(/\s+/g, "").length, b.replace(/\s+/g, "").length, 1);
+  }
+
+  function joinPieces(list) {
+    // Offsets of each piece in the joined plain text; block boundaries become "\n".
+    let text = "", spans = [];
+    for (const piece of list) {
+      if (piece === null) { text += "\n"; continue; }
+      spans.push([text.length, text.length + piece.length]);
+      text += piece;
+    }
+    return { text, spans };
+  }
+
+  function renderWordDiff(oldBlock, newBlock, parent) {
+    const oldPlain = joinPieces(pieces(oldBlock.tokens)).text;
+    const { text: newPlain, spans } = joinPieces(pieces(newBlock.tokens));
+    // Ranges over the new text: same / ins, and deletions anchored at a new offset.
+    const ranges = [], deletions = [];
+    let at = 0;
+    for (const part of Diff.diffWordsWithSpace(oldPlain, newPlain)) {
+      const blank = !part.value.trim(); // a line break that became a space is not a change to show
+      if (part.removed) { if (!blank) deletions.push({ at, value: part.value, done: false }); }
+      else { ranges.push({ from: at, to: at + part.value.length, ins: !!part.added && !blank }); at += part.value.length; }
+    }
+    let index = 0;
+    const text = (content) => {
+      const span = spans[index++] || [newPlain.length, newPlain.length];
+      const out = [];
+      const emitDeletions = (pos, last) => {
+        for (const d of deletions) {
+          if (!d.done && (d.at === pos || (last && d.at > pos && d.at <= span[1]))) {
+            d.done = true; out.push(el("del", {}, d.value));
+          }
+        }
+      };
+      for (const r of ranges) {
+        const from = Math.max(r.from, span[0]), to = Math.min(r.to, span[1]);
+        if (from >= to) continue;
+        emitDeletions(from, false);
+        const piece = newPlain.slice(from, to);
+        out.push(r.ins ? el("ins", {}, piece) : document.createTextNode(piece));
+      }
+      emitDeletions(span[1], true);
+      if (out.length === 0 && content) out.push(document.createTextNode(content));
+      return out;
+    };
+    renderTokens(newBlock.tokens, parent, text);
+    const left = deletions.filter((d) => !d.done);
+    if (left.length) parent.append(el("p", {}, ...left.map((d) => el("del", {}, d.value))));
+  }
+
+  function renderUnified(diff, parent) {
+    const pre = el("pre", { class: "diff", "aria-label": "Unified diff" });
+    const lines = (diff || "").split("\n");
+    for (const line of lines) {
+      if (line === "" ) continue;
+      const kind = line.startsWith("@@") ? "hunk" : line.startsWith("+") && !line.startsWith("+++") ? "add"
+        : line.startsWith("-") && !line.startsWith("---") ? "rem" : null;
+      pre.append(el("span", { class: kind }, line + "\n"));
+    }
+    if (!pre.firstChild) pre.append("(no difference)");
+    parent.append(pre);
+  }
+
+  // ------------------------------------------------------------------ loading
+
+  async function loadRoom() {
+    const room = await api("GET", "/room");
+    state.room = room;
+    state.latestEvent = Math.max(state.latestEvent, room.latest_event_id || 0);
+    state.names = new Map(room.participants.map((p) => [p.participant_id, p]));
+    const listed = await api("GET", "/proposals", { limit: 50 });
+    state.proposals = listed.proposals;
+    await Promise.all(state.proposals.filter((p) => OPEN.has(p.status)).map(loadDetail));
+    const version = room.status.version;
+    if (version !== state.lastVersion || !state.doc) await loadDocument(version);
+    renderHeader(); renderDocument(); renderQueue(); renderPeople();
+    if (state.selected) await refreshReview();
+    loadInvitations().catch(() => {});
+    loadOptionalPanels();
+  }
+
+  async function loadDetail(proposal) {
+    const cached = state.details.get(proposal.proposal_id);
+    if (cached && cached.current_version === state.room.status.version && cached.status === proposal.status
+        && cached.updated_at === proposal.updated_at) return cached;
+    const detail = await api("GET", "/proposal", { proposal_id: proposal.proposal_id });
+    state.details.set(proposal.proposal_id, detail);
+    return detail;
+  }
+
+  async function loadDocument(version) {
+    const [doc, regions, changes] = await Promise.all([
+      api("GET", "/read", {}), api("GET", "/regions"),
+      api("GET", "/changes_since", { version: Math.max(0, version - 50), limit: 200 }),
+    ]);
+    state.doc = doc; state.regions = regions.regions; state.lastVersion = doc.version;
+    state.changes = changes.changes;
+    renderHistory();
+  }
+
+  // ------------------------------------------------------------------ header + document
+
+  function renderHeader() {
+    const status = state.room.status;
+    document.title = `${status.name} — commonroom`;
+    $("doc-name").textContent = status.name;
+    const last = state.changes[state.changes.length - 1];
+    const lastText = !last ? "" : last.version === 1 ? ` · initial version, ${ago(last.created_at)}`
+      : ` · last change by ${nameOf(last.participant_id)}: ${last.summary} (${ago(last.created_at)})`;
+    $("doc-meta").textContent = `version ${status.version}${lastText} · ${plural(status.participants, "participant")} · ${plural(status.active_leases, "lease")}`;
+  }
+
+  function leasesByRegion() {
+    const map = new Map();
+    for (const lease of state.room.leases) {
+      if (!map.has(lease.region)) map.set(lease.region, []);
+      map.get(lease.region).push(lease);
+    }
+    return map;
+  }
+
+  function renderDocument() {
+    const article = $("document"), outline = $("outline");
+    clear(article); clear(outline);
+    const byLine = new Map(state.regions.map((r) => [r.line, r]));
+    const leases = leasesByRegion();
+    const hostIds = new Set(state.room.participants.filter((p) => (p.capabilities || []).includes("*")).map((p) => p.participant_id));
+    let n = 0;
+    const badges = [];
+    renderMarkdown(state.doc.content, article, (node, token) => {
+      const line = token.map ? token.map[0] + 1 : -1;
+      const region = byLine.get(line); // the room's own outline decides what is a section
+      n++;
+      if (!region) return;
+      const id = "sec-" + n;
+      node.id = id;
+      outline.append(el("li", {}, el("a", { href: "#" + id }, region.title)));
+      for (const lease of leases.get(region.region) || []) {
+        const hold = lease.reason === "human_editing" || hostIds.has(lease.participant_id);
+        const badge = el("span", { class: "lease" + (hold ? " hold" : ""), "data-expires": lease.expires_at,
+          "data-label": hold ? "host editing" : `leased by ${nameOf(lease.participant_id)}` });
+        badges.push([node, badge]); // after the heading's own text, which is rendered next
+      }
+      const open = state.proposals.filter((p) => OPEN.has(p.status) && p.region === region.region);
+      if (open.length) {
+        const link = el("button", { type: "button", class: "doc-proposals", onclick: () => openReview(open[0].proposal_id) },
+          `${plural(open.length, "proposal")} — review`);
+        badges.push([node, link]);
+      }
+    });
+    for (const [node, badge] of badges) node.append(badge);
+    tickCountdowns();
+  }
+
+  function tickCountdowns() {
+    for (const badge of document.querySelectorAll("[data-expires]")) {
+      badge.textContent = `${badge.dataset.label} · ${countdown(badge.dataset.expires)}`;
+    }
+  }
+
+  // ------------------------------------------------------------------ queue
+
+  function isStale(p) {
+    if (p.status === "superseded" || p.status === "conflicted") return true;
+    const d = state.details.get(p.proposal_id);
+    return !!(d && d.stale);
+  }
+
+  function undecided() { return state.proposals.filter((p) => p.status === "pending"); }
+
+  function renderQueue() {
+    const list = $("queue-list");
+    if (list.matches(":hover") && list.childElementCount) {
+      // Nothing moves under the cursor: wait until it leaves the list (at most a few seconds).
+      state.queueHeld = state.queueHeld || Date.now();
+      if (Date.now() - state.queueHeld < 3000) {
+        if (!state.queueWaiting) {
+          state.queueWaiting = true;
+          const again = () => { state.queueWaiting = false; list.removeEventListener("mouseleave", again); renderQueue(); };
+          list.addEventListener("mouseleave", again);
+          setTimeout(again, 3000 - (Date.now() - state.queueHeld));
+        }
+        return;
+      }
+    }
+    state.queueHeld = 0;
+    const focused = document.activeElement && list.contains(document.activeElement)
+      ? document.activeElement.dataset.proposal : null;
+    clear(list);
+    const open = state.proposals.filter((p) => OPEN.has(p.status));
+    const decided = state.proposals.filter((p) => !OPEN.has(p.status));
+    $("queue-count").textContent = String(open.length);
+    const total = state.proposals.length;
+    $("queue-progress").textContent = total ? `${total - undecided().length} of ${total} decided` : "";
+    $("queue-empty").hidden = total > 0;
+    list.hidden = total === 0;
+    for (const p of [...open, ...decided]) {
+      const item = el("button", { type: "button", class: "item", "data-proposal": p.proposal_id,
+        onclick: () => openReview(p.proposal_id) },
+      isStale(p) ? el("span", { class: "stale" }, "STALE") : null,
+      el("span", { class: "status" }, p.status),
+      el("span", { class: "summary" }, p.summary),
+      el("span", { class: "sub", title: p.region }, `${shortRegion(p.region)} · base v${p.base_version} · ${nameOf(p.participant_id)} · ${ago(p.created_at)}`));
+      list.append(el("li", { class: OPEN.has(p.status) ? "open" : "decided" }, item));
+      if (p.proposal_id === focused) item.focus(); // keyboard focus survives a live update
+    }
+    markSelected();
+  }
+
+  function findProposal(id) { return state.proposals.find((p) => p.proposal_id === id); }
+
+  async function openReview(id) {
+    const changing = state.selected !== id;
+    state.selected = id;
+    if (changing) {
+      state.editing = false; state.view = "rendered"; state.openedAt = null; state.dropped = new Set();
+      $("review-comment").value = ""; $("edit-text").value = "";
+    }
+    $("review").hidden = false;
+    markSelected();
+    await refreshReview();
+    if (changing) $("review-title").focus();
+  }
+
+  // Selection changes only a class: the list itself does not move.
+  function markSelected() {
+    for (const button of document.querySelectorAll("#queue-list button.item")) {
+      const selected = button.dataset.proposal === state.selected;
+      button.parentElement.classList.toggle("selected", selected);
+      if (selected) button.setAttribute("aria-current", "true"); else button.removeAttribute("aria-current");
+    }
+  }
+
+  function closeReview() {
+    state.selected = null; state.editing = false;
+    $("review").hidden = true; markSelected();
+    const first = document.querySelector("#queue-list button");
+    (first || $("queue")).focus();
+  }
+
+  async function refreshReview() {
+    const id = state.selected;
+    const proposal = findProposal(id);
+    if (!proposal) { closeReview(); return; }
+    let detail, current;
+    try {
+      detail = await api("GET", "/proposal", { proposal_id: id });
+      state.details.set(id, detail);
+      current = await api("GET", "/read", { region: proposal.region }).then((r) => r.content, () => "");
+    } catch (error) { showReviewError(error); return; }
+    if (state.selected !== id) return;
+    const base = state.openedAt;
+    state.openedAt = state.openedAt || detail.current_version;
+    const previous = state.detail && state.detail.proposal_id === id ? state.detail : null;
+    const sameText = previous && previous.content === detail.content && state.current === current;
+    if (previous && !sameText) state.dropped = new Set(); // new hunks: old choices do not carry over
+    // Re-draw the diff only when what it shows changed: focus and scroll stay put otherwise.
+    const redraw = !sameText || previous.status !== detail.status || previous.stale !== detail.stale;
+    state.detail = detail; state.current = current;
+    $("review-title").textContent = proposal.summary;
+    $("review-title").setAttribute("tabindex", "-1");
+    $("review-provenance").textContent = `${nameOf(detail.participant_id)} (${(state.names.get(detail.participant_id) || {}).kind || "?"}) · ${shortRegion(detail.region)} · base v${detail.base_version} · ${ago(detail.created_at)} · ${detail.status}` + leaseText(detail.region);
+    const stale = detail.stale || detail.status === "superseded" || detail.status === "conflicted";
+    $("review-stale").hidden = !stale;
+    $("review-stale").textContent = stale ? `STALE: ${shortRegion(detail.region)} changed since v${detail.base_version} (now v${detail.current_version}) — this would no longer apply. Ask the author for a fresh proposal.` : "";
+    const moved = base && base !== detail.current_version;
+    $("review-moved").hidden = !moved;
+    $("review-moved").textContent = moved ? `The document moved to v${detail.current_version} while this was open; the diff below is against the new text.` : "";
+    const notes = [];
+    if (detail.original_content) notes.push(`Amended by ${nameOf(detail.reviewer_id)} before approval.`);
+    if (detail.review_comment) notes.push(`${nameOf(detail.reviewer_id)} commented: ${detail.review_comment}`);
+    $("review-amended").hidden = notes.length === 0;
+    $("review-amended").textContent = notes.join(" ");
+    if (state.editing && !$("edit-text").value) $("edit-text").value = detail.content;
+    if (redraw) renderReviewBody(); else updateButtons();
+  }
+
+  function leaseText(region) {
+    const lease = (state.room.leases || []).find((l) => l.region === region);
+    return lease ? ` · lease ${nameOf(lease.participant_id)}, ${countdown(lease.expires_at)} left` : "";
+  }
+
+  function renderReviewBody() {
+    const body = $("review-body"), detail = state.detail;
+    clear(body);
+    for (const button of document.querySelectorAll(".toolbar button")) {
+      button.setAttribute("aria-pressed", String(button.dataset.view === state.view));
+    }
+    const proposed = proposedText();
+    if (state.view === "rendered") renderDiff(state.current, proposed, body);
+    else if (state.view === "unified" && state.editing) renderUnified(localUnified(state.current, proposed), body);
+    else if (state.view === "unified") renderHunks(body);
+    else renderMarkdown(state.current, body);
+    $("review-edit").hidden = !state.editing;
+    updateButtons();
+  }
+
+  // What approving would land: the reviewer's edit, else the proposal less the hunks not kept.
+  function proposedText() {
+    if (state.editing) return $("edit-text").value;
+    if (!state.dropped.size) return state.detail.content;
+    const patch = proposalPatch();
+    return Diff.applyPatch(state.current, { ...patch, hunks: patch.hunks.filter((_, i) => !state.dropped.has(i)) });
+  }
+
+  function proposalPatch() {
+    return Diff.structuredPatch("current", "proposed", state.current, state.detail.content, "", "", { context: 3 });
+  }
+
+  // The unified diff, hunk by hunk, each with "keep" (unchecked hunks are left out of what lands).
+  function renderHunks(parent) {
+    const patch = proposalPatch();
+    if (!patch.hunks.length) { parent.append(el("p", { class: "muted" }, "(no difference)")); return; }
+    patch.hunks.forEach((hunk, index) => {
+      const box = el("input", { type: "checkbox", checked: !state.dropped.has(index) });
+      box.addEventListener("change", () => {
+        if (box.checked) state.dropped.delete(index); else state.dropped.add(index);
+        renderReviewBody();
+      });
+      const header = `@@ -${hunk.oldStart},${hunk.oldLines} +${hunk.newStart},${hunk.newLines} @@`;
+      const pre = el("pre", { class: "diff" + (state.dropped.has(index) ? " dropped" : "") },
+        el("span", { class: "hunk" }, header + "\n"));
+      for (const line of hunk.lines) {
+        const kind = line.startsWith("+") ? "add" : line.startsWith("-") ? "rem" : null;
+        pre.append(el("span", { class: kind }, line + "\n"));
+      }
+      parent.append(el("div", { class: "hunk-box" }, el("label", { class: "keep" }, box, ` Keep change ${index + 1} of ${patch.hunks.length}`), pre));
+    });
+  }
+
+  function localUnified(before, after) {
+    return Diff.createPatch(state.detail.region, before, after, "current", "your edit").split("\n").slice(2).join("\n");
+  }
+
+  function canDecide() {
+    const d = state.detail;
+    return !!(d && state.selected && d.proposal_id === state.selected && d.status === "pending");
+  }
+
+  function updateButtons() {
+    const d = state.detail;
+    const decidable = canDecide();
+    const stale = d && (d.stale || d.status === "superseded");
+    // Never approve blind: a diff (rendered or unified) must be what is on screen.
+    const diffShown = state.view === "rendered" || state.view === "unified";
+    $("btn-approve").disabled = !(decidable && diffShown && !stale);
+    $("btn-approve").title = !diffShown ? "Show the diff to approve" : stale ? "Stale: it would no longer apply" : "";
+    $("btn-reject").disabled = !decidable;
+    $("btn-edit").disabled = !(decidable && !stale);
+    $("btn-approve").firstChild.textContent = state.editing ? "Approve your edit "
+      : state.dropped.size ? "Approve kept changes " : "Approve ";
+  }
+
+  function showReviewError(error) {
+    const node = $("review-error");
+    node.hidden = false;
+    node.textContent = error.body && error.body.error ? `${error.body.error}: ${error.body.message}` : String(error.message || error);
+  }
+
+  async function decide(decision) {
+    if (!canDecide()) return;
+    if (decision === "approve" && $("btn-approve").disabled) return;
+    const params = { proposal_id: state.selected, decision };
+    const comment = $("review-comment").value.trim();
+    if (comment) params.comment = comment;
+    if (decision === "approve" && (state.editing || state.dropped.size)) {
+      const text = proposedText();
+      if (text !== state.detail.content) params.content = text; // recorded as an amendment
+    }
+    $("review-error").hidden = true;
+    try {
+      await api("POST", "/proposal/review", params);
+    } catch (error) { showReviewError(error); return; }
+    const decided = state.selected;
+    await loadRoom();
+    const next = undecided().find((p) => p.proposal_id !== decided);
+    if (next) await openReview(next.proposal_id); else closeReview();
+  }
+
+  function startEdit() {
+    if ($("btn-edit").disabled) return;
+    $("edit-text").value = proposedText();
+    state.editing = true;
+    renderReviewBody();
+    $("edit-text").focus();
+  }
+
+  function move(step) {
+    const list = undecided();
+    if (!list.length) return;
+    let index = list.findIndex((p) => p.proposal_id === state.selected);
+    index = index < 0 ? (step > 0 ? 0 : list.length - 1) : (index + step + list.length) % list.length;
+    openReview(list[index].proposal_id);
+  }
+
+  // ------------------------------------------------------------------ people, invitations, history
+
+  function renderPeople() {
+    const list = $("people");
+    if (list.querySelector(".confirm")) return; // an open confirmation is not swept away by an update
+    clear(list);
+    for (const p of state.room.participants) {
+      const host = (p.capabilities || []).includes("*");
+      const caps = host ? "host (every capability)" : (p.capabilities || []).join(", ");
+      const row = el("li", {},
+        el("span", { class: p.present ? "present" : "away" }, p.name),
+        ` · ${p.kind} · ${p.present ? "present" : "away"}`,
+        el("div", { class: "muted" }, `can: ${caps}`),
+        p.advertised && p.advertised.length ? el("div", { class: "muted" }, `advertises: ${p.advertised.join(", ")}`) : null);
+      if (!host) {
+        const button = el("button", { type: "button", "aria-label": `Revoke sessions of ${p.name}`, "data-participant": p.participant_id }, "Revoke sessions");
+        button.addEventListener("click", () => confirmRevoke(row, button, p));
+        row.append(" ", button);
+      }
+      list.append(row);
+    }
+    const select = $("message-to");
+    const keep = select.value;
+    while (select.options.length > 1) select.remove(1);
+    for (const p of state.room.participants) {
+      if (!(p.capabilities || []).includes("*")) select.append(el("option", { value: p.participant_id }, p.name));
+    }
+    select.value = keep;
+  }
+
+  function confirmRevoke(row, button, participant) {
+    button.hidden = true;
+    const box = el("span", { class: "confirm", role: "group", "aria-label": "Confirm revocation" },
+      `End every session of ${participant.name}?`);
+    const yes = el("button", { type: "button" }, "Yes, revoke");
+    const no = el("button", { type: "button" }, "Cancel");
+    yes.addEventListener("click", async () => {
+      try { await api("POST", "/session/revoke", { participant_id: participant.participant_id }); }
+      catch (error) { box.textContent = `Could not revoke: ${error.message}`; return; }
+      box.remove(); button.hidden = false; scheduleRefresh();
+    });
+    no.addEventListener("click", () => {
+      box.remove(); button.hidden = false; renderPeople();
+      const again = [...$("people").querySelectorAll("button")].find((b) => b.dataset.participant === participant.participant_id);
+      (again || button).focus();
+    });
+    box.append(yes, no);
+    row.append(box);
+    no.focus();
+  }
+
+  function renderInviteForm() {
+    const caps = $("invite-caps");
+    for (const cap of ALL_CAPS) {
+      const box = el("input", { type: "checkbox", value: cap, checked: AGENT_CAPS.includes(cap) });
+      caps.append(el("label", {}, box, cap));
+    }
+    $("invite-unlimited").addEventListener("change", (event) => { $("invite-uses").disabled = event.target.checked; });
+    $("invite-form").addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const capabilities = [...caps.querySelectorAll("input:checked")].map((b) => b.value);
+      const params = { capabilities, expires_in_minutes: Number($("invite-expires").value) || null,
+        max_uses: $("invite-unlimited").checked ? null : Number($("invite-uses").value) || 1 };
+      const label = $("invite-label").value.trim();
+      if (label) params.label = label;
+      let answer;
+      try { answer = await api("POST", "/invite", params); }
+      catch (error) { showNotice(`Could not create the invitation: ${error.message}`); return; }
+      $("invite-uri").textContent = answer.invitation;
+      $("invite-mcp").textContent = `ce mcp ${answer.invitation}`;
+      $("invite-result").hidden = false;
+      $("copy-uri").focus();
+      loadInvitations().catch(() => {});
+    });
+    for (const [button, source] of [["copy-uri", "invite-uri"], ["copy-mcp", "invite-mcp"]]) {
+      $(button).addEventListener("click", async () => {
+        const text = $(source).textContent;
+        try { await navigator.clipboard.writeText(text); $(button).textContent = "Copied"; }
+        catch (_) {
+          const range = document.createRange(); range.selectNodeContents($(source));
+          const sel = window.getSelection(); sel.removeAllRanges(); sel.addRange(range);
+          $(button).textContent = "Selected: press Ctrl+C";
+        }
+        setTimeout(() => { $(button).textContent = "Copy"; }, 2000);
+      });
+    }
+    $("empty-invite").addEventListener("click", () => { $("invite-create").scrollIntoView(); $("invite-label").focus(); });
+  }
+
+  async function loadInvitations() {
+    const answer = await api("GET", "/invitations", { limit: 50 });
+    const list = $("invitations");
+    clear(list);
+    for (const inv of answer.invitations) {
+      const uses = `${inv.used_count}/${inv.max_uses === null ? "∞" : inv.max_uses}`;
+      const row = el("li", {}, el("strong", {}, inv.label || inv.invite_id), ` · ${inv.state} · uses ${uses} · expires ${new Date(inv.expires_at).toLocaleString()}`,
+        el("div", { class: "muted" }, inv.capabilities.join(", ")));
+      if (inv.state === "active") {
+        row.append(el("button", { type: "button", "aria-label": `Revoke invitation ${inv.label || inv.invite_id}`, onclick: async () => {
+          try { await api("POST", "/invite/revoke", { invite_id: inv.invite_id }); } catch (error) { showNotice(error.message); }
+          loadInvitations().catch(() => {});
+        } }, "Revoke"));
+      }
+      list.append(row);
+    }
+  }
+
+  function renderHistory() {
+    const list = $("history");
+    clear(list);
+    for (const change of [...state.changes].reverse()) {
+      const who = change.version === 1 ? "" : ` · ${nameOf(change.participant_id)}`;
+      const row = el("li", {}, el("strong", {}, `v${change.version}`), ` ${change.summary}${who} · ${ago(change.created_at)} `);
+      if (change.version > 1) {
+        row.append(el("button", { type: "button", "aria-label": `Diff of version ${change.version}`, onclick: () => showVersionDiff(change.version) }, "Diff"));
+      }
+      list.append(row);
+    }
+  }
+
+  async function showVersionDiff(version) {
+    const pre = $("history-diff");
+    let answer;
+    try { answer = await api("GET", "/diff", { base_version: version - 1, to_version: version }); }
+    catch (error) { pre.hidden = false; pre.textContent = error.message; return; }
+    const holder = el("div");
+    renderUnified(answer.diff, holder);
+    clear(pre);
+    pre.append(...holder.firstChild.childNodes);
+    pre.hidden = false;
+    pre.setAttribute("aria-label", `Diff of version ${version} against version ${version - 1}`);
+  }
+
+  // Handoffs and room text (PROTOCOL §9, §10.1): shown only when the room has them.
+  // A panel whose route answered 404 (an older room) stays hidden until the page reloads.
+  const optional = { handoffs: true, messages: true };
+
+  async function loadOptionalPanels() {
+    if (optional.handoffs) try {
+      const answer = await api("GET", "/handoffs", { limit: 50 });
+      const list = $("handoffs"); clear(list);
+      for (const h of answer.handoffs || []) {
+        list.append(el("li", {}, el("span", { class: "status" }, h.status), el("strong", {}, h.summary),
+          el("div", { class: "muted" }, `${nameOf(h.from_participant_id)} → ${nameOf(h.to_participant_id)}${h.region ? " · " + h.region : ""}${h.task_id ? " · task " + h.task_id : ""}`)));
+      }
+      if (!list.firstChild) list.append(el("li", { class: "muted" }, "No handoffs yet."));
+      $("handoffs-panel").hidden = false;
+    } catch (error) { $("handoffs-panel").hidden = true; if (error.status === 404) optional.handoffs = false; }
+    if (optional.messages) try {
+      const answer = await api("GET", "/messages", { limit: 50 });
+      const list = $("messages"); clear(list);
+      const hostIds = new Set(state.room.participants.filter((p) => (p.capabilities || []).includes("*")).map((p) => p.participant_id));
+      for (const m of answer.messages || []) {
+        const to = (m.to || []).map(nameOf);
+        const addressed = to.length > 0;
+        list.append(el("li", { class: addressed ? "addressed" : null }, el("strong", {}, nameOf(m.participant_id)),
+          addressed ? ` → ${to.join(", ")}` : "", hostIds.has(m.participant_id) ? " (you)" : "", el("div", {}, m.text)));
+      }
+      if (!list.firstChild) list.append(el("li", { class: "muted" }, "No room text yet."));
+      $("messages-panel").hidden = false;
+    } catch (error) { $("messages-panel").hidden = true; if (error.status === 404) optional.messages = false; }
+  }
+
+  function wireMessages() {
+    $("message-form").addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const text = $("message-text").value.trim();
+      if (!text) return;
+      const params = { text };
+      if ($("message-to").value) params.to = [$("message-to").value];
+      try { await api("POST", "/message", params); $("message-text").value = ""; }
+      catch (error) { showNotice(`Could not send: ${error.message}`); }
+      loadOptionalPanels();
+    });
+  }
+
+  // ------------------------------------------------------------------ live
+
+  function scheduleRefresh() {
+    if (state.refreshTimer) return;
+    // Events come in bursts (a commit is several); one re-read per burst.
+    state.refreshTimer = setTimeout(async () => {
+      state.refreshTimer = null;
+      try { await loadRoom(); } catch (error) { if (!(error instanceof ApiError)) setLive("bad", "reconnecting…"); }
+    }, 80);
+  }
+
+  function connect() {
+    if (state.loggedOut) return;
+    const source = new EventSource(`${API}/observe?since_event_id=${state.latestEvent}`);
+    state.source = source;
+    source.onopen = () => { state.retry = 0; setLive("ok", "live"); };
+    source.onmessage = () => scheduleRefresh();
+    const handled = ["proposal.created", "proposal.approved", "proposal.rejected", "proposal.committed",
+      "proposal.conflicted", "proposal.superseded", "proposal.withdrawn", "proposal.amended", "change.committed",
+      "lease.acquired", "lease.renewed", "lease.released", "lease.expired", "participant.joined",
+      "participant.left", "participant.present", "participant.away", "session.revoked", "invitation.created",
+      "invitation.redeemed", "invitation.revoked", "message.sent", "handoff.requested", "handoff.accepted",
+      "handoff.declined", "handoff.completed", "handoff.failed", "handoff.cancelled", "task.updated",
+      "capabilities.updated", "attachment.added", "attachment.removed", "surface.published", "surface.cleared",
+      "guard.tripped", "workspace.started"];
+    for (const type of handled) {
+      source.addEventListener(type, (event) => {
+        const id = Number(event.lastEventId);
+        if (id) state.latestEvent = Math.max(state.latestEvent, id);
+        scheduleRefresh();
+      });
+    }
+    source.addEventListener("resync", () => scheduleRefresh());
+    source.addEventListener("workspace.stopped", () => setLive("bad", "room stopped"));
+    source.onerror = () => {
+      if (source.readyState === EventSource.CONNECTING) {
+        // The browser retries the stream by itself (every 5 s, the server's `retry`); meanwhile
+        // ask the room once a second whether it is back and still knows this login.
+        setLive("bad", "reconnecting…");
+        probe(source);
+        return;
+      }
+      // Closed for good (e.g. the room restarted): try again ourselves, a bit later each time.
+      source.close();
+      setLive("bad", "reconnecting…");
+      state.retry = Math.min(state.retry + 1, 6);
+      setTimeout(async () => {
+        try { await loadRoom(); connect(); } catch (_) { if (!state.loggedOut) setTimeout(connect, 2000); }
+      }, 500 * 2 ** state.retry);
+    };
+  }
+
+  function probe(source) {
+    if (state.probing) return;
+    state.probing = true;
+    setTimeout(async () => {
+      state.probing = false;
+      if (source !== state.source || source.readyState === EventSource.OPEN) return;
+      try { await loadRoom(); } catch (error) {
+        if (state.loggedOut) { source.close(); return; }
+        if (!(error instanceof ApiError)) probe(source); // still down: ask again
+        return;
+      }
+      source.close(); connect(); // back, same login: a fresh stream from the latest event
+    }, 1000);
+  }
+
+  // ------------------------------------------------------------------ keys
+
+  function typing(target) {
+    return target && (target.tagName === "TEXTAREA" || target.tagName === "INPUT" || target.tagName === "SELECT");
+  }
+
+  document.addEventListener("keydown", (event) => {
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
+    if (event.key === "Escape") {
+      if (state.editing) { state.editing = false; renderReviewBody(); $("btn-edit").focus(); }
+      else if (state.selected) closeReview();
+      return;
+    }
+    if (typing(event.target)) return;
+    const onButton = event.target && event.target.tagName === "BUTTON";
+    switch (event.key) {
+      case "j": move(1); break;
+      case "k": move(-1); break;
+      case "a": decide("approve"); break;
+      case "Enter": if (!onButton && state.selected) decide("approve"); else return; break;
+      case "r": decide("reject"); break;
+      case "e": startEdit(); break;
+      default: return;
+    }
+    event.preventDefault();
+  });
+
+  function wireReview() {
+    $("btn-approve").addEventListener("click", () => decide("approve"));
+    $("btn-reject").addEventListener("click", () => decide("reject"));
+    $("btn-edit").addEventListener("click", startEdit);
+    $("btn-close").addEventListener("click", closeReview);
+    $("edit-text").addEventListener("input", () => {
+      if (state.editTimer) clearTimeout(state.editTimer);
+      state.editTimer = setTimeout(renderReviewBody, 250);
+    });
+    for (const button of document.querySelectorAll(".toolbar button")) {
+      button.addEventListener("click", () => { state.view = button.dataset.view; renderReviewBody(); });
+    }
+  }
+
+  // ------------------------------------------------------------------ start
+
+  async function start() {
+    renderInviteForm(); wireReview(); wireMessages();
+    setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
+    try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
+    connect();
+    document.body.dataset.ready = "true";
+  }
+
+  start();
+})();

@@ -1,0 +1,353 @@
+"""The host's page end to end: a real room, real agents over HTTP, a real Chromium."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, run_axe
+from tests.e2e.conftest import RoomProcess, ce
+
+PROBLEM = (
+    "## Problem\n\nReaders buy books they read once and then store them for years, and the"
+    " street already holds hundreds of books nobody is reading, right next door.\n\n"
+)
+
+
+def test_live_review_approve_with_keys_and_commit_arrives(page: Any, room: Room) -> None:
+    api_calls: list[str] = []
+    page.on("request", lambda r: api_calls.append(r.url) if "/owner/api/" in r.url else None)
+    open_page(page, room)
+    assert page.locator("#document h1").first.inner_text().startswith("Shelf Swap")
+    assert page.locator("#queue-empty").is_visible()  # the empty state says what to do next
+    # Panels for routes this room does not have (handoffs, room text) are hidden, not broken.
+    for route, panel in (("handoffs", "#handoffs-panel"), ("messages", "#messages-panel")):
+        status = page.evaluate(f"fetch('/owner/api/workspace/{route}').then(r => r.status)")
+        assert page.locator(panel).is_visible() == (status == 200), (route, status)
+    # No polling: an idle page sends nothing (the one EventSource is already open).
+    page.wait_for_timeout(200)
+    before = len(api_calls)
+    page.wait_for_timeout(1500)
+    assert api_calls[before:] == []
+
+    agent = room.agent("drafter")
+    agent.ok("POST", "/workspace/checkout", {"region": "Problem", "minutes": 15})
+    proposal = room.propose(agent, "Problem", PROBLEM, "tighten the problem statement")
+    # It appears without a reload, with the author's name and the lease on its section.
+    item = page.locator(f"[data-proposal='{proposal['proposal_id']}']")
+    item.wait_for()
+    assert "drafter" in item.inner_text() and "tighten the problem statement" in item.inner_text()
+    assert page.locator("#queue-count").inner_text() == "1"
+    page.locator(".lease", has_text="leased by drafter").wait_for()
+    page.locator("#document .doc-proposals", has_text="1 proposal").wait_for()  # the section says so too
+
+    page.keyboard.press("j")  # next undecided opens its review
+    page.locator("#review-title", has_text="tighten the problem statement").wait_for()
+    body = page.locator("#review-body")
+    # Word-level, inside the rendered markdown: the removed sentence struck, the new words marked.
+    body.locator("del", has_text="Public libraries").first.wait_for()
+    assert body.locator("ins", has_text="next door").count() == 1
+    assert body.locator("h2", has_text="Problem").count() == 1
+    assert page.locator("#btn-approve").is_enabled()
+    provenance = page.locator("#review-provenance").inner_text()
+    assert provenance.startswith("drafter (agent) · Problem · base v1 · ")
+    assert "lease drafter, 1" in provenance  # its lease's remaining time (15:00 or 14:59)
+
+    page.locator("[data-view='section']").click()  # the whole section: approving is not offered
+    assert page.locator("#btn-approve").is_disabled()
+    page.locator("[data-view='unified']").click()
+    assert "+Readers buy books" in body.inner_text()
+    page.locator("[data-view='rendered']").click()
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page.png"), full_page=False)
+    assert run_axe(page) == []
+
+    page.locator("#review-title").focus()
+    page.keyboard.press("a")
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="approved").wait_for()
+    assert agent.ok("GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}")["status"] == "approved"
+
+    agent.ok("POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]})
+    page.locator("#doc-meta", has_text="version 2").wait_for()
+    page.locator("#doc-meta", has_text="last change by drafter").wait_for()
+    page.locator("#document", has_text="nobody is reading").wait_for()
+    page.locator("#history li", has_text="v2").wait_for()
+    page.locator("#history li", has_text="v2").get_by_role("button").click()
+    page.locator("#history-diff", has_text="+Readers buy books").wait_for()
+
+    # The room stops: the page says so instead of freezing.
+    room.process.stop()
+    page.locator("#live-state", has_text="reconnecting").wait_for()
+
+
+def test_decision_at_the_terminal_shows_up_live(page: Any, room: Room) -> None:
+    open_page(page, room)
+    agent = room.agent()
+    proposal = room.propose(agent, "Problem", PROBLEM, "terminal decides")
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']").focus()
+    # A live update does not take the keyboard focus away.
+    other = room.propose(agent, "The idea", "## The idea\n\nSwap books.\n\n", "another")
+    page.locator(f"[data-proposal='{other['proposal_id']}']").wait_for()
+    assert page.evaluate("document.activeElement.dataset.proposal") == proposal["proposal_id"]
+    result = ce("review", str(room.doc), proposal["proposal_id"], "--reject", "--comment", "not now")
+    assert result.returncode == 0, result.stderr
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="rejected").wait_for()
+    assert page.locator("#queue-count").inner_text() == "1"
+    assert page.locator("#queue-progress").inner_text() == "1 of 2 decided"
+
+
+def test_edit_before_approve_lands_the_edited_text(page: Any, room: Room) -> None:
+    open_page(page, room)
+    agent = room.agent()
+    proposal = room.propose(agent, "Problem", PROBLEM, "draft")
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']").click()
+    page.locator("#review-body ins", has_text="next door").wait_for()
+    page.keyboard.press("e")
+    edited = "## Problem\n\nBooks sit unread on shelves; neighbours could swap them on foot.\n\n"
+    page.locator("#edit-text").fill(edited)
+    # The diff follows the edit (a rewrite this large shows as a whole new block).
+    page.locator("#review-body :is(ins, .blk-ins)", has_text="on foot").first.wait_for()
+    page.locator("#review-comment").fill("shorter, please keep it this way")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-edit.png"))
+    page.locator("#btn-approve").click()
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="approved").wait_for()
+
+    detail = agent.ok("GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}")
+    assert detail["content"] == edited and detail["original_content"] == PROBLEM
+    assert detail["review_comment"] == "shorter, please keep it this way"
+    history = room.host.ok("GET", "/workspace/history?limit=20")["events"]
+    assert any(e["type"] == "proposal.amended" for e in history)
+    agent.ok("POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]})
+    text = room.doc.read_text()
+    assert "neighbours could swap them on foot" in text and "nobody is reading" not in text
+
+
+def test_stale_proposal_shows_its_badge_before_anyone_clicks(page: Any, room: Room) -> None:
+    open_page(page, room)
+    one, two = room.agent("one"), room.agent("two")
+    first = room.propose(one, "Problem", PROBLEM, "first take")
+    second = room.propose(two, "Problem", "## Problem\n\nAnother take.\n\n", "second take")
+    pending = room.propose(two, "Problem", "## Problem\n\nA third take.\n\n", "third take")
+    for p in (first, second):
+        room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": p["proposal_id"], "decision": "approve"})
+    page.locator(f"[data-proposal='{second['proposal_id']}']", has_text="approved").wait_for()
+    assert page.locator(".stale").count() == 0
+    # A review open on the third one, with a comment being written, when the section moves on.
+    page.locator(f"[data-proposal='{pending['proposal_id']}']").click()
+    page.locator("#review-body :is(del, .blk-del)").first.wait_for()
+    page.locator("#review-comment").fill("half-written thought")
+    page.mouse.move(5, 5)  # off the queue: it may reorder
+    one.ok("POST", "/workspace/commit", {"proposal_id": first["proposal_id"]})
+    # Approved but its section moved on: flagged. Pending ones are superseded: flagged too.
+    page.locator(f"[data-proposal='{second['proposal_id']}'] .stale").wait_for()
+    page.locator(f"[data-proposal='{pending['proposal_id']}'] .stale").wait_for()
+    page.locator("#review-moved", has_text="moved to v2").wait_for()  # the open review says so
+    assert page.locator("#review-comment").input_value() == "half-written thought"
+    assert page.locator("#btn-approve").is_disabled()
+    page.locator(f"[data-proposal='{second['proposal_id']}']").click()
+    page.locator("#review-stale", has_text="changed since v1").wait_for()
+    assert page.locator("#btn-approve").is_disabled()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-stale.png"))
+
+
+XSS = [
+    "<script>window.__pwned = 1</script>",
+    '<img src=x onerror="window.__pwned = 2">',
+    "[click me](javascript:window.__pwned=3)",
+    "<svg onload=\"window.__pwned=4\"></svg>",
+]
+PAYLOAD = " ".join(XSS)
+
+
+def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) -> None:
+    # Document text: an external edit puts the payloads into the document itself.
+    doc.write_text(doc.read_text() + "\n## Payloads\n\n" + "\n\n".join(XSS) + "\n\n" + "`" + XSS[0] + "`\n")
+    agent = room.agent(name=XSS[1])  # participant name
+    room.host.ok("POST", "/workspace/invite", {"label": XSS[0]})  # invitation label
+    proposal = room.propose(agent, "Problem", "## Problem\n\n" + PAYLOAD + "\n\n", XSS[1] + " summary")
+    rejected = room.propose(agent, "Who it is for", "## Who it is for\n\n- " + XSS[0] + "\n\n", "second")
+    room.host.ok("POST", "/workspace/proposal/review", {
+        "proposal_id": rejected["proposal_id"], "decision": "reject", "comment": PAYLOAD})
+
+    open_page(page, room)
+    page.locator("#document", has_text="window.__pwned = 1").wait_for()
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']").click()
+    page.locator("#review-body", has_text="<script>").wait_for()
+    for view in ("unified", "section", "rendered"):
+        page.locator(f"[data-view='{view}']").click()
+    page.locator(f"[data-proposal='{rejected['proposal_id']}']").click()
+    page.locator("#review-amended", has_text="<img src=x").wait_for()  # the comment, as text
+    page.locator("#invitations", has_text="<script>").wait_for()
+    page.locator("#people", has_text="<img src=x").wait_for()
+    page.wait_for_timeout(300)  # give an injected handler (onerror) its chance to run
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-payloads.png"), full_page=True)
+    assert page.evaluate("window.__pwned") is None
+    assert page.dialogs == []
+    assert page.locator("#document img, #review-body img, #people img, svg").count() == 0
+    assert page.locator("script").count() == 3  # markdown-it, diff, app.js
+    assert page.locator("a[href^='javascript']").count() == 0
+    assert page.locator("[onerror], [onload]").count() == 0
+
+
+def test_writes_need_the_csrf_header_and_the_ingress_never_serves_the_page(room: Room) -> None:
+    owner = Http(room.owner_port)
+    path_query = room.url.split(str(room.owner_port), 1)[1]
+    # The ingress: no page, no cookie, not even for the login URL.
+    for path in ("/static/..%2fhttp%2fowner.py", "/static/../http/owner.py", "/static/.hidden"):
+        assert owner.call("GET", path)[0] == 404, path
+    for path in ("/", path_query, "/static/app.js", "/owner/api/workspace/room"):
+        status, _, headers = Http(room.host.port).call("GET", path)
+        assert status == 404 and "set-cookie" not in headers, path
+    status, _, _ = Http(room.host.port).call("POST", "/owner/login-link")
+    assert status == 404
+
+    status, _, headers = owner.call("GET", path_query)
+    assert status == 303
+    cookie = headers["set-cookie"].split(";", 1)[0]
+    assert "HttpOnly" in headers["set-cookie"] and "SameSite=Strict" in headers["set-cookie"]
+    status, page_html, _ = owner.call("GET", "/", headers={"Cookie": cookie})
+    csrf = page_html.split('name="commonroom-csrf" content="', 1)[1].split('"', 1)[0]
+    body = {"capabilities": ["read"]}
+    status, answer, _ = owner.call("POST", "/owner/api/workspace/invite", body, headers={"Cookie": cookie})
+    assert status == 403 and answer["error"] == "permission_denied"
+    status, answer, _ = owner.call("POST", "/owner/api/workspace/invite", body,
+                                   headers={"Cookie": cookie, "X-Commonroom-CSRF": "wrong"})
+    assert status == 403
+    status, answer, headers = owner.call("POST", "/owner/api/workspace/invite", body,
+                                         headers={"Cookie": cookie, "X-Commonroom-CSRF": csrf})
+    assert status == 200 and answer["invitation"].startswith("commonroom://join/")
+    assert "script-src 'self'" in headers["content-security-policy"]
+    status, answer, _ = owner.call("GET", "/owner/api/workspace/room")
+    assert status == 401 and answer["error"] == "unauthorized"  # no cookie, no API
+
+
+def test_a_spent_link_answers_with_a_page_that_says_what_to_do(page: Any, room: Room) -> None:
+    open_page(page, room)
+    other = page.context.browser.new_context()
+    try:
+        tab = other.new_page()
+        response = tab.goto(room.url)
+        assert response.status == 401
+        assert "already used" in tab.locator("h1").inner_text()
+        assert "ce open idea.md" in tab.locator("body").inner_text()
+        # `ce open` mints a fresh link that works once.
+        result = ce("open", str(room.doc), "--no-browser", "--json")
+        assert result.returncode == 0, result.stderr
+        url = json.loads(result.stdout)["url"]
+        assert url.startswith(f"http://127.0.0.1:{room.owner_port}/?token=") and url != room.url
+        tab.goto(url)
+        tab.wait_for_selector("body[data-ready='true']")
+        assert run_axe(tab) == []
+    finally:
+        other.close()
+
+
+def test_invitations_and_participants_panels(page: Any, room: Room) -> None:
+    agent = room.agent("helper")
+    open_page(page, room)
+    # Create an invitation: the default agent set is preselected.
+    caps = page.locator("#invite-caps input:checked")
+    assert sorted(caps.evaluate_all("boxes => boxes.map(b => b.value)")) == sorted(
+        ["read", "observe", "checkout", "propose", "commit", "message", "handoff"])
+    page.locator("#invite-label").fill("for the reviewer bot")
+    page.locator("#invite-uses").fill("3")
+    page.locator("#invite-create").click()
+    page.locator("#invite-result").wait_for()
+    uri = page.locator("#invite-uri").inner_text()
+    assert uri.startswith("commonroom://join/")
+    assert page.locator("#invite-mcp").inner_text() == f"ce mcp {uri}"
+    row = page.locator("#invitations li", has_text="for the reviewer bot")
+    row.wait_for()
+    assert "uses 0/3" in row.inner_text()
+    row.get_by_role("button", name="Revoke invitation").click()
+    page.locator("#invitations li", has_text="for the reviewer bot").filter(has_text="revoked").wait_for()
+    status, answer, _ = Http(room.host.port).call("POST", "/session/join", {"invite": uri, "name": "late"})
+    assert status == 403 and answer["error"] == "invitation_revoked"
+
+    # Participants: revoking asks first, then ends the agent's sessions.
+    person = page.locator("#people li", has_text="helper")
+    assert "agent" in person.inner_text()
+    person.get_by_role("button", name="Revoke sessions of helper").click()
+    person.get_by_role("button", name="Cancel").click()
+    assert agent.call("GET", "/workspace/status")[0] == 200
+    person.get_by_role("button", name="Revoke sessions of helper").click()
+    person.get_by_role("button", name="Yes, revoke").click()
+    deadline = page.evaluate("Date.now()") + 5000
+    while agent.call("GET", "/workspace/status")[0] == 200:
+        assert page.evaluate("Date.now()") < deadline, "the agent's session was not revoked"
+        page.wait_for_timeout(50)
+    assert agent.call("GET", "/workspace/status")[0] == 401
+
+
+def test_phone_width_is_one_column(browser: Any, room: Room) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    try:
+        tab = context.new_page()
+        tab.goto(room.url)
+        tab.wait_for_selector("body[data-ready='true']")
+        doc_box = tab.locator(".doc-col").bounding_box()
+        queue_box = tab.locator(".queue-col").bounding_box()
+        assert queue_box["y"] >= doc_box["y"] + doc_box["height"] - 1  # stacked, not side by side
+        assert doc_box["width"] <= 390
+        assert tab.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
+    finally:
+        context.close()
+
+
+def test_after_a_restart_the_open_tab_says_how_to_log_in_again(page: Any, doc: Path) -> None:
+    # No --port-owner: the room comes back on the same port, so the tab's address stays right.
+    first = RoomProcess(["serve", str(doc), "--json", "--port-ingress", "0"], doc.parent)
+    second: RoomProcess | None = None
+    try:
+        first.wait_ready_json()
+        page.goto(first.ready["human_url"])
+        page.wait_for_selector("#live-state.ok")
+        first.stop()
+        page.locator("#live-state", has_text="reconnecting").wait_for()
+        second = RoomProcess(["serve", str(doc), "--json", "--port-ingress", "0"], doc.parent)
+        second.wait_ready_json()
+        assert second.ready["owner_port"] == first.ready["owner_port"]
+        page.locator("#notice", has_text="ce open").wait_for(timeout=15000)
+        result = ce("open", str(doc), "--no-browser", "--json")
+        assert result.returncode == 0, result.stderr
+        page.goto(json.loads(result.stdout)["url"])
+        page.wait_for_selector("#live-state.ok")
+        assert page.locator("#notice").is_hidden()
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+
+def test_keep_only_some_hunks_then_approve(page: Any, room: Room) -> None:
+    open_page(page, room)
+    agent = room.agent()
+    original = room.doc.read_text()
+    proposed = original.replace("Public\nlibraries are far away", "Public\nlibraries are FAR away").replace(
+        "Do we need a web version", "Do we need a WEB version")
+    assert proposed.count("FAR") == 1 and proposed.count("WEB") == 1
+    proposal = room.propose(agent, "workspace", proposed, "two unrelated changes")
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']").click()
+    page.locator("[data-view='unified']").click()
+    keep = page.locator("#review-body .keep input")
+    assert keep.count() == 2
+    page.get_by_label("Keep change 2 of 2").uncheck()
+    assert run_axe(page) == []  # the per-change view with its checkboxes
+    assert page.locator("#btn-approve").inner_text().startswith("Approve kept changes")
+    page.locator("[data-view='rendered']").click()  # what lands: only the first change
+    assert page.locator("#review-body ins", has_text="FAR").count() == 1
+    assert page.locator("#review-body ins", has_text="WEB").count() == 0
+    page.keyboard.press("a")
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="approved").wait_for()
+    agent.ok("POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]})
+    text = room.doc.read_text()
+    assert "libraries are FAR away" in text and "WEB version" not in text and "web version" in text
+    detail = agent.ok("GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}")
+    assert detail["original_content"] == proposed
