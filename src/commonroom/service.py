@@ -36,6 +36,7 @@ from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import Clock, system_clock
 from commonroom.room import Room
+from commonroom.store.document import DocumentFile
 from commonroom.transport import registry
 
 RATE_SWEEP_SECONDS = 60.0
@@ -109,6 +110,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
     if read_credentials(doc) is not None:
         # Two rooms on one file would fight over it (and over the credential file).
         raise CommonroomError("invalid_request", f"a room is already open on {doc.name}; stop it first")
+    _check_document(doc)
     plugin = registry.load(options.transport)()
     temp_dir: str | None = None
     sidecar: Path | None = None
@@ -124,6 +126,24 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
         engine.close()
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _check_document(doc: Path) -> None:
+    """Refuse at start what the room could not serve: a file (or folder) it cannot write.
+
+    Read-only rooms may come later; today a room that could not write its
+    commits would fail every one of them, so it does not open.
+    """
+    try:
+        DocumentFile(doc).check_writable()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise CommonroomError(
+            "storage_unavailable",
+            f"cannot write {doc.name} or its folder ({reason}); the room needs both writable"
+            " (check chattr/lsattr, permissions, a read-only mount)",
+            {"file": doc.name},
+        ) from None
 
 
 async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
@@ -167,9 +187,17 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                     serve, ingress_app, ServeConfig(port=0, write_timeout=STREAM_WRITE_TIMEOUT),
                     shutdown_trigger=stop.wait))
                 notes.append(f"ingress port {wanted} was taken; bound {ingress_port}")
-            owner_port = await listeners.start(partial(
-                serve, owner_app, ServeConfig(port=options.owner_port),
-                shutdown_trigger=stop.wait))
+            try:
+                owner_port = await listeners.start(partial(
+                    serve, owner_app, ServeConfig(port=options.owner_port),
+                    shutdown_trigger=stop.wait))
+            except OSError as exc:
+                raise CommonroomError(
+                    "transport_unavailable",
+                    f"owner port {options.owner_port} is not free ({exc.strerror}); pick another"
+                    " with --port-owner, or 0 for any free port",
+                    {"port": options.owner_port},
+                ) from None
 
             hint: TransportHint = await nursery.start(plugin.run, "127.0.0.1", ingress_port)
             await room.run_sync(engine.set_transport, options.transport, hint)

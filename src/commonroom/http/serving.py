@@ -87,7 +87,7 @@ from quart_trio.wrappers.request import TrioBody, TrioRequest
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from commonroom.protocol.errors import CommonroomError, body_too_large
+from commonroom.protocol.errors import CommonroomError, body_too_large, internal_error
 
 __all__ = [
     "HardenedHTTPConnection",
@@ -302,7 +302,8 @@ async def _on_http_exception(error: HTTPException) -> Response:
         )
         return _error_response(response_class, too_large, close=True)
     if status >= 500:
-        return _error_response(response_class, CommonroomError("invalid_request", "internal error", http_status=status))
+        log.error("HTTP %s raised in %s %s", status, request.method, request.path, exc_info=error)
+        return _error_response(response_class, internal_error())
     headers: dict[str, str] = {}
     if isinstance(error, MethodNotAllowed) and error.valid_methods:
         headers["Allow"] = ", ".join(sorted(error.valid_methods))
@@ -319,11 +320,10 @@ async def _on_commonroom_error(error: CommonroomError) -> Response:
 
 
 async def _on_unexpected(error: Exception) -> Response:
+    # A bug: logged once here with its traceback (quart does not log an
+    # exception it hands to a registered handler); the client sees only the code.
     log.error("unhandled error in %s %s", request.method, request.path, exc_info=error)
-    return _error_response(
-        current_app.response_class,
-        CommonroomError("invalid_request", "internal error", http_status=500),
-    )
+    return _error_response(current_app.response_class, internal_error())
 
 
 def install_json_errors(app: QuartTrio) -> None:
@@ -332,7 +332,7 @@ def install_json_errors(app: QuartTrio) -> None:
     HTTP errors (404, 405, 400, ...) become ``invalid_request`` with their own
     status; 413 becomes ``limit_exceeded``; a `CommonroomError` that escapes a
     view is sent as is; any other exception is a bug: it is logged with its
-    traceback and answered ``invalid_request`` "internal error" with status 500.
+    traceback and answered ``internal_error`` with status 500.
     """
     app.register_error_handler(HTTPException, _on_http_exception)
     app.register_error_handler(CommonroomError, _on_commonroom_error)
