@@ -510,7 +510,9 @@ class _HardenedTCPServer(TCPServer):
                         for start in range(0, len(view), _WRITE_SLICE):
                             scope.deadline = trio.current_time() + self._write_timeout
                             await self.stream.send_all(view[start : start + _WRITE_SLICE])
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+                    # Busy cannot happen while every sender holds send_lock; if it
+                    # ever does, this connection ends, never the server.
                     broken = True
                 finally:
                     self._write_scope = None
@@ -537,11 +539,15 @@ class _HardenedTCPServer(TCPServer):
             return
         self._half_closed = True
         self._read_scope.deadline = trio.current_time() + _LINGER_SECONDS
-        try:
-            await self.stream.send_eof()
-        except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError):
-            with trio.CancelScope(shield=True):
-                await self.stream.aclose()
+        # Under the send lock: the app may still be writing the response (say a
+        # client sent more than its Content-Length and the reader saw the
+        # protocol error first); a FIN next to that write is BusyResourceError.
+        async with self.send_lock:
+            try:
+                await self.stream.send_eof()
+            except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError):
+                with trio.CancelScope(shield=True):
+                    await self.stream.aclose()
 
     async def _read_data(self) -> None:
         with self._read_scope:
@@ -622,22 +628,33 @@ async def serve(
                 live.add(server)
                 try:
                     await server.run()
+                except Exception:
+                    # A bug in one connection must not end the listener (and with
+                    # it the room): log it once, drop that connection.
+                    log.exception("connection handler failed")
                 finally:
                     live.discard(server)
 
             async with trio.open_nursery() as server_nursery:
-                async with trio.open_nursery() as accept_nursery:
-                    accept_nursery.start_soon(
-                        partial(
-                            trio.serve_listeners,
-                            handle_connection,
-                            listeners,
-                            handler_nursery=server_nursery,
+                try:
+                    async with trio.open_nursery() as accept_nursery:
+                        accept_nursery.start_soon(
+                            partial(
+                                trio.serve_listeners,
+                                handle_connection,
+                                listeners,
+                                handler_nursery=server_nursery,
+                            )
                         )
-                    )
-                    task_status.started(port)
-                    await shutdown_trigger()
-                    accept_nursery.cancel_scope.cancel()
+                        task_status.started(port)
+                        await shutdown_trigger()
+                        accept_nursery.cancel_scope.cancel()
+                except BaseException:
+                    # Ending abnormally (cancelled from outside, or a crash): a
+                    # stalled reader's shielded write must not hold the exit.
+                    for server in tuple(live):
+                        server.shorten_writes(config.shutdown_write_timeout)
+                    raise
                 for server in tuple(live):
                     server.shorten_writes(config.shutdown_write_timeout)
                 await listener.aclose()
