@@ -7,12 +7,14 @@ A view only translates: HTTP request -> (operation name, bearer, params) ->
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from quart import Response, request
 
 from commonroom.engine.operations import Operation
+from commonroom.engine.params import json_int
 from commonroom.engine.records import to_wire
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.ratelimit import retry_after
@@ -54,13 +56,63 @@ async def read_params(op: Operation) -> tuple[dict[str, Any], bool]:
     raw = await request.get_data(cache=False)
     if not raw or not raw.strip():
         return {}, False
+    return parse_json_object(raw), False
+
+
+# An operation's parameters are flat (strings, integers, booleans, lists of
+# strings): deeper JSON is refused before it is parsed, so it can never reach
+# the parser's recursion limit.
+MAX_JSON_DEPTH: Final = 16
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, or `invalid_request` saying what is wrong with it.
+
+    Integers of more than 19 digits parse to a marker that the parameter
+    record refuses naming its field (no 4,300-digit conversion limit hit).
+    """
+    if json_depth(raw) > MAX_JSON_DEPTH:
+        raise invalid_request(f"the body nests deeper than {MAX_JSON_DEPTH} levels", "body")
     try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise invalid_request(f"the body is not JSON: {exc}") from None
+        body = json.loads(raw, parse_int=json_int)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise invalid_request(f"the body is not JSON: {exc}", "body") from None
     if not isinstance(body, dict):
-        raise invalid_request("the body must be a JSON object")
-    return body, False
+        raise invalid_request("the body must be a JSON object", "body")
+    return body
+
+
+_STRUCTURE = re.compile(rb'[\[\]{}"\\]')
+_QUOTE, _BACKSLASH, _OPENERS, _CLOSERS = ord('"'), ord("\\"), b"[{", b"]}"
+
+
+def json_depth(raw: bytes) -> int:
+    """The deepest nesting of arrays/objects in `raw` (brackets inside strings do not count).
+
+    Visits only bracket, quote and backslash bytes (one regex pass), so a
+    large text field is cheap.
+    """
+    depth = deepest = 0
+    in_string = False
+    escaped_at = -1  # the byte a backslash escapes
+    for match in _STRUCTURE.finditer(raw):
+        pos = match.start()
+        if pos == escaped_at:
+            continue
+        char = raw[pos]
+        if in_string:
+            if char == _BACKSLASH:
+                escaped_at = pos + 1
+            elif char == _QUOTE:
+                in_string = False
+        elif char == _QUOTE:
+            in_string = True
+        elif char in _OPENERS:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in _CLOSERS:
+            depth -= 1
+    return deepest
 
 
 def bearer_from_header(headers: Any = None) -> str | None:

@@ -23,6 +23,7 @@ from quart_trio import QuartTrio
 
 from commonroom import discovery, streams
 from commonroom.engine.operations import OPERATIONS
+from commonroom.engine.params import INT_MAX
 from commonroom.engine.records import Actor
 from commonroom.http.common import (
     bearer_from_header,
@@ -238,13 +239,10 @@ def _accepting(view: Any, gate: Gate) -> Any:
 def _cursor(raw: str | None, field: str) -> int | None:
     if raw is None or raw == "":
         return None
-    try:
-        value = int(raw, 10)
-    except ValueError:
-        raise invalid_request(f"{field} must be an event id", field) from None
-    if value < 0:
-        raise invalid_request(f"{field} must be an event id", field)
-    return value
+    # Digits only, within SQLite's 64-bit range (the parameter records' bound).
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 19 or int(raw) > INT_MAX:
+        raise invalid_request(f"{field} must be an event id (0 to {INT_MAX})", field)
+    return int(raw)
 
 
 def _number(raw: str, field: str) -> float:
