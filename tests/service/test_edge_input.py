@@ -18,6 +18,14 @@ HUGE = "99999999999999999999"
 SURROGATE_BODY = '"\\ud800"'
 
 
+PROPOSE_INT = '{"region": "Goals", "base_version": @, "summary": "s", "content": "x"}'
+PROPOSE_SUMMARY = '{"region": "Goals", "base_version": 1, "summary": @, "content": "x"}'
+
+
+def fill(template: str, value: str) -> str:
+    return template.replace("@", value)
+
+
 async def assert_refused(response: Any, field: str) -> None:
     assert response.status == 400, (response.status, response.body)
     error = response.json()
@@ -46,19 +54,16 @@ async def test_huge_integers_in_queries(live: LiveRoom, path: str, field: str,
 
 
 @pytest.mark.parametrize(("path", "body", "field"), [
-    ("/workspace/propose", '{"region": "Goals", "base_version": %s, "summary": "s", "content": "x"}'
-     % HUGE, "base_version"),
-    ("/workspace/propose", '{"region": "Goals", "base_version": %s, "summary": "s", "content": "x"}'
-     % ("9" * 5000), "base_version"),
-    ("/workspace/commit", '{"base_version": -%s, "summary": "s", "content": "x"}' % HUGE,
+    ("/workspace/propose", fill(PROPOSE_INT, HUGE), "base_version"),
+    ("/workspace/propose", fill(PROPOSE_INT, "9" * 5000), "base_version"),
+    ("/workspace/commit", fill('{"base_version": -@, "summary": "s", "content": "x"}', HUGE),
      "base_version"),
-    ("/workspace/propose", '{"region": "Goals", "base_version": 1, "summary": %s, "content": "x"}'
-     % SURROGATE_BODY, "summary"),
-    ("/workspace/release", '{"lease_id": %s}' % SURROGATE_BODY, "lease_id"),
-    ("/workspace/proposal/withdraw", '{"proposal_id": %s}' % SURROGATE_BODY, "proposal_id"),
-    ("/workspace/invite/revoke", '{"invite_id": %s}' % SURROGATE_BODY, "invite_id"),
-    ("/workspace/invite", '{"capabilities": ["read", %s]}' % SURROGATE_BODY, "capabilities"),
-    ("/session/join", '{"invite": %s, "name": "x"}' % SURROGATE_BODY, "invite"),
+    ("/workspace/propose", fill(PROPOSE_SUMMARY, SURROGATE_BODY), "summary"),
+    ("/workspace/release", fill('{"lease_id": @}', SURROGATE_BODY), "lease_id"),
+    ("/workspace/proposal/withdraw", fill('{"proposal_id": @}', SURROGATE_BODY), "proposal_id"),
+    ("/workspace/invite/revoke", fill('{"invite_id": @}', SURROGATE_BODY), "invite_id"),
+    ("/workspace/invite", fill('{"capabilities": ["read", @]}', SURROGATE_BODY), "capabilities"),
+    ("/session/join", fill('{"invite": @, "name": "x"}', SURROGATE_BODY), "invite"),
     ("/session/join", "[" * 5000, "body"),
     ("/session/join", '{"invite": ' + "[" * 5000, "body"),
     ("/workspace/propose", '{"content": ' + "{\"a\": " * 3000 + "1" + "}" * 3001, "body"),

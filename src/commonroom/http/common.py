@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from quart import Response, request
 
@@ -53,7 +53,7 @@ async def read_params(op: Operation) -> tuple[dict[str, Any], bool]:
     """(params, from_query): the query string for GET, the JSON object body for POST."""
     if op.method == "GET":
         return {key: value for key, value in request.args.items()}, True
-    raw = await request.get_data(cache=False)
+    raw = cast(bytes, await request.get_data(cache=False, as_text=False))
     if not raw or not raw.strip():
         return {}, False
     return parse_json_object(raw), False
