@@ -229,12 +229,16 @@ def revoke_invitation(tx: Tx, p: InviteIdParams) -> InvitationInfo:
 
 
 def _end_sessions(tx: Tx, participant_id: str, reason: str) -> int:
-    cur = tx.conn.execute(
-        "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE participant_id = ?"
-        " AND ended_at IS NULL",
-        (tx.now_s, reason, participant_id),
-    )
-    return cur.rowcount
+    ended = [
+        row[0]
+        for row in tx.conn.execute(
+            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE participant_id = ?"
+            " AND ended_at IS NULL RETURNING session_hash",
+            (tx.now_s, reason, participant_id),
+        ).fetchall()
+    ]
+    tx.engine.sessions_ended(tx, ended)
+    return len(ended)
 
 
 def revoke_sessions(tx: Tx, p: ParticipantIdParams) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,12 @@ class Engine:
         # Presence is a room-process fact (who called in the last 90 s); it is
         # kept in memory and written to the sidecar only when a participant leaves.
         self.last_seen: dict[str, datetime] = {}
+        # Hashes of the sessions that are not ended: what the ingress's rate
+        # limiter asks (on the event loop, without a store call) to charge a
+        # bearer to its own window from its first request. Changed only after
+        # the transaction that creates or ends a session committed; set
+        # membership and add/discard are atomic under the GIL.
+        self.live_sessions: set[bytes] = set()
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
         # Why the file cannot be written right now (it is not UTF-8 text any
         # more): reads keep serving the last version, writes are refused.
@@ -274,6 +281,13 @@ class Engine:
             "SELECT participant_id FROM participants WHERE is_host = 1"
         ).fetchone()
         self.host_participant_id = str(host[0])
+        self.live_sessions.update(
+            bytes(row[0])
+            for row in self.conn.execute(
+                "SELECT session_hash FROM sessions WHERE ended_at IS NULL AND expires_at > ?",
+                (format_ts(now),),
+            )
+        )
 
     def _require_text(self, data: bytes) -> None:
         if not is_text(data):
@@ -541,6 +555,12 @@ class Engine:
                 (tx.now_s, session_hash),
             )
             tx.emit("session.expired", participant_id=pid)
+            self.sessions_ended(tx, [session_hash])
+
+    def sessions_ended(self, tx: Tx, hashes: list[bytes]) -> None:
+        """Whoever ends sessions calls this: they leave `live_sessions` once `tx` committed."""
+        for session_hash in hashes:
+            tx.after_commit.append(partial(self.live_sessions.discard, bytes(session_hash)))
 
     # ------------------------------------------------------------ sessions
 
@@ -605,6 +625,7 @@ class Engine:
              expires_at),
         )
         tx.emit("session.created", participant_id=participant_id, expires_at=expires_at)
+        tx.after_commit.append(partial(self.live_sessions.add, hash_secret(bearer)))
         return bearer, expires_at
 
     def end_host_session(self, bearer: str) -> None:
@@ -615,6 +636,7 @@ class Engine:
                 " WHERE session_hash = ? AND participant_id = ? AND ended_at IS NULL",
                 (tx.now_s, hash_secret(bearer), self.host_participant_id),
             )
+            self.sessions_ended(tx, [hash_secret(bearer)])
 
     def mint_host_session(self, minutes: int = limits.SESSION_MAX_MINUTES) -> str:
         """A `*` session for the owner page and the host CLI; never in an invitation."""

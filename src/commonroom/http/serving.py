@@ -90,6 +90,7 @@ from werkzeug.wrappers import Response as WerkzeugResponse
 from commonroom.protocol.errors import CommonroomError, body_too_large, internal_error
 
 __all__ = [
+    "HEADER_CHECK",
     "HardenedHTTPConnection",
     "HardenedRequest",
     "ServeConfig",
@@ -111,6 +112,10 @@ _WRITE_SLICE: Final = 256 * 1024
 _BACKLOG: Final = 128
 
 _HARDENED_MARK: Final = "commonroom.http.hardened"
+
+HEADER_CHECK: Final = "commonroom.http.header_check"
+"""``app.extensions[HEADER_CHECK]``: ``f(asgi_headers) -> CommonroomError | None``, run
+before a declared-too-large body is refused (that refusal skips the app)."""
 
 
 def _check_loopback(_instance: object, _attribute: object, host: str) -> None:
@@ -204,13 +209,19 @@ class HardenedHTTPConnection(TrioASGIHTTPConnection):
         if limit is not None:
             declared = _declared_length(self.scope["headers"])
             if declared is not None and declared > limit:
-                await self._refuse_body(receive, send, limit)
+                # The app's own header check (say Host/Origin) still comes
+                # first: a refused origin is told 403, not 413.
+                check = self.app.extensions.get(HEADER_CHECK)
+                refusal = check(self.scope["headers"]) if check is not None else None
+                await self._refuse_body(receive, send, refusal or body_too_large(limit))
                 return
         await super().__call__(receive, send)
 
-    async def _refuse_body(self, receive: ASGIReceiveCallable, send: ASGISendCallable, limit: int) -> None:
-        """Answer 413 without running the app and without reading the body."""
-        response = _error_response(self.app.response_class, body_too_large(limit), close=True)
+    async def _refuse_body(
+        self, receive: ASGIReceiveCallable, send: ASGISendCallable, error: CommonroomError
+    ) -> None:
+        """Answer `error` without running the app and without reading the body."""
+        response = _error_response(self.app.response_class, error, close=True)
         async with trio.open_nursery() as nursery:
             # hypercorn hands the app whatever body bytes already arrived, over
             # a bounded channel; keep taking (and dropping) them so it never blocks.
