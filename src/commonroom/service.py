@@ -11,7 +11,13 @@
 
 Stopping: the stop event ends every observe stream (hub.close_all), the
 listeners drain and close, `workspace.stopped` is recorded, the credential
-file is removed, and the nursery is cancelled. Leases are kept.
+file (in the per-user runtime folder, see credentials.py) is removed, and
+the nursery is cancelled. Leases are kept.
+
+Environment failures are refused before the room opens, each as one
+CommonroomError naming the cause and the fix: a file or folder the room
+cannot write, a file that is not UTF-8, a sidecar that cannot be opened, a
+port that is taken.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -107,6 +114,12 @@ async def serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None]
 async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None],
                       stop: trio.Event) -> None:
     doc = Path(options.path).resolve()
+    try:
+        credentials = credentials_path(doc)
+    except OSError as exc:
+        raise CommonroomError(
+            "storage_unavailable", f"no safe folder for the host credential file: {exc}"
+        ) from None
     if read_credentials(doc) is not None:
         # Two rooms on one file would fight over it (and over the credential file).
         raise CommonroomError("invalid_request", f"a room is already open on {doc.name}; stop it first")
@@ -117,13 +130,15 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
     if options.ephemeral:
         temp_dir = tempfile.mkdtemp(prefix="commonroom-")
         sidecar = Path(temp_dir) / (doc.name + SIDECAR_SUFFIX)
-    engine = Engine(doc, sidecar=sidecar, clock=options.clock)
     try:
-        room = Room(engine)
-        await _run(room, plugin, options, doc, on_ready, stop)
+        engine = Engine(doc, sidecar=sidecar, clock=options.clock)
+        try:
+            room = Room(engine)
+            await _run(room, plugin, options, doc, on_ready, stop)
+        finally:
+            credentials.unlink(missing_ok=True)
+            engine.close()
     finally:
-        credentials_path(doc).unlink(missing_ok=True)
-        engine.close()
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
 
@@ -218,7 +233,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
             engine.lifecycle = "stopping"
             room.hub.close_all()
         # Listeners have drained; record the stop and end the background work.
-        credentials_path(doc).unlink(missing_ok=True)
+        with suppress(OSError):
+            credentials_path(doc).unlink(missing_ok=True)
         with trio.CancelScope(shield=True):
             await room.run_sync(engine.end_host_session, host_session)
             await room.record("workspace.stopped", version=engine.current_version)

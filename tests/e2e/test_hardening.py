@@ -140,3 +140,75 @@ def test_a_file_that_is_not_utf8_is_refused_in_one_line(tmp_path: Path) -> None:
     assert lines == ["error: invalid_request: latin.md is not UTF-8 text;"
                      " commonroom serves UTF-8 markdown only"], lines
     assert not (tmp_path / "latin.md.commonroom.db").exists()
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "internal" not in lines[0] and "Errno" not in lines[0], lines[0]
+    return lines[0]
+
+
+def test_a_read_only_folder_is_one_readable_line(tmp_path: Path) -> None:
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    doc = folder / "idea.md"
+    doc.write_text("# Idea\n")
+    if not _chattr("+i", folder):
+        pytest.skip("chattr +i is not available on this filesystem")
+    try:
+        line = _one_error_line(ce("serve", str(doc), "--port-owner", "0", "--port-ingress", "0"))
+        assert line.startswith("error: storage_unavailable: cannot write idea.md or its folder")
+        # A host command without a room opens the sidecar itself: same kind of line.
+        line = _one_error_line(ce("status", str(doc)))
+        assert line.startswith("error: storage_unavailable: cannot open the sidecar"), line
+        as_json = ce("status", str(doc), "--json")
+        assert json.loads(as_json.stdout)["error"] == "storage_unavailable"
+    finally:
+        _chattr("-i", folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["idea.md"]
+
+
+def test_an_owner_port_in_use_is_one_readable_line(doc: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        line = _one_error_line(ce("serve", str(doc), "--port-owner", str(port),
+                                  "--port-ingress", "0"))
+        assert line.startswith(f"error: transport_unavailable: owner port {port} is not free")
+        assert "--port-owner" in line
+        as_json = ce("serve", str(doc), "--port-owner", str(port), "--port-ingress", "0", "--json")
+        error = json.loads(as_json.stdout)
+        assert error["error"] == "transport_unavailable" and error["details"]["port"] == port
+    assert read_credentials(doc) is None  # and a later start works
+    room = start_room(doc, "--port-ingress", "0")
+    room.close()
+
+
+def test_ephemeral_writes_nothing_next_to_the_document(doc: Path) -> None:
+    def beside() -> list[str]:
+        return sorted(p.name for p in doc.parent.iterdir() if not p.name.startswith(".ce-serve-"))
+
+    before = beside()
+    room = start_room(doc, "--ephemeral", "--port-ingress", "0")
+    try:
+        assert beside() == before
+        creds = read_credentials(doc)
+        assert creds is not None  # host commands still find the room
+        from commonroom.credentials import credentials_path
+
+        path = credentials_path(doc)
+        assert path.parent != doc.parent and (path.stat().st_mode & 0o777) == 0o600
+        assert (path.parent.stat().st_mode & 0o777) == 0o700
+        invited = ce("invite", str(doc), "--json")
+        assert invited.returncode == 0 and json.loads(invited.stdout)["invitation"]
+        assert beside() == before
+    finally:
+        assert room.stop() == 0
+        room.close()
+    assert beside() == before
+    assert read_credentials(doc) is None
