@@ -170,7 +170,7 @@ class Fuzzer:
             target = op.path + ("?" + query if query else "")
             target = re.sub(r"%40%40(\d+)%40%40", lambda m: "9" * int(m.group(1)), target)
             return self.raw("GET", target, self.headers(bearer), None)
-        return self.raw("POST", op.path, self.headers(bearer) + ["Content-Type: application/json"],
+        return self.raw("POST", op.path, [*self.headers(bearer), "Content-Type: application/json"],
                         self.body_bytes(params))
 
     def stream_request(self) -> bytes:
@@ -197,16 +197,16 @@ class Fuzzer:
         if kind == 0:
             return bytes(r.randrange(256) for _ in range(r.randrange(1, 200))), True
         if kind == 1:  # shorter Content-Length than the body, then more bytes
-            return self.raw_lines(base + ["Content-Length: 5", "Connection: close"], body), False
+            return self.raw_lines([*base, "Content-Length: 5", "Connection: close"], body), False
         if kind == 2:  # longer Content-Length than what is sent, then EOF
-            return self.raw_lines(base + ["Content-Length: 5000", "Connection: close"], body), True
+            return self.raw_lines([*base, "Content-Length: 5000", "Connection: close"], body), True
         if kind == 3:
-            return self.raw_lines(base + ["Transfer-Encoding: chunked", "Connection: close"],
+            return self.raw_lines([*base, "Transfer-Encoding: chunked", "Connection: close"],
                                   b"zz\r\nxx\r\n0\r\n\r\n"), True
         if kind == 4:
-            return self.raw_lines(base + ["Content-Length: -1", "Connection: close"], body), True
+            return self.raw_lines([*base, "Content-Length: -1", "Connection: close"], body), True
         if kind == 5:
-            return self.raw_lines(base + ["Content-Length: 99999999999999999999999"], body), True
+            return self.raw_lines([*base, "Content-Length: 99999999999999999999999"], body), True
         if kind == 6:
             return (r.choice([b"GET", b"PUT", b"DELETE", b"BREW", b"G\x00T"]) + b" " + path.encode()
                     + b" HTTP/1.1\r\nHost: commonroom\r\nConnection: close\r\n\r\n"), False
