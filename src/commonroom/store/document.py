@@ -96,13 +96,11 @@ class DocumentFile:
     def check_writable(self) -> None:
         """Raise OSError unless the document and its folder take writes (temp file + rename).
 
-        `os.access` honours what refuses even root (an immutable file, a
-        read-only mount); the probe file proves the folder takes a temp file.
+        `os.access` honours what refuses even root (an immutable file or
+        folder, a read-only mount) as well as permission bits and ACLs, and
+        writes nothing.
         """
         if self.path.exists() and not os.access(self.path, os.W_OK):
-            raise PermissionError(1, "the file is read-only or immutable", str(self.path.name))
-        fd, probe = tempfile.mkstemp(
-            prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent
-        )
-        os.close(fd)
-        os.unlink(probe)
+            raise PermissionError(1, "the file is read-only or immutable", self.path.name)
+        if not os.access(self.path.parent, os.W_OK | os.X_OK):
+            raise PermissionError(1, "its folder is read-only or immutable", self.path.parent.name)
