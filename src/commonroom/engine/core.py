@@ -204,8 +204,16 @@ class Engine:
         # more): reads keep serving the last version, writes are refused.
         self.file_problem: str | None = None
         # Checked before the sidecar exists, so refusing leaves nothing behind.
-        with suppress(FileNotFoundError):
+        try:
             self._require_text(self.path.read_bytes())
+        except FileNotFoundError:
+            pass  # a new document: created empty by _open
+        except OSError as exc:
+            raise CommonroomError(
+                "storage_unavailable",
+                f"cannot read {self.path.name} ({exc.strerror or type(exc).__name__})",
+                {"file": self.path.name},
+            ) from None
         try:
             self.conn = sqlite3.connect(
                 self.sidecar_path, isolation_level=None, check_same_thread=False
