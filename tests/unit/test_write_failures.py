@@ -129,3 +129,40 @@ def test_undo_restores_superseded_proposals_and_released_leases(
     seq = room.engine.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
     assert seq.fetchone()[0] == before["events"][-1][0]
     assert room.call("workspace.proposal", other, proposal_id=pending["proposal_id"])["status"] == "pending"
+
+
+def test_undo_log_reverses_inserts_updates_and_deletes_exactly(tmp_path: Path) -> None:
+    import sqlite3
+
+    from commonroom.store.undo import UndoLog
+
+    conn = sqlite3.connect(tmp_path / "u.db", isolation_level=None)
+    conn.executescript(
+        "CREATE TABLE t (id INTEGER PRIMARY KEY AUTOINCREMENT, b BLOB, s TEXT, n INTEGER);"
+        "CREATE TABLE k (key BLOB PRIMARY KEY, v TEXT);"
+    )
+    conn.executemany("INSERT INTO t (b, s, n) VALUES (?, ?, ?)",
+                     [(b"\x00\xff'", "it's", None), (None, "x", 2**63 - 1), (b"", "", -5)])
+    conn.execute("INSERT INTO k VALUES (?, ?)", (b"\x01" * 32, "v'1"))
+    log = UndoLog(conn)
+
+    def dump() -> list[object]:
+        return [conn.execute("SELECT rowid, * FROM t ORDER BY rowid").fetchall(),
+                conn.execute("SELECT rowid, * FROM k ORDER BY rowid").fetchall(),
+                conn.execute("SELECT * FROM sqlite_sequence").fetchall()]
+
+    before = dump()
+    conn.execute("BEGIN IMMEDIATE")
+    log.arm()
+    conn.execute("UPDATE t SET s = 'changed', b = NULL WHERE id = 1")
+    conn.execute("DELETE FROM t WHERE id = 2")
+    conn.execute("INSERT INTO t (b, s, n) VALUES (x'00', 'new', 1)")
+    conn.execute("UPDATE k SET v = NULL")
+    conn.execute("INSERT INTO k VALUES (x'02', 'two')")
+    conn.execute("DELETE FROM k WHERE key = ?", (b"\x01" * 32,))
+    conn.execute("COMMIT")
+    log.disarm()
+    assert dump() != before
+    log.undo()
+    assert dump() == before
+    conn.close()

@@ -17,7 +17,10 @@ Theory of operation
    transaction commits, the temp file is renamed over the document, and the
    version is marked as written. A crash between commit and rename leaves a
    version marked unwritten whose predecessor is on disk: reopening rolls it
-   forward. A crash before commit leaves only a stray temp file.
+   forward. A crash before commit leaves only a stray temp file. A rename
+   that *fails* (the file or folder refuses it) is reported to the client, so
+   the committed transaction is undone (`store/undo.py`) and the answer is
+   `storage_unavailable`: a reported failure never lands later.
 
 `execute` never raises a `CommonroomError`: it returns an `Outcome` holding
 the result or the error *and* the events that did commit (an expiry swept on
@@ -200,8 +203,9 @@ class Engine:
         # membership and add/discard are atomic under the GIL.
         self.live_sessions: set[bytes] = set()
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
-        # Why the file cannot be written right now (it is not UTF-8 text any
-        # more): reads keep serving the last version, writes are refused.
+        # Why the file cannot take a version right now (it is not UTF-8 text
+        # any more, it vanished and cannot be restored, it cannot be read):
+        # reads keep serving the last version, writes are refused with it.
         self.file_problem: str | None = None
         # Checked before the sidecar exists, so refusing leaves nothing behind.
         try:
@@ -397,6 +401,7 @@ class Engine:
             self.conn.execute(
                 "UPDATE versions SET file_written = 1 WHERE version = ?", (tx.staged.version,)
             )
+        self.undo_log.forget()
         for hook in tx.after_commit:
             hook()
 

@@ -48,6 +48,16 @@ class UndoLog:
             )
         ]
         for table in tables:
+            sql = str(self.conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()[0]).upper()
+            if "WITHOUT ROWID" in sql or sql.startswith("CREATE VIRTUAL"):
+                # The inverse addresses rows by rowid, and triggers cannot watch
+                # virtual tables: a schema change must keep to rowid tables.
+                raise RuntimeError(f"sidecar table {table!r} is not a rowid table; store/undo.py"
+                                   " cannot undo its changes")
+            if "AUTOINCREMENT" in sql:
+                self._autoincrement.append(table)
             columns = [str(row[1]) for row in self.conn.execute(f"PRAGMA table_info({_ident(table)})")]
             target = "main." + _ident(table)
             quoted = "'" + target.replace("'", "''") + "'"
@@ -76,11 +86,6 @@ class UndoLog:
             END;
             """
             self.conn.executescript(script)
-            sql = self.conn.execute(
-                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-            ).fetchone()[0]
-            if "AUTOINCREMENT" in str(sql).upper():
-                self._autoincrement.append(table)
 
     def arm(self) -> None:
         """Start recording the inverse of the transaction that is beginning."""
@@ -88,7 +93,12 @@ class UndoLog:
         self.armed = True
 
     def disarm(self) -> None:
+        """Stop recording; the steps are kept until `undo`, `forget` or the next `arm`."""
         self.armed = False
+
+    def forget(self) -> None:
+        """The transaction stands: drop its inverse."""
+        self.steps.clear()
 
     def undo(self) -> None:
         """Reverse what the last armed transaction committed, in one transaction of its own."""
