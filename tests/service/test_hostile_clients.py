@@ -47,7 +47,9 @@ async def test_short_content_length_with_close_never_kills_the_room(live: LiveRo
 async def test_with_a_stalled_reader_the_server_still_serves_and_stops() -> None:
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
-        config = attrs.evolve(CONFIG, write_timeout=60.0)
+        # Far beyond the 3 s the stop may take, short enough that a regression
+        # (the server wedged on the stalled write) fails in seconds, not a minute.
+        config = attrs.evolve(CONFIG, write_timeout=10.0)
         port = await nursery.start(partial(serve, make_app(), config, shutdown_trigger=stop.wait))
         stalled = await RawClient.connect(port)
         await stalled.send(get("/flood"))
@@ -55,7 +57,7 @@ async def test_with_a_stalled_reader_the_server_still_serves_and_stops() -> None
         assert status == 200
         await trio.sleep(0.3)  # the socket buffers are full now; never read again
         for _ in range(20):
-            await send_and_drop(port, short_length_post(b"/echo"))
+            await send_and_drop(port, short_length_post(b"/mcp"))
         client = await RawClient.connect(port)
         await client.send(get("/hello"))
         status, _ = await client.read_head()
