@@ -39,8 +39,9 @@ from tests.service.conftest import start_room
 SEED = int(os.environ.get("COMMONROOM_FUZZ_SEED", "8"))
 REQUESTS = 3000
 WORKERS = 4
-STREAM_PATHS = {"/workspace/observe", "/workspace/wait", "/workspace/observe/ws"}
-QUERY_ONLY_PATHS = ["/workspace/wait", "/workspace/observe"]
+STREAM_PATHS = ["/workspace/wait", "/workspace/observe", "/workspace/observe/ws"]
+WS_UPGRADE = ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13",
+              "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=="]
 
 
 PLAUSIBLE: dict[str, Any] = {
@@ -177,7 +178,7 @@ class Fuzzer:
         # Streams are fuzzed with input that must be refused before streaming
         # starts (a bad cursor or a bad bearer), so every request ends.
         r = self.rng
-        path = r.choice(QUERY_ONLY_PATHS)
+        path = r.choice(STREAM_PATHS)
         field = "cursor" if path.endswith("wait") else "since_event_id"
         if r.random() < 0.5:
             bearer: str | None = r.choice(self.bearers)
@@ -185,7 +186,10 @@ class Fuzzer:
         else:
             bearer = r.choice([None, "ses_unknown"])
             value = self.query_value()
-        return self.raw("GET", f"{path}?{field}={value}", self.headers(bearer), None)
+        headers = self.headers(bearer)
+        if path.endswith("/ws"):
+            headers = [h for h in headers if not h.startswith("Connection:")] + WS_UPGRADE
+        return self.raw("GET", f"{path}?{field}={value}", headers, None)
 
     def framing_request(self) -> tuple[bytes, bool]:
         """(bytes, half_close): broken HTTP framing."""
@@ -254,9 +258,23 @@ async def exchange(port: int, data: bytes, half_close: bool) -> bytes:
                 if not chunk:
                     break
                 received += chunk
+                if _complete(received):
+                    break
     finally:
         await stream.aclose()
     return bytes(received)
+
+
+def _complete(received: bytearray) -> bool:
+    """A whole response with a Content-Length has arrived (do not wait for the close)."""
+    head, sep, body = bytes(received).partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(body) >= int(value)
+    return False
 
 
 def check_answer(request: bytes, answer: bytes) -> None:

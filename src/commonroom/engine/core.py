@@ -398,9 +398,13 @@ class Engine:
                 tx.events.clear()
                 tx.after_commit.clear()
                 raise write_refused(self.path, exc) from None
-            self.conn.execute(
-                "UPDATE versions SET file_written = 1 WHERE version = ?", (tx.staged.version,)
-            )
+            # The commit has landed (sidecar and file agree); if even this flag
+            # cannot be written, reopening sees the file equal to the version
+            # and sets it, so the client is not told a landed commit failed.
+            with suppress(sqlite3.Error):
+                self.conn.execute(
+                    "UPDATE versions SET file_written = 1 WHERE version = ?", (tx.staged.version,)
+                )
         self.undo_log.forget()
         for hook in tx.after_commit:
             hook()
