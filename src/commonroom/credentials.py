@@ -1,20 +1,37 @@
 """The host's credential file: how host commands reach the running room.
 
-`<file>.commonroom.host.json`, mode 0600, written by the room once it is
-ready and removed when it stops. It holds the host session (a `*` bearer),
-so only the host user may read it. Kept free of heavy imports: every host
-command reads it first.
+It holds the host session (a `*` bearer), written by the room once it is
+ready (mode 0600) and removed when it stops. It lives in a per-user runtime
+folder, never next to the document: a secret beside `idea.md` is one `git
+add .` away from a repository, and `--ephemeral` must write nothing there.
+
+    $XDG_RUNTIME_DIR/commonroom/       (when set: a per-user tmpfs, 0700)
+    /tmp/commonroom-<uid>/             (otherwise; created 0700)
+        <file name>-<sha256 of the document's absolute path>.host.json
+
+The folder must be a real folder owned by this user with no access for
+others; anything else (a symlink, someone else's folder planted in /tmp) is
+refused rather than used. Kept free of heavy imports: every host command
+reads it first.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import stat
+import tempfile
 from pathlib import Path
 
 import attrs
 
-CREDENTIALS_SUFFIX = ".commonroom.host.json"
+CREDENTIALS_SUFFIX = ".host.json"
+
+
+class RuntimeDirError(OSError):
+    """The per-user runtime folder is unsafe to keep a secret in."""
 
 
 @attrs.frozen
@@ -26,9 +43,27 @@ class Credentials:
     workspace_id: str
 
 
+def runtime_dir() -> Path:
+    """The per-user folder for credential files; created 0700, checked every time."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isabs(xdg) and os.path.isdir(xdg):
+        folder = Path(xdg) / "commonroom"
+    else:
+        folder = Path(tempfile.gettempdir()) / f"commonroom-{os.geteuid()}"
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(mode=0o700)
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise RuntimeDirError(f"{folder} is not a folder of this user; remove it")
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(folder, 0o700)
+    return folder
+
+
 def credentials_path(doc: Path) -> Path:
     doc = Path(doc).resolve()
-    return doc.with_name(doc.name + CREDENTIALS_SUFFIX)
+    key = hashlib.sha256(os.fsencode(doc)).hexdigest()[:32]
+    return runtime_dir() / f"{doc.name}-{key}{CREDENTIALS_SUFFIX}"
 
 
 def write_credentials(doc: Path, creds: Credentials) -> None:
@@ -53,8 +88,8 @@ def _pid_alive(pid: int) -> bool:
 
 def read_credentials(doc: Path) -> Credentials | None:
     """The running room's host credentials, or None when no room runs for `doc`."""
-    path = credentials_path(doc)
     try:
+        path = credentials_path(doc)
         raw = json.loads(path.read_text())
         creds = Credentials(**raw)
     except (OSError, ValueError, TypeError):

@@ -1,60 +1,60 @@
-"""Token buckets: 600 authenticated requests a minute per bearer, 60 a minute per address.
+"""Sliding-window rate limits: 600 requests per bearer in any 60 s, 60 per address.
 
-A bucket holds `capacity` tokens and refills at `capacity / period` per second,
-so a burst of `capacity` passes and request `capacity + 1` inside the minute is
-refused with the seconds until a token is back. Time comes from an injected
-monotonic clock (trio's, so tests can use MockClock). Keys are hashes of
-bearers, never bearers. `sweep` drops full buckets so memory follows the
-number of active clients, not the history.
+PROTOCOL.md section 11 asks for an exact bound: at most `limit` admissions
+per key in *any* window of `period` seconds. Each key keeps the times of its
+admissions inside the current window (a deque, oldest first; at most `limit`
+of them), so the check is exact: request `limit + 1` within a window is
+refused with the seconds until the oldest admission leaves it, which is when
+a retry can succeed. Refused requests are not admitted and so not recorded.
+
+Time comes from an injected monotonic clock (trio's, so tests can use
+MockClock). Keys are hashes of bearers, never bearers. `sweep` forgets keys
+with no admission inside the window, so memory follows the clients active in
+the last minute (at most `limit` floats each), not the history.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable
-
-import attrs
-
-
-@attrs.define
-class _Bucket:
-    tokens: float
-    stamp: float
 
 
 class RateLimiter:
-    def __init__(self, capacity: int, period: float, clock: Callable[[], float]) -> None:
-        self.capacity = capacity
-        self.rate = capacity / period
+    def __init__(self, limit: int, period: float, clock: Callable[[], float]) -> None:
+        if limit < 1 or period <= 0:
+            raise ValueError("limit must be at least 1 and period positive")
+        self.limit = limit
+        self.period = period
         self.clock = clock
-        self._buckets: dict[object, _Bucket] = {}
-
-    def _refill(self, bucket: _Bucket, now: float) -> None:
-        bucket.tokens = min(self.capacity, bucket.tokens + (now - bucket.stamp) * self.rate)
-        bucket.stamp = now
+        self._admitted: dict[object, deque[float]] = {}
 
     def acquire(self, key: object) -> float | None:
-        """Take a token; returns None when allowed, else the seconds to wait."""
+        """Admit one request for `key`: None when allowed, else the seconds until one is."""
         now = self.clock()
-        bucket = self._buckets.get(key)
-        if bucket is None:
-            bucket = self._buckets[key] = _Bucket(float(self.capacity), now)
-        else:
-            self._refill(bucket, now)
-        if bucket.tokens >= 1.0:
-            bucket.tokens -= 1.0
+        times = self._admitted.get(key)
+        if times is None:
+            times = self._admitted[key] = deque()
+        horizon = now - self.period
+        while times and times[0] <= horizon:
+            times.popleft()
+        if len(times) < self.limit:
+            times.append(now)
             return None
-        return (1.0 - bucket.tokens) / self.rate
+        return times[0] + self.period - now
 
     def sweep(self) -> int:
-        """Forget buckets that have refilled completely; returns how many remain."""
-        now = self.clock()
-        for key, bucket in list(self._buckets.items()):
-            self._refill(bucket, now)
-            if bucket.tokens >= self.capacity:
-                del self._buckets[key]
-        return len(self._buckets)
+        """Forget keys with no admission in the window; returns how many remain."""
+        horizon = self.clock() - self.period
+        for key, times in list(self._admitted.items()):
+            if not times or times[-1] <= horizon:
+                del self._admitted[key]
+        return len(self._admitted)
+
+    def __len__(self) -> int:
+        return len(self._admitted)
 
 
 def retry_after(seconds: float) -> int:
+    """Whole seconds for `Retry-After` (never 0: a client retrying at once would be refused)."""
     return max(1, math.ceil(seconds))

@@ -11,7 +11,13 @@
 
 Stopping: the stop event ends every observe stream (hub.close_all), the
 listeners drain and close, `workspace.stopped` is recorded, the credential
-file is removed, and the nursery is cancelled. Leases are kept.
+file (in the per-user runtime folder, see credentials.py) is removed, and
+the nursery is cancelled. Leases are kept.
+
+Environment failures are refused before the room opens, each as one
+CommonroomError naming the cause and the fix: a file or folder the room
+cannot write, a file that is not UTF-8, a sidecar that cannot be opened, a
+port that is taken.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -40,6 +47,7 @@ from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.limits import ServingLimits
 from commonroom.protocol.timefmt import Clock, system_clock
 from commonroom.room.core import Room
+from commonroom.store.document import DocumentFile
 from commonroom.transport import registry
 
 RATE_SWEEP_SECONDS = 60.0
@@ -110,28 +118,55 @@ async def serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None]
 async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None],
                       stop: trio.Event) -> None:
     doc = Path(options.path).resolve()
+    try:
+        credentials = credentials_path(doc)
+    except OSError as exc:
+        raise CommonroomError(
+            "storage_unavailable", f"no safe folder for the host credential file: {exc}"
+        ) from None
     if read_credentials(doc) is not None:
         # Two rooms on one file would fight over it (and over the credential file).
         raise CommonroomError("invalid_request", f"a room is already open on {doc.name}; stop it first")
+    _check_document(doc)
     plugin = registry.load(options.transport)()
     temp_dir: str | None = None
     sidecar: Path | None = None
     if options.ephemeral:
         temp_dir = tempfile.mkdtemp(prefix="commonroom-")
         sidecar = Path(temp_dir) / (doc.name + SIDECAR_SUFFIX)
-    engine = open_engine(doc, sidecar=sidecar, clock=options.clock)
-    engine.serving = ServingLimits(
-        requests_per_minute=options.requests_per_minute,
-        anonymous_per_minute=options.anonymous_per_minute,
-    )
     try:
-        room = Room(engine)
-        await _run(room, plugin, options, doc, on_ready, stop)
+        engine = open_engine(doc, sidecar=sidecar, clock=options.clock)
+        engine.serving = ServingLimits(
+            requests_per_minute=options.requests_per_minute,
+            anonymous_per_minute=options.anonymous_per_minute,
+        )
+        try:
+            room = Room(engine)
+            await _run(room, plugin, options, doc, on_ready, stop)
+        finally:
+            credentials.unlink(missing_ok=True)
+            engine.close()
     finally:
-        credentials_path(doc).unlink(missing_ok=True)
-        engine.close()
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _check_document(doc: Path) -> None:
+    """Refuse at start what the room could not serve: a file (or folder) it cannot write.
+
+    Read-only rooms may come later; today a room that could not write its
+    commits would fail every one of them, so it does not open.
+    """
+    try:
+        DocumentFile(doc).check_writable()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise CommonroomError(
+            "storage_unavailable",
+            f"cannot write {doc.name} or its folder ({reason}); the room needs both writable"
+            " (check chattr/lsattr, permissions, a read-only mount)",
+            {"file": doc.name},
+        ) from None
 
 
 async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
@@ -196,7 +231,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
             engine.lifecycle = "stopping"
             room.hub.close_all()
         # Listeners have drained; record the stop and end the background work.
-        credentials_path(doc).unlink(missing_ok=True)
+        with suppress(OSError):
+            credentials_path(doc).unlink(missing_ok=True)
         with trio.CancelScope(shield=True):
             await room.run_sync(sessions.end_host_session, engine, host_session)
             await room.record(ev.WorkspaceStopped(version=engine.current_version))
@@ -212,9 +248,14 @@ async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOp
     try:
         port: int = await listeners.start(partial(
             serve, owner_app, ServeConfig(port=wanted), shutdown_trigger=stop.wait))
-    except OSError:
+    except OSError as exc:
         if options.owner_port:
-            raise CommonroomError("transport_unavailable", f"owner port {options.owner_port} is not free") from None
+            raise CommonroomError(
+                "transport_unavailable",
+                f"owner port {options.owner_port} is not free ({exc.strerror}); pick another"
+                " with --port-owner, or 0 for any free port",
+                {"port": options.owner_port},
+            ) from None
         port = await listeners.start(partial(
             serve, owner_app, ServeConfig(port=0), shutdown_trigger=stop.wait))
         notes.append(f"owner port {wanted} was taken; bound {port} (open the new link)")

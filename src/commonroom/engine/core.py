@@ -18,7 +18,10 @@ single store thread). It calls back into this module:
    transaction commits, the temp file is renamed over the document, and the
    version is marked as written. A crash between commit and rename leaves a
    version marked unwritten whose predecessor is on disk: reopening rolls it
-   forward. A crash before commit leaves only a stray temp file.
+   forward. A crash before commit leaves only a stray temp file. A rename
+   that *fails* (the file or folder refuses it) is reported to the client, so
+   the committed transaction is undone (`store/undo.py`) and the answer is
+   `storage_unavailable`: a reported failure never lands later.
 
 What this module owns: versions (`Snapshot`, `write_version`), the
 transaction and commit order, external edits, and the recovery on open. It
@@ -41,6 +44,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +62,7 @@ from commonroom.protocol.timefmt import Clock, format_ts, system_clock
 from commonroom.store import blobs
 from commonroom.store.document import DocumentFile
 from commonroom.store.schema import migrate
+from commonroom.store.undo import UndoLog
 
 SIDECAR_SUFFIX = ".commonroom.db"
 
@@ -80,8 +85,28 @@ def decode_text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
+def is_text(data: bytes) -> bool:
+    """Whether `data` is UTF-8: the only files a room serves (docs/protocol.md)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def encode_text(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
+
+
+def write_refused(path: Path, exc: OSError) -> CommonroomError:
+    """A server fault, not the client's: the file or its folder refused the write."""
+    reason = exc.strerror or type(exc).__name__
+    return CommonroomError(
+        "storage_unavailable",
+        f"could not write {path.name}: {reason}; nothing was committed"
+        " (is the file or its folder read-only or full?)",
+        {"file": path.name, "errno": exc.errno},
+    )
 
 
 def sha256_hex(data: bytes) -> str:
@@ -160,6 +185,8 @@ class Tx:
         self.events: list[Event] = []
         self.staged: StagedWrite | None = None
         self.committed = False
+        # Run once the transaction (and its file write) committed, in order.
+        self.after_commit: list[Callable[[], None]] = []
 
     @property
     def actor(self) -> Actor:
@@ -223,16 +250,53 @@ class Engine:
         # Presence is a room-process fact (who called in the last 90 s); it is
         # kept in memory and written to the sidecar only when a participant leaves.
         self.presence = Presence()
+        # Hashes of the sessions that are not ended: what the ingress's rate
+        # limiter asks (on the event loop, without a store call) to charge a
+        # bearer to its own window from its first request. Changed only after
+        # the transaction that creates or ends a session committed
+        # (`engine.sessions`); set membership and add/discard are atomic under the GIL.
+        self.live_sessions: set[bytes] = set()
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
-        self.conn = sqlite3.connect(
-            self.sidecar_path, isolation_level=None, check_same_thread=False
-        )
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        # FULL: an acknowledged commit survives power loss, not only kill -9.
-        self.conn.execute("PRAGMA synchronous=FULL")
-        self.conn.execute("PRAGMA foreign_keys=ON")
-        migrate(self.conn)
-        self._open(name)
+        # Why the file cannot take a version right now (it is not UTF-8 text
+        # any more, it vanished and cannot be restored, it cannot be read):
+        # reads keep serving the last version, writes are refused with it.
+        self.file_problem: str | None = None
+        # Checked before the sidecar exists, so refusing leaves nothing behind.
+        try:
+            self._require_text(self.path.read_bytes())
+        except FileNotFoundError:
+            pass  # a new document: created empty by _open
+        except OSError as exc:
+            raise CommonroomError(
+                "storage_unavailable",
+                f"cannot read {self.path.name} ({exc.strerror or type(exc).__name__})",
+                {"file": self.path.name},
+            ) from None
+        try:
+            self.conn = sqlite3.connect(
+                self.sidecar_path, isolation_level=None, check_same_thread=False
+            )
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: an acknowledged commit survives power loss, not only kill -9.
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            migrate(self.conn)
+        except sqlite3.OperationalError as exc:
+            raise CommonroomError(
+                "storage_unavailable",
+                f"cannot open the sidecar {self.sidecar_path.name} ({exc}): its folder must be"
+                " writable (or serve with --ephemeral)",
+                {"file": self.sidecar_path.name},
+            ) from None
+        self.undo_log = UndoLog(self.conn)
+        try:
+            self._open(name)
+        except OSError as exc:
+            self.conn.close()
+            raise write_refused(self.path, exc) from None
+        except BaseException:
+            self.conn.close()
+            raise
 
     # ------------------------------------------------------------------ setup
 
@@ -284,6 +348,21 @@ class Engine:
         if saved_hint and saved_hint != "null":
             self.transport_hint = TransportHint(**json.loads(saved_hint))
             self.transport_name = self.transport_hint.type
+        self.live_sessions.update(
+            bytes(row[0])
+            for row in self.conn.execute(
+                "SELECT session_hash FROM sessions WHERE ended_at IS NULL AND expires_at > ?",
+                (format_ts(now),),
+            )
+        )
+
+    def _require_text(self, data: bytes) -> None:
+        if not is_text(data):
+            raise CommonroomError(
+                "invalid_request",
+                f"{self.path.name} is not UTF-8 text; commonroom serves UTF-8 markdown only",
+                {"file": self.path.name},
+            )
 
     def _remove_stray_temp_files(self) -> None:
         prefix = f".{self.path.name}."
@@ -327,32 +406,76 @@ class Engine:
     @contextmanager
     def transaction(self, now: datetime, *, write: bool = True) -> Iterator[Tx]:
         """One SQLite transaction; read operations (`write=False`) begin DEFERRED and
-        so take no write lock."""
+        so take no write lock.
+
+        A staged document write is prepared (temp file, fsync) before COMMIT and
+        renamed over the file after it (the order PROTOCOL.md section 15 needs:
+        a crash in between is rolled forward on reopen). A rename that *fails*
+        is reported, so it must not land later: the committed transaction is
+        undone (`UndoLog`) and the client gets `storage_unavailable`. A handler
+        that raises `tx.fail_after_commit(error)` has its writes committed and
+        then fails with `error`.
+        """
         tx = Tx(self, self.conn, now)
         self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
+        if write:
+            self.undo_log.arm()
         try:
             yield tx
             if tx.staged is not None:
-                tx.staged.temp_path = self.doc.prepare(tx.staged.data)
+                if self.file_problem is not None:
+                    raise CommonroomError(
+                        "storage_unavailable",
+                        f"{self.file_problem}; nothing was committed",
+                        {"file": self.path.name},
+                    )
+                try:
+                    tx.staged.temp_path = self.doc.prepare(tx.staged.data)
+                except OSError as exc:
+                    raise write_refused(self.path, exc) from None
             self.conn.execute("COMMIT")
             tx.committed = True
         except CommitThenFail as deferred:
             assert tx.staged is None, "a failing operation never changes the document"
+            self.undo_log.disarm()
             self.conn.execute("COMMIT")
             tx.committed = True
+            self.undo_log.forget()
+            for hook in tx.after_commit:
+                hook()
             raise deferred.error from None
         except BaseException:
+            self.undo_log.disarm()
             self.conn.execute("ROLLBACK")
             if tx.staged is not None and tx.staged.temp_path is not None:
                 self.doc.discard(tx.staged.temp_path)
             self._forget_uncommitted(tx)
             raise
+        self.undo_log.disarm()
         if tx.staged is not None:
             assert tx.staged.temp_path is not None
-            self.doc.install(tx.staged.temp_path)
-            self.conn.execute(
-                "UPDATE versions SET file_written = 1 WHERE version = ?", (tx.staged.version,)
-            )
+            try:
+                self.doc.install(tx.staged.temp_path)
+            except OSError as exc:
+                # Only an OSError is a refused write; anything else (a crash,
+                # SystemExit) leaves the version for the roll-forward on reopen.
+                self.doc.discard(tx.staged.temp_path)
+                self.undo_log.undo()
+                self._forget_uncommitted(tx)
+                tx.committed = False
+                tx.events.clear()
+                tx.after_commit.clear()
+                raise write_refused(self.path, exc) from None
+            # The commit has landed (sidecar and file agree); if even this flag
+            # cannot be written, reopening sees the file equal to the version
+            # and sets it, so the client is not told a landed commit failed.
+            with suppress(sqlite3.Error):
+                self.conn.execute(
+                    "UPDATE versions SET file_written = 1 WHERE version = ?", (tx.staged.version,)
+                )
+        self.undo_log.forget()
+        for hook in tx.after_commit:
+            hook()
 
     def _forget_uncommitted(self, tx: Tx) -> None:
         if tx.staged is not None:
@@ -395,20 +518,53 @@ class Engine:
         """External edits and due expiries, each committed on its own; returns their events."""
         events: list[Event] = []
         if self.doc.changed():
-            if not self.doc.exists():
-                # The file vanished under the room: put the current version back.
-                self.doc.write(self.current().data)
-                return events
-            with self.transaction(now) as tx:
-                data = self.doc.read()
-                if sha256_hex(data) != self.current().content_hash:
-                    self._record_external_edit(tx, data)
-            events.extend(tx.events)
+            events.extend(self._notice_file_change(now))
         if self._expiry_due(now):
             with self.transaction(now) as tx:
                 self._expire(tx)
             events.extend(tx.events)
         return events
+
+    def _notice_file_change(self, now: datetime) -> list[Event]:
+        """The file's stat changed: record an external edit, or note why it cannot be.
+
+        Never raises for the file's sake: the watcher calls this too, and a
+        file the room cannot use must not stop the room. `file_problem` then
+        says why, and writes are refused with it until the file is usable.
+        """
+        name = self.path.name
+        if not self.doc.exists():
+            # The file vanished under the room: put the current version back.
+            try:
+                self.doc.write(self.current().data)
+            except OSError as exc:
+                self.file_problem = f"{name} is gone and could not be restored ({exc.strerror})"
+                return []
+            self.file_problem = None
+            return []
+        try:
+            data = self.doc.read()
+        except OSError as exc:
+            self.file_problem = f"{name} cannot be read ({exc.strerror})"
+            return []
+        if sha256_hex(data) != self.current().content_hash:
+            if not is_text(data):
+                # Not recorded: a version is text (regions, diffs). The room keeps
+                # serving its last version and refuses writes, which would
+                # overwrite the edit, until the file is UTF-8 text again.
+                self.file_problem = f"{name} is not UTF-8 text any more"
+                return []
+            with self.transaction(now) as tx:
+                self._record_external_edit(tx, data)
+            self.file_problem = None
+            return tx.events
+        self.file_problem = None
+        return []
+
+    def sessions_ended(self, tx: Tx, hashes: list[bytes]) -> None:
+        """Sessions ended in `tx` leave `live_sessions` once it committed (`engine.sessions`)."""
+        for session_hash in hashes:
+            tx.after_commit.append(partial(self.live_sessions.discard, bytes(session_hash)))
 
     def sweep(self) -> tuple[list[Event], datetime | None]:
         """For the room's sweeper: apply due expiries; return events and the next due time."""

@@ -6,13 +6,16 @@ field types: `str`, `int`, `float`, `bool`, `list[str]`, and any of them
 "max": m}`, and `{"doc": ...}` for its description. Errors are
 `invalid_request` naming the field, so a client can fix its call. The JSON
 Schema of a record is `protocol.schema.json_schema(cls, params=True)`.
+This is the one edge check of a value: integers are bounded to SQLite's
+64-bit range, strings must be valid Unicode (no lone surrogates).
 """
 
 from __future__ import annotations
 
+import re
 import typing
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import attrs
 
@@ -22,11 +25,46 @@ from commonroom.protocol.schema import hints, unwrap_optional
 P = TypeVar("P")
 
 
+# Every integer parameter fits SQLite's INTEGER (a signed 64-bit value): a
+# larger one is refused here, naming the field, not by the database later.
+INT_MIN: Final = -(2**63)
+INT_MAX: Final = 2**63 - 1
+_QUERY_INT = re.compile(r"-?[0-9]{1,19}")
+
+
+@attrs.frozen
+class NumberTooLarge:
+    """What a JSON body's integer literal of more than 19 digits parses to (see `json_int`)."""
+
+    digits: int
+
+
+def json_int(literal: str) -> int | NumberTooLarge:
+    """`json.loads(parse_int=...)`: no 4,300-digit conversion, and the field is named later."""
+    if len(literal.lstrip("-")) > 19:
+        return NumberTooLarge(len(literal))
+    return int(literal)
+
+
+def _text(name: str, value: str) -> str:
+    # A lone surrogate ("\ud800" in JSON) is not text: it cannot be stored,
+    # hashed or written to the file as UTF-8.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise invalid_request(f"{name} must be valid Unicode text (no lone surrogates)", name) from None
+    return value
+
+
+def _integer_error(name: str) -> Exception:
+    return invalid_request(f"{name} must be an integer from {INT_MIN} to {INT_MAX}", name)
+
+
 def _coerce(name: str, tp: Any, value: Any, from_query: bool) -> Any:
     if tp is str:
         if not isinstance(value, str):
             raise invalid_request(f"{name} must be a string", name)
-        return value
+        return _text(name, value)
     if tp is bool:
         if from_query and isinstance(value, str):
             if value in ("true", "1"):
@@ -38,12 +76,15 @@ def _coerce(name: str, tp: Any, value: Any, from_query: bool) -> Any:
         return value
     if tp is int:
         if from_query and isinstance(value, str):
-            try:
-                return int(value, 10)
-            except ValueError:
-                raise invalid_request(f"{name} must be an integer", name) from None
+            if not _QUERY_INT.fullmatch(value):
+                raise _integer_error(name)
+            value = int(value, 10)
+        if isinstance(value, NumberTooLarge):
+            raise _integer_error(name)
         if type(value) is not int:
             raise invalid_request(f"{name} must be an integer", name)
+        if not INT_MIN <= value <= INT_MAX:
+            raise _integer_error(name)
         return value
     if tp is float:
         if from_query and isinstance(value, str):
@@ -62,7 +103,7 @@ def _coerce(name: str, tp: Any, value: Any, from_query: bool) -> Any:
             value = [v for v in value.split(",") if v]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise invalid_request(f"{name} must be a list of strings", name)
-        return list(value)
+        return [_text(name, v) for v in value]
     raise TypeError(f"unsupported parameter type {tp!r} for {name}")
 
 
@@ -74,7 +115,8 @@ def parse_params(cls: type[P], raw: Mapping[str, Any], *, from_query: bool = Fal
     known = {f.name for f in fields}
     for key in raw:
         if key not in known:
-            raise invalid_request(f"unknown field {key!r}", str(key))
+            shown = str(key).encode("utf-8", "backslashreplace").decode("utf-8")
+            raise invalid_request(f"unknown field {shown!r}", shown)
     values: dict[str, Any] = {}
     for field in fields:
         name = field.name

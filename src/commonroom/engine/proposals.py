@@ -133,7 +133,7 @@ def _move(tx: Tx, proposal: Proposal, action: str, **columns: Any) -> Proposal:
     if target is None:
         raise CommonroomError(
             "proposal_conflict",
-            f"cannot {action} a {proposal.status} proposal",
+            f"cannot {action} {_article(proposal.status)} {proposal.status} proposal",
             {"status": proposal.status},
             proposal_id=proposal.proposal_id,
         )
@@ -143,6 +143,10 @@ def _move(tx: Tx, proposal: Proposal, action: str, **columns: Any) -> Proposal:
         (target, tx.now_s, *columns.values(), proposal.proposal_id),
     )
     return attrs.evolve(proposal, status=target, updated_at=tx.now_s, **columns)
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 def _check_summary(summary: str) -> str:
@@ -175,6 +179,15 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
             current_version=engine.current_version,
         )
     base, span = engine.resolve(p.region, p.base_version)
+    digest = region_digest(base, span.region)
+    assert digest is not None
+    # PROTOCOL section 7: a base whose region text has moved on is refused
+    # with the recovery fields, and no proposal is created; an old base whose
+    # region is unchanged is fine (it commits by the region-disjoint rule).
+    if p.base_version < engine.current_version and region_digest(
+        engine.current(), span.region
+    ) != digest:
+        raise stale_error(tx, span.region, p.base_version, None)
     pid = tx.actor.participant_id
     raise_if_blocked(tx, span.region, pid)
     pending = tx.conn.execute(
@@ -187,8 +200,6 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
             {"limit": limits.MAX_PENDING_PROPOSALS},
             retry_after_seconds=60,
         )
-    digest = region_digest(base, span.region)
-    assert digest is not None
     proposal = Proposal(
         new_id("pr_"), pid, span.region, p.base_version, summary, "pending", tx.now_s, tx.now_s,
         None, None, None,
@@ -200,11 +211,6 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     )
     tx.emit(ev.ProposalCreated(proposal.proposal_id, pid, proposal.region,
                                proposal.base_version, summary))
-    # A proposal whose base already moved on (its region changed since) is
-    # superseded at once rather than left to wait for a review that cannot land.
-    if region_digest(engine.current(), span.region) != digest and p.base_version < engine.current_version:
-        proposal = _move(tx, proposal, "supersede")
-        tx.emit(ev.ProposalSuperseded(proposal.proposal_id))
     return proposal
 
 

@@ -4,7 +4,9 @@ Everything that creates, checks or ends a session lives here. A session is
 stored as the sha256 of its bearer, never the bearer; looking the hash up
 (instead of comparing bearers) keeps a presented bearer from leaking through
 timing. `authenticate` is the one place that turns a bearer into an `Actor`
-and renews the caller's presence.
+and renews the caller's presence. `Engine.live_sessions` (what the ingress's
+rate limiter reads without a store call) follows every session created or
+ended here, once its transaction committed.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import secrets
 from datetime import datetime, timedelta
+from functools import partial
 
 from commonroom.engine.core import Actor, Engine, Tx, hash_secret
 from commonroom.protocol import events as ev
@@ -73,17 +76,22 @@ def create_session(
          expires_at),
     )
     tx.emit(ev.SessionCreated(participant_id=participant_id, expires_at=expires_at))
+    tx.after_commit.append(partial(tx.engine.live_sessions.add, hash_secret(bearer)))
     return bearer, expires_at
 
 
 def end_sessions(tx: Tx, participant_id: str, reason: str) -> int:
     """End every open session of a participant (`revoked`, `left`); how many ended."""
-    cur = tx.conn.execute(
-        "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE participant_id = ?"
-        " AND ended_at IS NULL",
-        (tx.now_s, reason, participant_id),
-    )
-    return cur.rowcount
+    ended = [
+        bytes(row[0])
+        for row in tx.conn.execute(
+            "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE participant_id = ?"
+            " AND ended_at IS NULL RETURNING session_hash",
+            (tx.now_s, reason, participant_id),
+        ).fetchall()
+    ]
+    tx.engine.sessions_ended(tx, ended)
+    return len(ended)
 
 
 def expire(tx: Tx) -> None:
@@ -98,6 +106,7 @@ def expire(tx: Tx) -> None:
             (tx.now_s, session_hash),
         )
         tx.emit(ev.SessionExpired(participant_id=pid))
+        tx.engine.sessions_ended(tx, [session_hash])
 
 
 def next_expiry(tx: Tx) -> datetime | None:
@@ -130,3 +139,4 @@ def end_host_session(engine: Engine, bearer: str) -> None:
             " WHERE session_hash = ? AND participant_id = ? AND ended_at IS NULL",
             (tx.now_s, hash_secret(bearer), engine.host_participant_id),
         )
+        engine.sessions_ended(tx, [hash_secret(bearer)])

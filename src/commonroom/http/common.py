@@ -7,12 +7,14 @@ A view only translates: HTTP request -> (operation name, bearer, params) ->
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final, cast
 
 from quart import Response, request
 
 from commonroom.engine.operations import Operation
+from commonroom.engine.params import json_int
 from commonroom.http.serving import after_send
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import to_wire
@@ -52,16 +54,64 @@ async def read_params(op: Operation) -> tuple[dict[str, Any], bool]:
     """(params, from_query): the query string for GET, the JSON object body for POST."""
     if op.method == "GET":
         return {key: value for key, value in request.args.items()}, True
-    raw = await request.get_data(cache=False)
+    raw = cast(bytes, await request.get_data(cache=False, as_text=False))
     if not raw or not raw.strip():
         return {}, False
+    return parse_json_object(raw), False
+
+
+# An operation's parameters are flat (strings, integers, booleans, lists of
+# strings): deeper JSON is refused before it is parsed, so it can never reach
+# the parser's recursion limit.
+MAX_JSON_DEPTH: Final = 16
+
+
+def parse_json_object(raw: bytes) -> dict[str, Any]:
+    """A request body as a JSON object, or `invalid_request` saying what is wrong with it.
+
+    Integers of more than 19 digits parse to a marker that the parameter
+    record refuses naming its field (no 4,300-digit conversion limit hit).
+    """
+    if nests_deeper_than(raw, MAX_JSON_DEPTH):
+        raise invalid_request(f"the body nests deeper than {MAX_JSON_DEPTH} levels", "body")
     try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise invalid_request(f"the body is not JSON: {exc}") from None
+        body = json.loads(raw, parse_int=json_int)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise invalid_request(f"the body is not JSON: {exc}", "body") from None
     if not isinstance(body, dict):
-        raise invalid_request("the body must be a JSON object")
-    return body, False
+        raise invalid_request("the body must be a JSON object", "body")
+    return body
+
+
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def nests_deeper_than(raw: bytes, limit: int) -> bool:
+    """Whether a JSON parser could nest the arrays/objects of `raw` more than `limit` deep.
+
+    Brackets inside strings do not count. Every step is a C-speed pass (a
+    body with few brackets costs two `count`s): strings are cut out, all but
+    brackets deleted, then `[]` and `{}` pairs are removed by `bytes.replace`,
+    which peels at most one level per call. After k calls that changed
+    something, the openers left are unclosed (or mismatched), each one more
+    level the parser would enter, so k + those openers bounds the depth from
+    above (mixing both kinds can count a level twice: depth 8 always passes).
+    """
+    if raw.count(b"[") + raw.count(b"{") <= limit:
+        return False
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKET)
+    levels = 0
+    while brackets and levels <= limit:
+        before = brackets
+        for pair in (b"[]", b"{}"):
+            peeled = brackets.replace(pair, b"")
+            if peeled != brackets:
+                levels += 1
+                brackets = peeled
+        if brackets == before:
+            break
+    return levels + brackets.count(b"[") + brackets.count(b"{") > limit
 
 
 def bearer_from_header(headers: Any = None) -> str | None:

@@ -3,16 +3,16 @@
 Bearer sessions only, no cookies. Every operation route comes from the
 operation table; the stream routes (observe, observe/ws, wait) call
 `commonroom.streams`. Before any view: the Host allow-list (DNS rebinding),
-the Origin check, and the rate limits -- 600 requests a minute per bearer,
-60 a minute per client address for everything unauthenticated (discovery,
-join, and a bearer the room has not yet accepted, so guessing secrets is slow).
+the Origin check, and the rate limits -- 600 requests per bearer in any 60 s,
+60 per client address for everything else (discovery, join, and a bearer
+that is not a live session, so guessing secrets is slow). See `Gate`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container, Iterable
 from typing import Any
 
 import attrs
@@ -31,7 +31,8 @@ from commonroom.http.common import (
     operation_view,
     rate_limited,
 )
-from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.http.serving import HEADER_CHECK
+from commonroom.protocol.errors import CommonroomError
 from commonroom.ratelimit import RateLimiter
 from commonroom.room.core import Room
 
@@ -59,17 +60,24 @@ def origin_allowed(origin: str | None) -> bool:
 
 
 class Gate:
-    """Rate limits keyed by the hash of a bearer (never the bearer) or the client address."""
+    """Rate limits keyed by the hash of a bearer (never the bearer) or the client address.
 
-    def __init__(self, settings: IngressSettings) -> None:
+    A bearer the engine knows as a live session is charged to its own
+    window from its first request; anything else (no bearer, an unknown or
+    ended one) is charged to the client address, so guessing bearers runs at
+    the anonymous rate. `live_sessions` is the engine's set of live session
+    hashes: a set lookup, no store call, on the hot path.
+    """
+
+    def __init__(self, settings: IngressSettings, live_sessions: Container[bytes]) -> None:
         self.per_bearer = RateLimiter(settings.requests_per_minute, 60.0, settings.clock)
         self.per_address = RateLimiter(settings.anonymous_per_minute, 60.0, settings.clock)
-        self._known: set[bytes] = set()
+        self.live_sessions = live_sessions
 
     def admit(self, bearer: str | None, address: str) -> None:
         if bearer is not None:
-            key = hashlib.sha256(bearer.encode()).digest()
-            if key in self._known:
+            key = hashlib.sha256(bearer.encode("utf-8", "surrogateescape")).digest()
+            if key in self.live_sessions:
                 wait = self.per_bearer.acquire(key)
                 if wait is not None:
                     raise rate_limited(wait)
@@ -78,47 +86,63 @@ class Gate:
         if wait is not None:
             raise rate_limited(wait)
 
-    def accepted(self, bearer: str) -> None:
-        """A bearer the room accepted gets its own bucket from now on."""
-        key = hashlib.sha256(bearer.encode()).digest()
-        if key not in self._known:
-            self._known.add(key)
-            self.per_bearer.acquire(key)  # this request counted against the address
-
     def sweep(self) -> None:
         self.per_bearer.sweep()
         self.per_address.sweep()
+
+
+def request_refusal(host: str | None, origin: str | None) -> CommonroomError | None:
+    """The Host allow-list (DNS rebinding) and the Origin check, before anything else."""
+    if not host_allowed(host):
+        return CommonroomError("permission_denied", "Host not allowed")
+    if not origin_allowed(origin):
+        return CommonroomError("permission_denied", "Origin not allowed")
+    return None
+
+
+def _scope_header_check(headers: Iterable[tuple[bytes, bytes]]) -> CommonroomError | None:
+    found: dict[bytes, str] = {}
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered in (b"host", b"origin"):
+            found[lowered] = value.decode("latin-1")
+    return request_refusal(found.get(b"host"), found.get(b"origin"))
 
 
 def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> QuartTrio:
     settings = settings or IngressSettings()
     app = QuartTrio("commonroom.ingress")
     app.config["RESPONSE_TIMEOUT"] = settings.response_timeout
-    gate = Gate(settings)
+    gate = Gate(settings, room.engine.live_sessions)
     app.extensions["commonroom.gate"] = gate
+    # Also before a too-large body is refused (http/serving.py): 403 beats 413.
+    app.extensions[HEADER_CHECK] = _scope_header_check
 
     def client_address() -> str:
         return request.remote_addr or "unknown"
 
     @app.before_request
     async def guard() -> Response | None:
-        if not host_allowed(request.headers.get("Host")):
-            return error_response(CommonroomError("permission_denied", "Host not allowed"))
-        if not origin_allowed(request.headers.get("Origin")):
-            return error_response(CommonroomError("permission_denied", "Origin not allowed"))
+        refusal = request_refusal(request.headers.get("Host"), request.headers.get("Origin"))
+        if refusal is not None:
+            return error_response(refusal)
+        malformed: CommonroomError | None = None
         try:
-            gate.admit(bearer_from_header(), client_address())
+            bearer = bearer_from_header()
+        except CommonroomError as error:
+            bearer, malformed = None, error  # charged to the address, then refused
+        try:
+            gate.admit(bearer, client_address())
         except CommonroomError as error:
             return error_response(error)
-        return None
+        return None if malformed is None else error_response(malformed)
 
     async def bearer_source() -> str | None:
         return bearer_from_header()
 
     for op in CALLS:
         view = operation_view(op, room, bearer_source)
-        app.add_url_rule(op.path, endpoint=op.name, view_func=_accepting(view, gate),
-                         methods=[op.method])
+        app.add_url_rule(op.path, endpoint=op.name, view_func=view, methods=[op.method])
 
     @app.get("/.well-known/agent-workspace")
     async def well_known() -> Response:
@@ -139,10 +163,7 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     async def open_stream(name: str, params: dict[str, Any], headers: Any = None) -> StreamStart:
         """Authorize and validate a stream operation of the table; where it starts."""
         bearer = bearer_from_header(headers)
-        start = await stream_views.open_start(room, name, bearer, params)
-        assert bearer is not None
-        gate.accepted(bearer)
-        return start
+        return await stream_views.open_start(room, name, bearer, params)
 
     @app.get("/workspace/observe")
     async def observe() -> Response:
@@ -163,10 +184,9 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     @app.websocket("/workspace/observe/ws")
     async def observe_ws() -> Any:
         try:
-            if not host_allowed(websocket.headers.get("Host")) or not origin_allowed(
-                websocket.headers.get("Origin")
-            ):
-                raise CommonroomError("permission_denied", "Host or Origin not allowed")
+            refusal = request_refusal(websocket.headers.get("Host"), websocket.headers.get("Origin"))
+            if refusal is not None:
+                raise refusal
             gate.admit(bearer_from_header(websocket.headers), websocket.remote_addr or "unknown")
             start = await open_stream(
                 "workspace.observe_ws", dict(websocket.args.items()), websocket.headers
@@ -178,36 +198,3 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
 
     return app
 
-
-def _accepting(view: Any, gate: Gate) -> Any:
-    """After a successful authenticated call, give the bearer its own bucket."""
-
-    async def wrapped() -> Response:
-        response: Response = await view()
-        if response.status_code < 400:
-            header = request.headers.get("Authorization", "")
-            if header.lower().startswith("bearer "):
-                gate.accepted(header[7:].strip())
-        return response
-
-    wrapped.__name__ = view.__name__
-    return wrapped
-
-
-def _cursor(raw: str | None, field: str) -> int | None:
-    if raw is None or raw == "":
-        return None
-    try:
-        value = int(raw, 10)
-    except ValueError:
-        raise invalid_request(f"{field} must be an event id", field) from None
-    if value < 0:
-        raise invalid_request(f"{field} must be an event id", field)
-    return value
-
-
-def _number(raw: str, field: str) -> float:
-    try:
-        return float(raw)
-    except ValueError:
-        raise invalid_request(f"{field} must be a number", field) from None

@@ -88,9 +88,10 @@ from quart_trio.wrappers.request import TrioBody, TrioRequest
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
 from werkzeug.wrappers import Response as WerkzeugResponse
 
-from commonroom.protocol.errors import CommonroomError, body_too_large
+from commonroom.protocol.errors import CommonroomError, body_too_large, internal_error
 
 __all__ = [
+    "HEADER_CHECK",
     "HardenedHTTPConnection",
     "HardenedRequest",
     "ServeConfig",
@@ -123,6 +124,10 @@ def after_send(response: Response, callback: Callable[[], None]) -> Response:
     """
     setattr(response, _AFTER_SEND, callback)
     return response
+
+HEADER_CHECK: Final = "commonroom.http.header_check"
+"""``app.extensions[HEADER_CHECK]``: ``f(asgi_headers) -> CommonroomError | None``, run
+before a declared-too-large body is refused (that refusal skips the app)."""
 
 
 def _check_loopback(_instance: object, _attribute: object, host: str) -> None:
@@ -216,13 +221,19 @@ class HardenedHTTPConnection(TrioASGIHTTPConnection):
         if limit is not None:
             declared = _declared_length(self.scope["headers"])
             if declared is not None and declared > limit:
-                await self._refuse_body(receive, send, limit)
+                # The app's own header check (say Host/Origin) still comes
+                # first: a refused origin is told 403, not 413.
+                check = self.app.extensions.get(HEADER_CHECK)
+                refusal = check(self.scope["headers"]) if check is not None else None
+                await self._refuse_body(receive, send, refusal or body_too_large(limit))
                 return
         await super().__call__(receive, send)
 
-    async def _refuse_body(self, receive: ASGIReceiveCallable, send: ASGISendCallable, limit: int) -> None:
-        """Answer 413 without running the app and without reading the body."""
-        response = _error_response(self.app.response_class, body_too_large(limit), close=True)
+    async def _refuse_body(
+        self, receive: ASGIReceiveCallable, send: ASGISendCallable, error: CommonroomError
+    ) -> None:
+        """Answer `error` without running the app and without reading the body."""
+        response = _error_response(self.app.response_class, error, close=True)
         async with trio.open_nursery() as nursery:
             # hypercorn hands the app whatever body bytes already arrived, over
             # a bounded channel; keep taking (and dropping) them so it never blocks.
@@ -319,7 +330,8 @@ async def _on_http_exception(error: HTTPException) -> Response:
         )
         return _error_response(response_class, too_large, close=True)
     if status >= 500:
-        return _error_response(response_class, CommonroomError("invalid_request", "internal error", http_status=status))
+        log.error("HTTP %s raised in %s %s", status, request.method, request.path, exc_info=error)
+        return _error_response(response_class, internal_error())
     headers: dict[str, str] = {}
     if isinstance(error, MethodNotAllowed) and error.valid_methods:
         headers["Allow"] = ", ".join(sorted(error.valid_methods))
@@ -336,11 +348,10 @@ async def _on_commonroom_error(error: CommonroomError) -> Response:
 
 
 async def _on_unexpected(error: Exception) -> Response:
+    # A bug: logged once here with its traceback (quart does not log an
+    # exception it hands to a registered handler); the client sees only the code.
     log.error("unhandled error in %s %s", request.method, request.path, exc_info=error)
-    return _error_response(
-        current_app.response_class,
-        CommonroomError("invalid_request", "internal error", http_status=500),
-    )
+    return _error_response(current_app.response_class, internal_error())
 
 
 def install_json_errors(app: QuartTrio) -> None:
@@ -349,7 +360,7 @@ def install_json_errors(app: QuartTrio) -> None:
     HTTP errors (404, 405, 400, ...) become ``invalid_request`` with their own
     status; 413 becomes ``limit_exceeded``; a `CommonroomError` that escapes a
     view is sent as is; any other exception is a bug: it is logged with its
-    traceback and answered ``invalid_request`` "internal error" with status 500.
+    traceback and answered ``internal_error`` with status 500.
     """
     app.register_error_handler(HTTPException, _on_http_exception)
     app.register_error_handler(CommonroomError, _on_commonroom_error)
@@ -539,7 +550,9 @@ class _HardenedTCPServer(TCPServer):
                         for start in range(0, len(view), _WRITE_SLICE):
                             scope.deadline = trio.current_time() + self._write_timeout
                             await self.stream.send_all(view[start : start + _WRITE_SLICE])
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+                    # Busy cannot happen while every sender holds send_lock; if it
+                    # ever does, this connection ends, never the server.
                     broken = True
                 finally:
                     self._write_scope = None
@@ -575,11 +588,15 @@ class _HardenedTCPServer(TCPServer):
             return
         self._half_closed = True
         self._read_scope.deadline = trio.current_time() + _LINGER_SECONDS
-        try:
-            await self.stream.send_eof()
-        except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError):
-            with trio.CancelScope(shield=True):
-                await self.stream.aclose()
+        # Under the send lock: the app may still be writing the response (say a
+        # client sent more than its Content-Length and the reader saw the
+        # protocol error first); a FIN next to that write is BusyResourceError.
+        async with self.send_lock:
+            try:
+                await self.stream.send_eof()
+            except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError):
+                with trio.CancelScope(shield=True):
+                    await self.stream.aclose()
 
     async def _read_data(self) -> None:
         with self._read_scope:
@@ -660,29 +677,33 @@ async def serve(
                 live.add(server)
                 try:
                     await server.run()
+                except Exception:
+                    # A bug in one connection must not end the listener (and with
+                    # it the room): log it once, drop that connection.
+                    log.exception("connection handler failed")
                 finally:
                     live.discard(server)
 
             async with trio.open_nursery() as server_nursery:
-                async with trio.open_nursery() as accept_nursery:
-                    accept_nursery.start_soon(
-                        partial(
-                            trio.serve_listeners,
-                            handle_connection,
-                            listeners,
-                            handler_nursery=server_nursery,
+                try:
+                    async with trio.open_nursery() as accept_nursery:
+                        accept_nursery.start_soon(
+                            partial(
+                                trio.serve_listeners,
+                                handle_connection,
+                                listeners,
+                                handler_nursery=server_nursery,
+                            )
                         )
-                    )
-                    task_status.started(port)
-                    try:
+                        task_status.started(port)
                         await shutdown_trigger()
-                    except BaseException:
-                        # Cancelled from outside (not a graceful stop): pending writes to
-                        # stalled readers must not hold the cancellation for write_timeout.
-                        for server in tuple(live):
-                            server.shorten_writes(config.shutdown_write_timeout)
-                        raise
-                    accept_nursery.cancel_scope.cancel()
+                        accept_nursery.cancel_scope.cancel()
+                except BaseException:
+                    # Ending abnormally (cancelled from outside, or a crash): a
+                    # stalled reader's shielded write must not hold the exit.
+                    for server in tuple(live):
+                        server.shorten_writes(config.shutdown_write_timeout)
+                    raise
                 for server in tuple(live):
                     server.shorten_writes(config.shutdown_write_timeout)
                 await listener.aclose()

@@ -28,6 +28,11 @@ STATUS: Final[dict[str, int]] = {
     "handoff_conflict": 409,
     "limit_exceeded": 429,
     "transport_unavailable": 503,
+    # Server faults (docs/protocol.md "Server faults"): never `invalid_request`.
+    # The room could not write its document or sidecar; nothing was committed.
+    "storage_unavailable": 503,
+    # A bug: logged with its traceback on the room's stderr, never sent.
+    "internal_error": 500,
 }
 
 # Fields a client may act on without parsing `message`; they sit at the top
@@ -93,6 +98,11 @@ def invalid_request(message: str, field: str | None = None) -> CommonroomError:
     """`invalid_request`, naming the offending field when there is one."""
     details = {"field": field} if field is not None else {}
     return CommonroomError("invalid_request", message, details)
+
+
+def internal_error() -> CommonroomError:
+    """What a client sees of an unexpected exception: no detail (it is logged instead)."""
+    return CommonroomError("internal_error", "internal error; the room logged it", {})
 
 
 def body_too_large(limit: int) -> CommonroomError:

@@ -77,11 +77,30 @@ class DocumentFile:
             os.unlink(temp)
 
     def install(self, temp: Path) -> None:
-        """Rename the prepared temp file over the document and fsync the folder."""
+        """Rename the prepared temp file over the document and fsync the folder.
+
+        Raises OSError only when the rename failed, i.e. the document is
+        unchanged: once the rename happened the new bytes are the file, and
+        calling that a failure would make the caller undo a write that landed.
+        """
         os.replace(temp, self.path)
-        dir_fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-        self.stamp = FileStamp.of(os.stat(self.path))
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        with contextlib.suppress(OSError):
+            self.stamp = FileStamp.of(os.stat(self.path))
+
+    def check_writable(self) -> None:
+        """Raise OSError unless the document and its folder take writes (temp file + rename).
+
+        `os.access` honours what refuses even root (an immutable file or
+        folder, a read-only mount) as well as permission bits and ACLs, and
+        writes nothing.
+        """
+        if self.path.exists() and not os.access(self.path, os.W_OK):
+            raise PermissionError(1, "the file is read-only or immutable", self.path.name)
+        if not os.access(self.path.parent, os.W_OK | os.X_OK):
+            raise PermissionError(1, "its folder is read-only or immutable", self.path.parent.name)

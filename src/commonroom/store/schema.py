@@ -2,7 +2,9 @@
 
 `MIGRATIONS[i]` takes a database at schema version i to i+1. A new table for a
 later feature (handoffs, tasks, messages) is a new entry at the end; existing
-entries never change once released.
+entries never change once released. Every table must be an ordinary rowid
+table (no WITHOUT ROWID, no virtual tables): `store/undo.py` reverses a
+committed transaction row by rowid.
 """
 
 from __future__ import annotations
