@@ -61,6 +61,8 @@ class Room:
             lambda: dispatch.execute(self.engine, name, bearer, params, from_query=from_query)
         )
         self.publish(outcome.events)
+        if self.engine.presence.pending():
+            self._sweep_wakeup.set()  # a new arrival: the sweeper announces it
         return outcome
 
     async def call(

@@ -57,7 +57,7 @@ from typing import Any
 import attrs
 import trio
 
-from commonroom.engine import sessions
+from commonroom.engine import addressing, sessions
 from commonroom.engine.core import Engine, Tx
 from commonroom.engine.reads import events_after, latest_event_id
 from commonroom.hub import Subscriber
@@ -383,9 +383,12 @@ async def observe(
 # ------------------------------------------------------------ long-poll
 
 
-def _answer(events: list[Event], cursor: int, latest: int) -> dict[str, Any]:
+def _answer(events: list[Event], cursor: int, latest: int, reader: str | None = None
+            ) -> dict[str, Any]:
     if events:
         cursor = events[-1].event_id
+    if reader is not None:
+        events = addressing.mark(events, reader)
     return {
         "events": [event.to_dict() for event in events],
         "cursor": cursor,
@@ -404,7 +407,8 @@ def _resync_answer(window: _Window) -> dict[str, Any]:
 
 
 async def wait_for_events(
-    room: Room, *, cursor: int, timeout_seconds: float, limit: int = WAIT_MAX_EVENTS
+    room: Room, *, cursor: int, timeout_seconds: float, limit: int = WAIT_MAX_EVENTS,
+    participant_id: str | None = None,
 ) -> dict[str, Any]:
     """The long-poll (GET /workspace/wait).
 
@@ -413,7 +417,8 @@ async def wait_for_events(
     JSON objects], "cursor": <new cursor>, "resync": bool, "latest_event_id":
     n}`; `"resync": true` (with cursor = latest) when the cursor fell off the
     ring. Subscribes before reading the ring so an event arriving in between
-    is not missed.
+    is not missed. With `participant_id`, events addressed to it are marked
+    (`"addressed": true`) and its own events do not end the hold early.
     """
     cursor = max(0, cursor)
     limit = max(1, min(limit, WAIT_MAX_EVENTS))
@@ -423,12 +428,16 @@ async def wait_for_events(
         if window.expired(cursor):
             return _resync_answer(window)
         if window.events or timeout == 0 or sub.closed:
-            return _answer(window.events, cursor, window.latest)
+            return _answer(window.events, cursor, window.latest, participant_id)
         with trio.move_on_after(timeout):
             while not sub.closed:
                 batch = [event for event in await sub.next_batch() if event.event_id > cursor]
+                if batch and participant_id is not None and all(
+                    addressing.caused_by(event, participant_id) for event in batch
+                ):
+                    continue  # never woken by its own messages and moves
                 if batch and _contiguous(batch, cursor):
-                    return _answer(batch[:limit], cursor, room.hub.latest_event_id)
+                    return _answer(batch[:limit], cursor, room.hub.latest_event_id, participant_id)
                 if batch or sub.lagged:
                     break
         if sub.closed:
@@ -438,7 +447,7 @@ async def wait_for_events(
     window = await _ring(room, cursor, limit)
     if window.expired(cursor):
         return _resync_answer(window)
-    return _answer(window.events, cursor, window.latest)
+    return _answer(window.events, cursor, window.latest, participant_id)
 
 
 def _contiguous(events: list[Event], cursor: int) -> bool:

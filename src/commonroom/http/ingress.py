@@ -186,7 +186,8 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         try:
             start = await open_stream("workspace.wait", dict(request.args.items()))
             answer = await streams.wait_for_events(
-                room, cursor=start.cursor or 0, timeout_seconds=start.timeout_seconds
+                room, cursor=start.cursor or 0, timeout_seconds=start.timeout_seconds,
+                participant_id=start.actor.participant_id,
             )
         except CommonroomError as error:
             return error_response(error)
