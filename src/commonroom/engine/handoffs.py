@@ -147,7 +147,7 @@ def open_handoffs(tx: Tx) -> list[Handoff]:
         _row(row)
         for row in tx.conn.execute(
             f"SELECT {_COLUMNS} FROM handoffs WHERE status IN ('requested', 'accepted')"
-            " ORDER BY created_at, handoff_id"
+            " ORDER BY created_at, rowid"
         )
     ]
 
@@ -365,13 +365,13 @@ def handoff_one(tx: Tx, p: HandoffIdParams) -> Handoff:
 def list_handoffs(tx: Tx, p: HandoffsParams) -> Handoffs:
     if p.status is None:
         rows = tx.conn.execute(
-            f"SELECT {_COLUMNS} FROM handoffs ORDER BY created_at DESC, handoff_id LIMIT ?",
+            f"SELECT {_COLUMNS} FROM handoffs ORDER BY created_at DESC, rowid DESC LIMIT ?",
             (p.limit,),
         )
     else:
         rows = tx.conn.execute(
             f"SELECT {_COLUMNS} FROM handoffs WHERE status = ?"
-            " ORDER BY created_at DESC, handoff_id LIMIT ?",
+            " ORDER BY created_at DESC, rowid DESC LIMIT ?",
             (p.status, p.limit),
         )
     return Handoffs([_row(row) for row in rows])
