@@ -450,3 +450,19 @@ def test_edited_regions_names_own_text_changes_only() -> None:
     assert edited_regions(before, Outline("PRE\n# A\na\n## B\nb\n## C\nc\n# D\nd\n")) == []
     assert edited_regions(before, Outline("pre\n# A\na\n## B\nb\n## C\nc\n## E\ne\n# D\nd\n")) == [
         "A/E"]
+
+
+def test_an_edit_made_while_no_room_ran_holds_nothing(doc_path: Any, clock: Any) -> None:
+    from commonroom.engine.dispatch import open_engine
+
+    engine = open_engine(doc_path, clock=clock)
+    engine.close()
+    doc_path.write_text(doc_path.read_text().replace("Nothing yet.", "Edited offline."))
+    engine = open_engine(doc_path, clock=clock)
+    try:
+        assert engine.current_version == 2  # the file won
+        rows = engine.conn.execute("SELECT count(*) FROM leases").fetchone()[0]
+        assert rows == 0
+        assert engine.human_hold_minutes == limits.HUMAN_HOLD_MINUTES  # live edits hold again
+    finally:
+        engine.close()

@@ -222,8 +222,9 @@ class Engine:
         self.transport_name = "none"
         self.lifecycle = "open"
         self.serving = limits.ServingLimits()  # the service sets the actual ones
-        # How long an external edit holds the regions it changed (`--human-hold-minutes`).
-        self.human_hold_minutes: float = limits.HUMAN_HOLD_MINUTES
+        # How long an external edit holds the regions it changed (`--human-hold-minutes`);
+        # 0 while opening: an edit made while no room ran is nobody typing now.
+        self.human_hold_minutes: float = 0.0
         # Presence is a room-process fact (who called in the last 90 s); it is
         # kept in memory and written to the sidecar only when a participant leaves.
         self.presence = Presence()
@@ -237,6 +238,7 @@ class Engine:
         self.conn.execute("PRAGMA foreign_keys=ON")
         migrate(self.conn)
         self._open(name)
+        self.human_hold_minutes = limits.HUMAN_HOLD_MINUTES
 
     # ------------------------------------------------------------------ setup
 
@@ -403,7 +405,8 @@ class Engine:
         return events
 
     def sweep(self) -> tuple[list[Event], datetime | None]:
-        """For the room's sweeper: apply due expiries; return events and the next due time."""
+        """For the room's sweeper: apply due expiries and the sweep-only hooks (presence);
+        return their events and the next due time."""
         now = self.clock()
         events = self.refresh(now)
         due = self._earliest(self.hooks.next_sweep)
