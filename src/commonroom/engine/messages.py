@@ -11,6 +11,7 @@ only the handoff's two participants and the host may post. `seq` increases by
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import attrs
 
@@ -43,10 +44,10 @@ class MessagesParams:
 _COLUMNS = "message_id, seq, participant_id, recipients, handoff_id, text, created_at"
 
 
-def _row(row: tuple[object, ...]) -> Message:
-    values = list(row)
-    values[3] = json.loads(str(values[3]))
-    return Message(*values)  # type: ignore[arg-type]
+def _row(row: tuple[Any, ...]) -> Message:
+    message_id, seq, participant_id, recipients, handoff_id, text, created_at = row
+    return Message(message_id, seq, participant_id, json.loads(recipients), handoff_id, text,
+                   created_at)
 
 
 def send(tx: Tx, p: MessageParams) -> Message:
