@@ -466,3 +466,14 @@ def test_an_edit_made_while_no_room_ran_holds_nothing(doc_path: Any, clock: Any)
         assert engine.human_hold_minutes == limits.HUMAN_HOLD_MINUTES  # live edits hold again
     finally:
         engine.close()
+
+
+def test_retrying_a_request_id_is_not_another_send(room: Driver) -> None:
+    a, b = room.join("a"), room.join("b")
+    first = room.call("handoff.request", a["session_id"], to_participant_id=b["participant_id"],
+                      summary="take it", request_id="once")
+    for _ in range(limits.GUARD_MAX_SENDS + 5):
+        again = room.call("handoff.request", a["session_id"], to_participant_id=b["participant_id"],
+                          summary="take it", request_id="once")
+        assert again["handoff_id"] == first["handoff_id"]
+    assert events_of(room, "guard.tripped") == []
