@@ -38,13 +38,14 @@ from commonroom.credentials import Credentials, credentials_path, read_credentia
 from commonroom.engine import sessions
 from commonroom.engine.core import SIDECAR_SUFFIX
 from commonroom.engine.dispatch import open_engine
+from commonroom.engine.operations import BODY_LIMITS
 from commonroom.http.ingress import Gate, IngressSettings, create_ingress_app
 from commonroom.http.owner import OwnerAuth, create_owner_app
 from commonroom.http.serving import ServeConfig, serve, wait_for_stop_signal
 from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
-from commonroom.protocol.limits import ServingLimits
+from commonroom.protocol.limits import HUMAN_HOLD_MINUTES, ServingLimits
 from commonroom.protocol.timefmt import Clock, system_clock
 from commonroom.room.core import Room
 from commonroom.store.document import DocumentFile
@@ -70,6 +71,7 @@ class ServeOptions:
     install_signal_handlers: bool = True
     requests_per_minute: int = 600
     anonymous_per_minute: int = 60
+    human_hold_minutes: float = HUMAN_HOLD_MINUTES  # an external edit holds what it changed
     # Injected time for tests: the engine's wall clock and the rate limiter's monotonic one.
     clock: Clock = system_clock
     rate_clock: Callable[[], float] = trio.current_time
@@ -140,6 +142,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
             requests_per_minute=options.requests_per_minute,
             anonymous_per_minute=options.anonymous_per_minute,
         )
+        engine.human_hold_minutes = options.human_hold_minutes
         try:
             room = Room(engine)
             await _run(room, plugin, options, doc, on_ready, stop)
@@ -183,6 +186,9 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
     ingress_app = create_ingress_app(room, settings)
     auth = OwnerAuth(host_session)
     owner_app = create_owner_app(room, auth, heartbeat_seconds=options.heartbeat_seconds)
+    # The attachment and surface routes take bodies past the listeners' 1 MiB.
+    ingress_app.config["BODY_LIMITS"] = dict(BODY_LIMITS)
+    owner_app.config["BODY_LIMITS"] = {"/owner/api" + path: n for path, n in BODY_LIMITS.items()}
     notes: list[str] = []
 
     async with trio.open_nursery() as nursery:

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -345,3 +346,23 @@ def test_a_whole_session_through_the_tailcat_transport(doc: Path, tmp_path: Path
     finally:
         assert room.stop() == 0
         room.close()
+
+
+def test_serve_human_hold_minutes_reaches_the_room(doc: Path) -> None:
+    """`ce serve --human-hold-minutes N`: the host's own edit holds the section for N minutes."""
+    process = start_room(doc, "--port-ingress", "0", "--human-hold-minutes", "7")
+    try:
+        invitation = ce_ok("invite", str(doc))["invitation"]
+        session = ce_ok("join", invitation, "--name", "agent", "--no-hold")["session_id"]
+        doc.write_text(doc.read_text().replace("## Risks\n", "## Risks\n\nTyped by the host.\n"))
+        error, _ = ce_err("call", invitation, "POST", "/workspace/checkout", "--session", session,
+                          "--body", '{"region": "Risks"}')
+        assert error["error"] == "lease_conflict" and error["details"]["reason"] == "human_editing"
+        leases = ce_ok("call", invitation, "GET", "/workspace/leases", "--session", session)["leases"]
+        (hold,) = [lease for lease in leases if lease["lease_id"] == error["lease_id"]]
+        held = datetime.fromisoformat(hold["expires_at"]) - datetime.fromisoformat(hold["acquired_at"])
+        assert held == timedelta(minutes=7)
+    finally:
+        process.close()
+    bad = ce("serve", str(doc), "--human-hold-minutes", "-1", "--json")
+    assert bad.returncode != 0 and "human-hold-minutes" in bad.stdout + bad.stderr

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,34 @@ def test_every_call_answers_what_its_schema_says(room: Driver) -> None:
     call("workspace.history", bearer)
     call("workspace.invitations", host)
     call("workspace.revoke_invitation", host, invite_id=invite["invite_id"])
+    # Handoffs, tasks, room text, attachments, surfaces (PROTOCOL.md 9, 10, 10.1).
+    pal = room.join("pal")  # the default agent set: message and handoff included
+    pal_bearer = pal["session_id"]
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
+    att = call("attachment.add", pal_bearer, file_name="notes.md", mime_type="text/markdown",
+               data_base64=base64.b64encode(b"# notes\n").decode())
+    call("attachment.get", bearer, attachment_id=att["attachment_id"])
+    ho = call("handoff.request", pal_bearer, to_participant_id=room.engine.host_participant_id,
+              summary="review the plan", region="Plan", attachment_ids=[att["attachment_id"]],
+              request_id="r1")
+    accepted = call("handoff.respond", host, handoff_id=ho["handoff_id"], decision="accept")
+    call("task.get", pal_bearer, task_id=accepted["task_id"])
+    call("task.update", host, task_id=accepted["task_id"], status="input_required",
+         status_message="which list?")
+    call("workspace.message", pal_bearer, text="the first one", to=[room.engine.host_participant_id],
+         handoff_id=ho["handoff_id"])
+    call("workspace.messages", bearer, after=0)
+    call("handoff.result", host, handoff_id=ho["handoff_id"], status="completed", summary="done")
+    call("task.cancel", pal_bearer, task_id=accepted["task_id"])  # finished: an ack
+    second_ho = call("handoff.request", pal_bearer, to_participant_id=room.engine.host_participant_id,
+                     summary="another")
+    call("handoff.cancel", pal_bearer, handoff_id=second_ho["handoff_id"])
+    call("workspace.handoffs", bearer)
+    call("workspace.handoff", bearer, handoff_id=ho["handoff_id"])
+    call("workspace.advertise", pal_bearer, capabilities=["python", "review"])
+    call("surface.publish", pal_bearer, data_base64=png)
+    call("surface.read", bearer, participant_id=pal["participant_id"])
+    call("surface.clear", pal_bearer)
     second = room.join("second")
     call("session.revoke", host, participant_id=second["participant_id"])
     call("workspace.leave", bearer)

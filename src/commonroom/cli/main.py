@@ -114,6 +114,8 @@ def main() -> None:
               help="Session ingress port (default: last time's port when free; 0: any).")
 @click.option("--ephemeral", is_flag=True,
               help="Keep the sidecar in a temp folder and delete it on exit.")
+@click.option("--human-hold-minutes", type=click.FloatRange(min=0), default=2.0, show_default=True,
+              help="How long your own edit of a section keeps agents out of it (0: never).")
 @json_option
 @guarded(interrupt_exit=0)
 def serve(
@@ -122,6 +124,7 @@ def serve(
     port_owner: int | None,
     port_ingress: int | None,
     ephemeral: bool,
+    human_hold_minutes: float,
     json_mode: bool,
 ) -> None:
     """Open the room around FILE until Ctrl-C; print its URL and an invitation."""
@@ -135,6 +138,7 @@ def serve(
         owner_port=port_owner,
         ingress_port=port_ingress,
         ephemeral=ephemeral,
+        human_hold_minutes=human_hold_minutes,
     )
     ready_printed = False
 

@@ -10,12 +10,12 @@ exactly one of them gets a session.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
 
-from commonroom.engine import sessions
+from commonroom.engine import handoffs, sessions, surfaces
 from commonroom.engine.core import Tx, hash_secret, new_id
 from commonroom.engine.leases import end_leases_of
 from commonroom.protocol import capabilities as caps_mod
@@ -74,6 +74,14 @@ class ParticipantIdParams:
 @attrs.frozen
 class NoParams:
     pass
+
+
+@attrs.frozen
+class AdvertiseParams:
+    capabilities: list[str] = attrs.field(
+        metadata={"doc": f"your self-reported tokens (at most {limits.ADVERTISED_MAX_TOKENS} of"
+                  f" at most {limits.ADVERTISED_TOKEN_MAX} characters): hints, never authority"}
+    )
 
 
 # ---------------------------------------------------------------- handlers
@@ -239,6 +247,8 @@ def revoke_sessions(tx: Tx, p: ParticipantIdParams) -> SessionsRevoked:
 def leave(tx: Tx, p: NoParams) -> Left:
     pid = tx.actor.participant_id
     end_leases_of(tx, pid, "left")
+    handoffs.on_leave(tx, pid)
+    surfaces.clear_of(tx, pid)
     sessions.end_sessions(tx, pid, "left")
     tx.conn.execute(
         "UPDATE participants SET left_at = ?, last_seen = ? WHERE participant_id = ?",
@@ -270,3 +280,40 @@ def list_participants(tx: Tx) -> list[Participant]:
             )
         )
     return out
+
+
+def advertise(tx: Tx, p: AdvertiseParams) -> Participant:
+    """Replace the caller's advertised tokens: discovery hints shown in participants.
+
+    Never authority: capabilities come from the session alone, so a token named
+    like a real capability (`approve`) grants nothing.
+    """
+    tokens = list(dict.fromkeys(token.strip() for token in p.capabilities))
+    if len(tokens) > limits.ADVERTISED_MAX_TOKENS:
+        raise invalid_request(
+            f"at most {limits.ADVERTISED_MAX_TOKENS} advertised tokens", "capabilities"
+        )
+    for token in tokens:
+        if not token or len(token) > limits.ADVERTISED_TOKEN_MAX:
+            raise invalid_request(
+                f"each advertised token is 1 to {limits.ADVERTISED_TOKEN_MAX} characters",
+                "capabilities",
+            )
+    pid = tx.actor.participant_id
+    tx.conn.execute(
+        "UPDATE participants SET advertised = ? WHERE participant_id = ?", (json.dumps(tokens), pid)
+    )
+    return next(each for each in list_participants(tx) if each.participant_id == pid)
+
+
+def presence_sweep(tx: Tx) -> None:
+    """The `on_sweep` hook: announce presence changes (`participant.present` / `.away`)."""
+    arrived, gone = tx.engine.presence.transitions(tx.now)
+    for pid in arrived:
+        tx.emit(ev.ParticipantPresent(pid))
+    for pid in gone:
+        tx.emit(ev.ParticipantAway(pid))
+
+
+def presence_due(tx: Tx) -> datetime | None:
+    return tx.engine.presence.next_change(tx.now)

@@ -164,6 +164,10 @@ class Hooks:
     on_document_change: tuple[ChangeHook, ...] = ()
     on_expiry: tuple[TxHook, ...] = ()
     next_expiry: tuple[Callable[[Tx], datetime | None], ...] = ()
+    # Run by the room's sweeper only (`Engine.sweep`), never before an operation:
+    # presence changes are announced by the sweeper, not by whoever calls next.
+    on_sweep: tuple[TxHook, ...] = ()
+    next_sweep: tuple[Callable[[Tx], datetime | None], ...] = ()
 
 
 @attrs.define
@@ -247,6 +251,9 @@ class Engine:
         self.transport_name = "none"
         self.lifecycle = "open"
         self.serving = limits.ServingLimits()  # the service sets the actual ones
+        # How long an external edit holds the regions it changed (`--human-hold-minutes`);
+        # 0 while opening: an edit made while no room ran is nobody typing now.
+        self.human_hold_minutes: float = 0.0
         # Presence is a room-process fact (who called in the last 90 s); it is
         # kept in memory and written to the sidecar only when a participant leaves.
         self.presence = Presence()
@@ -297,6 +304,7 @@ class Engine:
         except BaseException:
             self.conn.close()
             raise
+        self.human_hold_minutes = limits.HUMAN_HOLD_MINUTES
 
     # ------------------------------------------------------------------ setup
 
@@ -567,15 +575,26 @@ class Engine:
             tx.after_commit.append(partial(self.live_sessions.discard, bytes(session_hash)))
 
     def sweep(self) -> tuple[list[Event], datetime | None]:
-        """For the room's sweeper: apply due expiries; return events and the next due time."""
+        """For the room's sweeper: apply due expiries and the sweep-only hooks (presence);
+        return their events and the next due time."""
         now = self.clock()
         events = self.refresh(now)
-        return events, self.next_expiry()
+        due = self._earliest(self.hooks.next_sweep)
+        if due is not None and due <= now:
+            with self.transaction(now) as tx:
+                for hook in self.hooks.on_sweep:
+                    hook(tx)
+            events.extend(tx.events)
+        times = [t for t in (self.next_expiry(), self._earliest(self.hooks.next_sweep)) if t]
+        return events, min(times) if times else None
 
     def next_expiry(self) -> datetime | None:
         """The earliest moment a hook has something to expire (None: nothing pending)."""
+        return self._earliest(self.hooks.next_expiry)
+
+    def _earliest(self, finders: tuple[Callable[[Tx], datetime | None], ...]) -> datetime | None:
         tx = Tx(self, self.conn, self.clock())
-        times = [due for find in self.hooks.next_expiry if (due := find(tx)) is not None]
+        times = [due for find in finders if (due := find(tx)) is not None]
         return min(times) if times else None
 
     def _expiry_due(self, now: datetime) -> bool:

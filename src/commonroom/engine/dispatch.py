@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from commonroom.engine import leases, proposals, sessions
+from commonroom.engine import access, leases, proposals, sessions
 from commonroom.engine.core import Engine, Hooks, Outcome
 from commonroom.engine.operations import OPERATIONS_BY_NAME, Operation
 from commonroom.engine.params import parse_params
@@ -34,9 +34,16 @@ from commonroom.protocol.events import Event
 from commonroom.protocol.timefmt import Clock, system_clock
 
 HOOKS = Hooks(
-    on_document_change=(leases.on_document_change, proposals.on_document_change),
+    # The human-editing hold comes after the proposals hook: the edit supersedes
+    # pending proposals on the regions it touched, then holds those regions.
+    on_document_change=(
+        leases.on_document_change, proposals.on_document_change, leases.hold_human_edits,
+    ),
     on_expiry=(leases.expire, sessions.expire),
     next_expiry=(leases.next_expiry, sessions.next_expiry),
+    # Presence changes are announced by the room's sweeper (participant.present/away).
+    on_sweep=(access.presence_sweep,),
+    next_sweep=(access.presence_due,),
 )
 
 

@@ -14,12 +14,12 @@ never blocks anyone) and a document change that removed the region
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 import attrs
 
 from commonroom.engine.core import Snapshot, Tx, new_id
-from commonroom.engine.regions import WHOLE, related
+from commonroom.engine.regions import WHOLE, Outline, related
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.capabilities import allows
@@ -47,7 +47,8 @@ class LeaseIdParams:
     lease_id: str
 
 
-_COLUMNS = "lease_id, participant_id, region, acquired_at, expires_at"
+_COLUMNS = "lease_id, participant_id, region, acquired_at, expires_at, reason"
+HUMAN_EDITING: Final = "human_editing"
 
 
 def end_lease(tx: Tx, lease: Lease, reason: str) -> None:
@@ -123,13 +124,70 @@ def blocking_lease(tx: Tx, region: str, participant_id: str) -> Lease | None:
 def raise_if_blocked(tx: Tx, region: str, participant_id: str) -> None:
     lease = blocking_lease(tx, region, participant_id)
     if lease is not None:
+        details: dict[str, Any] = {
+            "participant_id": lease.participant_id, "expires_at": lease.expires_at,
+        }
+        if lease.reason == HUMAN_EDITING:
+            details["reason"] = HUMAN_EDITING
+            message = (f"{lease.region!r} is held: the host is editing it in their editor"
+                       f" (until {lease.expires_at})")
+        else:
+            message = f"{lease.region!r} is leased by another participant until {lease.expires_at}"
         raise CommonroomError(
-            "lease_conflict",
-            f"{lease.region!r} is leased by another participant until {lease.expires_at}",
-            {"participant_id": lease.participant_id, "expires_at": lease.expires_at},
-            lease_id=lease.lease_id,
-            region=lease.region,
+            "lease_conflict", message, details, lease_id=lease.lease_id, region=lease.region,
         )
+
+
+# -- the human-editing hold (PROTOCOL.md 10.1) ---------------------------------------
+
+
+def _own_texts(outline: Outline) -> dict[str, str]:
+    """Each region's own text: its heading line up to its first sub-heading (or its end)."""
+    heads = outline.headings
+    own: dict[str, str] = {}
+    for i, head in enumerate(heads):
+        end = heads[i + 1].start if i + 1 < len(heads) and heads[i + 1].start < head.end else head.end
+        own[head.path] = outline.text[head.start:end]
+    return own
+
+
+def edited_regions(before: Outline, after: Outline) -> list[str]:
+    """The regions of `after` whose own text differs from (or is missing in) `before`.
+
+    Ancestors whose own text is untouched are not named, so an edit inside
+    `Plan/Goals` names `Plan/Goals` and leaves `Plan/Risks` free. Text before
+    the first heading belongs to no region and holds nothing.
+    """
+    old = _own_texts(before)
+    return [path for path, text in _own_texts(after).items() if old.get(path) != text]
+
+
+def hold_human_edits(tx: Tx, before: Snapshot, after: Snapshot, committed: str | None) -> None:
+    """The `on_document_change` hook: an external edit holds the regions it changed.
+
+    The hold is a lease of the host's with `reason: human_editing` for
+    `engine.human_hold_minutes`; a second edit of a held region extends it.
+    Other participants' leases stay (their pending proposals there are
+    superseded by the proposals hook as usual).
+    """
+    minutes = tx.engine.human_hold_minutes
+    if minutes <= 0:
+        return
+    row = tx.conn.execute("SELECT source FROM versions WHERE version = ?", (after.version,)).fetchone()
+    if row is None or row[0] != "external":
+        return
+    host = tx.engine.host_participant_id
+    until = format_ts(tx.now + timedelta(minutes=minutes))
+    holds = {lease.region: lease for lease in active_leases(tx) if lease.reason == HUMAN_EDITING}
+    for region in edited_regions(before.outline, after.outline):
+        held = holds.get(region)
+        if held is not None:
+            tx.conn.execute("UPDATE leases SET expires_at = ? WHERE lease_id = ?", (until, held.lease_id))
+            tx.emit(ev.LeaseRenewed(held.lease_id, host, region, until))
+            continue
+        lease = Lease(new_id("ls_"), host, region, tx.now_s, until, HUMAN_EDITING)
+        tx.conn.execute(f"INSERT INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", attrs.astuple(lease))
+        tx.emit(ev.LeaseAcquired(lease.lease_id, host, region, until))
 
 
 def _expiry(now: datetime, acquired_at: str, minutes: int) -> str:
@@ -142,9 +200,10 @@ def checkout(tx: Tx, p: CheckoutParams) -> Lease:
     pid = tx.actor.participant_id
     raise_if_blocked(tx, span.region, pid)
     for lease in active_leases(tx):
-        if lease.participant_id == pid and lease.region == span.region:
+        if lease.participant_id == pid and lease.region == span.region and lease.reason is None:
             return _renew(tx, lease, p.minutes)
-    held = sum(1 for lease in active_leases(tx) if lease.participant_id == pid)
+    held = sum(1 for lease in active_leases(tx)
+               if lease.participant_id == pid and lease.reason is None)
     if held >= limits.MAX_OPEN_LEASES:
         raise CommonroomError(
             "limit_exceeded",
@@ -156,7 +215,7 @@ def checkout(tx: Tx, p: CheckoutParams) -> Lease:
         new_id("ls_"), pid, span.region, tx.now_s, _expiry(tx.now, tx.now_s, p.minutes)
     )
     tx.conn.execute(
-        f"INSERT INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", attrs.astuple(lease)
+        f"INSERT INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", attrs.astuple(lease)
     )
     tx.emit(ev.LeaseAcquired(lease.lease_id, pid, lease.region, lease.expires_at))
     return lease

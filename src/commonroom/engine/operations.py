@@ -24,8 +24,20 @@ from typing import Any, Final
 
 import attrs
 
-from commonroom.engine import access, leases, observe, proposals, reads
+from commonroom.engine import (
+    access,
+    attachments,
+    handoffs,
+    leases,
+    messages,
+    observe,
+    proposals,
+    reads,
+    surfaces,
+    tasks,
+)
 from commonroom.engine.core import Handler
+from commonroom.protocol import limits
 from commonroom.protocol import records as r
 from commonroom.protocol.capabilities import require
 
@@ -44,6 +56,8 @@ class Operation:
     read_only: bool = False
     destructive: bool = False
     idempotent: bool = False
+    body_bytes: int | None = None
+    """A larger request body limit for this route than the listener's (attachments)."""
 
     def check(self, held: Iterable[str], params: Any) -> None:
         """The capability rule; handlers add finer rules (holder, author, admin for raw commit)."""
@@ -149,11 +163,68 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         idempotent=True),
     _op("workspace.leave", "POST", "/workspace/leave", "read", NoParams, r.Left, access.leave,
         "Leave: your sessions end and your leases are released.", destructive=True),
+    # -- handoffs, tasks, room text, attachments, surfaces (PROTOCOL.md 9, 10, 10.1)
+    _op("handoff.request", "POST", "/workspace/handoff", "handoff", handoffs.RequestParams,
+        r.Handoff, handoffs.request,
+        "Ask another participant to take on something (a region, a review); the target"
+        " decides. Pass a request_id to make retries safe."),
+    _op("handoff.respond", "POST", "/workspace/handoff/respond", "handoff",
+        handoffs.RespondParams, r.Handoff, handoffs.respond,
+        "Accept or decline a handoff addressed to you; accepting creates its task."),
+    _op("handoff.result", "POST", "/workspace/handoff/result", "handoff", handoffs.ResultParams,
+        r.Handoff, handoffs.result,
+        "Report an accepted handoff of yours completed or failed, with a summary."),
+    _op("handoff.cancel", "POST", "/workspace/handoff/cancel", "handoff",
+        handoffs.HandoffIdParams, r.Handoff, handoffs.cancel,
+        "Cancel a handoff you requested (while requested or accepted).", destructive=True),
+    _op("workspace.handoffs", "GET", "/workspace/handoffs", "read", handoffs.HandoffsParams,
+        r.Handoffs, handoffs.list_handoffs, "Handoffs, newest first, optionally by status.",
+        **_READ),
+    _op("workspace.handoff", "GET", "/workspace/handoff", "read", handoffs.HandoffIdParams,
+        r.Handoff, handoffs.handoff_one, "One handoff.", **_READ),
+    _op("task.get", "GET", "/workspace/task", "handoff", tasks.TaskIdParams, r.Task,
+        tasks.get_task, "The task of an accepted handoff: status, message, result.", **_READ),
+    _op("task.update", "POST", "/workspace/task/update", "handoff", tasks.TaskUpdateParams,
+        r.Task, tasks.update_task,
+        "Report on a task you were handed: working, input_required, completed or failed."),
+    _op("task.cancel", "POST", "/workspace/task/cancel", "handoff", tasks.TaskIdParams, r.Task,
+        tasks.cancel_task,
+        "Cancel the task of a handoff you requested (a finished task is left as it is).",
+        destructive=True, idempotent=True),
+    _op("workspace.message", "POST", "/workspace/message", "message", messages.MessageParams,
+        r.Message, messages.send,
+        "Room text for everyone who reads; `to` addresses the turn to participants,"
+        " `handoff_id` keeps it in that handoff's thread."),
+    _op("workspace.messages", "GET", "/workspace/messages", "read", messages.MessagesParams,
+        r.Messages, messages.list_messages, "Room text in seq order, after a seq.", **_READ),
+    _op("workspace.advertise", "POST", "/workspace/capabilities", "read",
+        access.AdvertiseParams, r.Participant, access.advertise,
+        "Replace your self-reported capability tokens (hints for others, never authority).",
+        idempotent=True),
+    _op("attachment.add", "POST", "/workspace/attachment", "message", attachments.AddParams,
+        r.Attachment, attachments.add,
+        "Share a small file (text, markdown, csv, json, yaml, png, jpeg, webp; <= 768 KiB),"
+        " in the room or in one handoff.", body_bytes=limits.ATTACHMENT_BODY_BYTES),
+    _op("attachment.get", "GET", "/workspace/attachment", "read",
+        attachments.AttachmentIdParams, r.AttachmentData, attachments.get,
+        "One attachment with its bytes (base64).", **_READ),
+    _op("surface.publish", "POST", "/workspace/surface", "message", surfaces.PublishParams,
+        r.Surface, surfaces.publish,
+        "Publish one snapshot image of your own workspace (replaces the previous one).",
+        body_bytes=limits.ATTACHMENT_BODY_BYTES),
+    _op("surface.read", "GET", "/workspace/surface", "read", surfaces.SurfaceParams,
+        r.SurfaceData, surfaces.read, "A participant's current surface image, if any.", **_READ),
+    _op("surface.clear", "POST", "/workspace/surface/clear", "message", NoParams,
+        r.SurfaceClearedAnswer, surfaces.clear, "Remove your surface.", idempotent=True),
 )
 
 OPERATIONS_BY_NAME: Final[dict[str, Operation]] = {op.name: op for op in OPERATIONS}
 OPERATIONS_BY_ROUTE: Final[dict[tuple[str, str], Operation]] = {
     (op.method, op.path): op for op in OPERATIONS
 }
+BODY_LIMITS: Final[dict[str, int]] = {
+    op.path: op.body_bytes for op in OPERATIONS if op.body_bytes is not None
+}
+"""Route path -> its larger body limit (the listeners' serving layer consults it)."""
 CALLS: Final[tuple[Operation, ...]] = tuple(op for op in OPERATIONS if op.kind == "call")
 STREAMS: Final[tuple[Operation, ...]] = tuple(op for op in OPERATIONS if op.kind == "stream")

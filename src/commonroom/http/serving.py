@@ -216,8 +216,21 @@ class HardenedRequest(TrioRequest):
 class HardenedHTTPConnection(TrioASGIHTTPConnection):
     """quart-trio's per-request ASGI handler with pitfalls 1, 2 and 6 fixed."""
 
-    async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+    def _body_limit(self) -> int | None:
+        """The app's body limit, or the one its `BODY_LIMITS` (path -> bytes) grants this path."""
         limit = cast(int | None, self.app.config["MAX_CONTENT_LENGTH"])
+        return cast(int | None, self.app.config.get("BODY_LIMITS", {}).get(self.scope["path"], limit))
+
+    def _create_request_from_scope(self, send: ASGISendCallable) -> Request:
+        request = super()._create_request_from_scope(send)
+        limit = self._body_limit()
+        if limit != self.app.config["MAX_CONTENT_LENGTH"]:
+            request.max_content_length = limit
+            request.body = request.body_class(request.content_length, limit)
+        return request
+
+    async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
+        limit = self._body_limit()
         if limit is not None:
             declared = _declared_length(self.scope["headers"])
             if declared is not None and declared > limit:
@@ -322,7 +335,7 @@ async def _on_http_exception(error: HTTPException) -> Response:
     response_class: type[Response] = current_app.response_class
     status = error.code or 500
     if status == 413:
-        limit = current_app.config["MAX_CONTENT_LENGTH"]
+        limit = request.max_content_length  # the route's own limit when it has one
         too_large = (
             body_too_large(limit)
             if limit is not None

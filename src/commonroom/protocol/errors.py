@@ -22,6 +22,7 @@ STATUS: Final[dict[str, int]] = {
     "proposal_not_found": 404,
     "version_not_found": 404,
     "handoff_not_found": 404,
+    "attachment_not_found": 404,
     "lease_conflict": 409,
     "stale_version": 409,
     "proposal_conflict": 409,

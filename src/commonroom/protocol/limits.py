@@ -32,6 +32,22 @@ ANONYMOUS_PER_MINUTE: Final = 60
 BODY_BYTES: Final = 1024 * 1024
 WAIT_MAX_SECONDS: Final = 25
 WAIT_MAX_EVENTS: Final = 200
+# Handoffs, tasks, room text, attachments, surfaces, guards (PROTOCOL.md 9, 10, 10.1).
+HANDOFF_DETAILS_MAX: Final = 16 * 1024  # characters
+HANDOFF_ATTACHMENTS_MAX: Final = 16
+REQUEST_ID_MAX: Final = 128
+MESSAGE_MAX_CHARS: Final = 4096
+MESSAGES_KEPT: Final = 5000
+ADVERTISED_MAX_TOKENS: Final = 32
+ADVERTISED_TOKEN_MAX: Final = 64
+ATTACHMENT_MAX_BYTES: Final = 768 * 1024  # decoded
+ATTACHMENT_BODY_BYTES: Final = 1536 * 1024  # the attachment and surface routes' body limit
+ATTACHMENTS_TOTAL_BYTES: Final = 64 * 1024 * 1024  # the sidecar's bound for all attachments
+FILE_NAME_MAX: Final = 255
+SURFACE_MAX_BYTES: Final = 768 * 1024
+GUARD_MAX_SENDS: Final = 20
+GUARD_WINDOW_SECONDS: Final = 5 * 60
+HUMAN_HOLD_MINUTES: Final = 2.0
 
 
 @attrs.frozen

@@ -126,6 +126,8 @@ class Lease:
     region: str
     acquired_at: str
     expires_at: str
+    reason: str | None = None
+    """Null for an ordinary lease; `human_editing` for the hold an external edit placed."""
 
 
 @attrs.frozen
@@ -200,6 +202,132 @@ class Committed:
     summary: str
     region: str
     proposal_id: str | None  # null for a raw commit
+
+
+# -- handoffs, tasks, room text, attachments, surfaces (PROTOCOL.md 9, 10, 10.1) ---
+
+
+@attrs.frozen
+class Handoff:
+    """Every handoff route answers this bare (PROTOCOL.md 10.1)."""
+
+    handoff_id: str
+    request_id: str | None
+    from_participant_id: str
+    to_participant_id: str
+    summary: str
+    details: str | None
+    region: str | None
+    attachment_ids: list[str]
+    status: str  # requested | accepted | declined | completed | failed | cancelled
+    task_id: str | None
+    result_summary: str | None
+    result_details: str | None
+    reason: str | None
+    created_at: str
+    updated_at: str
+
+
+@attrs.frozen
+class Handoffs:
+    handoffs: list[Handoff]
+
+
+@attrs.frozen
+class TaskResult:
+    summary: str | None
+    details: str | None
+
+
+@attrs.frozen
+class Task:
+    """The MCP tasks-extension view of an accepted handoff (the handoff owns it)."""
+
+    task_id: str
+    handoff_id: str
+    status: str  # working | input_required | completed | failed | cancelled
+    status_message: str | None
+    from_participant_id: str
+    to_participant_id: str
+    created_at: str
+    updated_at: str
+    result: TaskResult | None
+
+
+@attrs.frozen
+class Message:
+    message_id: str
+    seq: int
+    participant_id: str
+    to: list[str]
+    handoff_id: str | None
+    text: str
+    created_at: str
+
+
+@attrs.frozen
+class Messages:
+    messages: list[Message]
+    latest_seq: int
+    """The newest message's seq (0 when none): page with `after` up to it."""
+
+
+@attrs.frozen
+class Attachment:
+    """An attachment's description (the add answer); `AttachmentData` adds its bytes."""
+
+    attachment_id: str
+    file_name: str
+    mime_type: str
+    size: int
+    sha256: str
+    participant_id: str
+    handoff_id: str | None
+    created_at: str
+
+
+@attrs.frozen
+class AttachmentData:
+    attachment_id: str
+    file_name: str
+    mime_type: str
+    size: int
+    sha256: str
+    participant_id: str
+    handoff_id: str | None
+    created_at: str
+    data_base64: str
+
+
+@attrs.frozen
+class Surface:
+    """A participant's current surface (the publish answer)."""
+
+    participant_id: str
+    mime_type: str
+    size: int
+    sha256: str
+    published_at: str
+
+
+@attrs.frozen
+class SurfaceData:
+    """`surface.read`: `published` false (and the rest null) when there is none."""
+
+    participant_id: str
+    published: bool
+    mime_type: str | None
+    size: int | None
+    sha256: str | None
+    published_at: str | None
+    data_base64: str | None
+
+
+@attrs.frozen
+class SurfaceClearedAnswer:
+    participant_id: str
+    cleared: bool
+    """False when there was nothing to clear."""
 
 
 # -- reads ----------------------------------------------------------------------
@@ -293,7 +421,8 @@ class RoomSnapshot:
     participants: list[Participant]
     leases: list[Lease]
     proposals: list[Proposal]
-    handoffs: list[dict[str, Any]]
+    handoffs: list[Handoff]
+    """The open ones: requested or accepted."""
     latest_event_id: int
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import trio
 
-from commonroom.engine import dispatch
+from commonroom.engine import addressing, dispatch
 from commonroom.engine.core import Engine, Outcome
 from commonroom.engine.observe import StreamStart
 from commonroom.protocol import events as ev
@@ -59,8 +59,8 @@ class Room:
         self._sweep_wakeup = trio.Event()
         self._deferred: list[Event] = []
         self._streams: trio.Nursery | None = None
-        # Which events are addressed to a reader (PROTOCOL.md 10.1); the room layer sets it.
-        self.addressed: Addressed | None = None
+        # Which events are addressed to a reader (PROTOCOL.md 10.1).
+        self.addressed: Addressed | None = addressing.addressed
         self.hub.latest_event_id = engine.conn.execute(
             "SELECT coalesce(max(event_id), 0) FROM events"
         ).fetchone()[0]
@@ -82,6 +82,8 @@ class Room:
             self.publish(outcome.events)
         else:
             self._deferred.extend(outcome.events)
+        if self.engine.presence.pending():
+            self._sweep_wakeup.set()  # a new arrival: the sweeper announces it
         return outcome
 
     async def call(

@@ -101,6 +101,84 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE proposals ADD COLUMN original_content TEXT;
     """,
+    # 2 -> 3: the room beyond the document (PROTOCOL.md 9, 10, 10.1): handoffs and their
+    # tasks, room text, attachments, surfaces, the loop guard's window, and the
+    # reason column that marks a human-editing hold among the leases.
+    """
+    ALTER TABLE leases ADD COLUMN reason TEXT;
+    CREATE TABLE handoffs (
+        handoff_id TEXT PRIMARY KEY,
+        request_id TEXT,
+        request_hash TEXT NOT NULL,
+        from_participant_id TEXT NOT NULL,
+        to_participant_id TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        details TEXT,
+        region TEXT,
+        attachment_ids TEXT NOT NULL DEFAULT '[]',
+        status TEXT NOT NULL,
+        task_id TEXT UNIQUE,
+        result_summary TEXT,
+        result_details TEXT,
+        reason TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE UNIQUE INDEX handoffs_request ON handoffs (from_participant_id, request_id)
+        WHERE request_id IS NOT NULL;
+    CREATE INDEX handoffs_status ON handoffs (status, created_at);
+    CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY,
+        handoff_id TEXT NOT NULL UNIQUE REFERENCES handoffs(handoff_id),
+        status TEXT NOT NULL,
+        status_message TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE messages (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        message_id TEXT NOT NULL UNIQUE,
+        participant_id TEXT NOT NULL,
+        recipients TEXT NOT NULL DEFAULT '[]',
+        handoff_id TEXT,
+        text TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX messages_thread ON messages (handoff_id, seq);
+    CREATE TABLE attachments (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        attachment_id TEXT NOT NULL UNIQUE,
+        participant_id TEXT NOT NULL,
+        handoff_id TEXT,
+        file_name TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        data BLOB NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE TABLE surfaces (
+        participant_id TEXT PRIMARY KEY,
+        mime_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        sha256 TEXT NOT NULL,
+        data BLOB NOT NULL,
+        published_at TEXT NOT NULL
+    );
+    CREATE TABLE guard_sends (
+        sender TEXT NOT NULL,
+        target TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        sent_at TEXT NOT NULL
+    );
+    CREATE INDEX guard_sends_pair ON guard_sends (sender, target, sent_at);
+    CREATE TABLE guard_trips (
+        sender TEXT NOT NULL,
+        target TEXT NOT NULL,
+        until TEXT NOT NULL,
+        PRIMARY KEY (sender, target)
+    );
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

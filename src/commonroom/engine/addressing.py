@@ -1,0 +1,54 @@
+"""Which events are addressed to a participant (PROTOCOL.md 10.1 "Addressed").
+
+Pure functions of an event and a participant id, so the streams (wait,
+observe, MCP) all mark the same events the same way:
+
+- `addressed`: a `message.sent` with the participant in `to`, a
+  `handoff.requested` to the participant, or any other transition of a
+  handoff the participant requested. Never an event the participant caused
+  itself.
+- `caused_by`: the participant's own doing (its message, its request, its
+  answer to a handoff, or any event whose payload names it as the actor),
+  which a held `wait` does not answer early for.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from commonroom.protocol import events as ev
+from commonroom.protocol.events import Event
+
+# Handoff transitions the target makes (the requester makes `requested` and `cancelled`).
+_TARGET_MOVES: Final = frozenset({
+    ev.HandoffAccepted.TYPE, ev.HandoffDeclined.TYPE, ev.HandoffCompleted.TYPE,
+    ev.HandoffFailed.TYPE,
+})
+
+
+def addressed(event: Event, participant_id: str) -> bool:
+    payload = event.payload
+    if isinstance(payload, ev.MessageSent):
+        return participant_id in payload.to and payload.participant_id != participant_id
+    if isinstance(payload, ev.HandoffRequested):
+        return payload.to_participant_id == participant_id
+    if isinstance(payload, ev._HandoffPayload):
+        # accepted / declined / completed / failed / cancelled of the caller's own request;
+        # a cancellation is the requester's own doing, so it is not addressed to it.
+        return (payload.from_participant_id == participant_id
+                and not isinstance(payload, ev.HandoffCancelled))
+    return False
+
+
+def caused_by(event: Event, participant_id: str) -> bool:
+    payload = event.payload
+    if isinstance(payload, ev.HandoffRequested | ev.HandoffCancelled):
+        return payload.from_participant_id == participant_id
+    if isinstance(payload, ev._HandoffPayload):
+        return event.type in _TARGET_MOVES and payload.to_participant_id == participant_id
+    return event.participant() == participant_id
+
+
+def mark(events: list[Event], participant_id: str) -> list[Event]:
+    """The events as `participant_id` receives them: addressed ones marked."""
+    return [e.addressed_copy() if addressed(e, participant_id) else e for e in events]

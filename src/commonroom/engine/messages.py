@@ -1,0 +1,98 @@
+"""Room text (PROTOCOL.md 10 and 10.1).
+
+A message is visible to every reader; `to` marks an addressed turn for those
+participants (they must be in the room; `@Name` inside the text addresses
+nobody, only `to` does); `handoff_id` keeps it in that handoff's thread, where
+only the handoff's two participants and the host may post. `seq` increases by
+1 per room and never repeats (AUTOINCREMENT); the sidecar keeps the newest
+`MESSAGES_KEPT` (5,000). Addressed messages count against the loop guard.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from commonroom.engine import guard, handoffs
+from commonroom.engine.core import Tx, new_id
+from commonroom.protocol import events as ev
+from commonroom.protocol import limits
+from commonroom.protocol.errors import invalid_request
+from commonroom.protocol.records import Message, Messages
+
+
+@attrs.frozen
+class MessageParams:
+    text: str = attrs.field(metadata={"doc": f"1-{limits.MESSAGE_MAX_CHARS} characters"})
+    to: list[str] | None = attrs.field(
+        default=None, metadata={"doc": "participant ids this turn is addressed to"}
+    )
+    handoff_id: str | None = attrs.field(default=None, metadata={"doc": "post in this handoff's thread"})
+
+
+@attrs.frozen
+class MessagesParams:
+    after: int = attrs.field(default=0, metadata={"min": 0, "doc": "return messages with seq > after"})
+    limit: int = attrs.field(
+        default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX}
+    )
+    handoff_id: str | None = attrs.field(default=None, metadata={"doc": "only this handoff's thread"})
+
+
+_COLUMNS = "message_id, seq, participant_id, recipients, handoff_id, text, created_at"
+
+
+def _row(row: tuple[Any, ...]) -> Message:
+    message_id, seq, participant_id, recipients, handoff_id, text, created_at = row
+    return Message(message_id, seq, participant_id, json.loads(recipients), handoff_id, text,
+                   created_at)
+
+
+def send(tx: Tx, p: MessageParams) -> Message:
+    pid = tx.actor.participant_id
+    if not p.text.strip():
+        raise invalid_request("text must not be empty", "text")
+    if len(p.text) > limits.MESSAGE_MAX_CHARS:
+        raise invalid_request(
+            f"text is {len(p.text)} characters; a message holds at most"
+            f" {limits.MESSAGE_MAX_CHARS}", "text",
+        )
+    if p.handoff_id is not None:
+        handoffs.require_party_or_host(tx, handoffs.get(tx, p.handoff_id), "post in its thread")
+    to = list(dict.fromkeys(p.to or []))
+    for target in to:
+        if target == pid:
+            raise invalid_request("a message is not addressed to its own sender", "to")
+        handoffs.check_participant(tx, target, "to")
+    if to:
+        guard.admit(tx, pid, to, "message")
+    message_id = new_id("msg_")
+    cur = tx.conn.execute(
+        "INSERT INTO messages (message_id, participant_id, recipients, handoff_id, text,"
+        " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (message_id, pid, json.dumps(to), p.handoff_id, p.text, tx.now_s),
+    )
+    seq = cur.lastrowid
+    assert seq is not None
+    tx.conn.execute("DELETE FROM messages WHERE seq <= ?", (seq - limits.MESSAGES_KEPT,))
+    tx.emit(ev.MessageSent(message_id, pid, to, p.text, p.handoff_id))
+    return Message(message_id, seq, pid, to, p.handoff_id, p.text, tx.now_s)
+
+
+def list_messages(tx: Tx, p: MessagesParams) -> Messages:
+    if p.handoff_id is not None:
+        handoffs.get(tx, p.handoff_id)  # handoff_not_found for an unknown thread
+        rows = tx.conn.execute(
+            f"SELECT {_COLUMNS} FROM messages WHERE handoff_id = ? AND seq > ?"
+            " ORDER BY seq LIMIT ?",
+            (p.handoff_id, p.after, p.limit),
+        ).fetchall()
+    else:
+        rows = tx.conn.execute(
+            f"SELECT {_COLUMNS} FROM messages WHERE seq > ? ORDER BY seq LIMIT ?",
+            (p.after, p.limit),
+        ).fetchall()
+    latest = tx.conn.execute("SELECT coalesce(max(seq), 0) FROM messages").fetchone()[0]
+    return Messages([_row(row) for row in rows], int(latest))
