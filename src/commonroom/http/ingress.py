@@ -121,6 +121,11 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         app.add_url_rule(op.path, endpoint=op.name, view_func=_accepting(view, gate),
                          methods=[op.method])
 
+    # MCP 2026-07-28 (`commonroom.mcp`): the ingress only; on the owner port /mcp is 404.
+    from commonroom.mcp.endpoint import register as register_mcp
+
+    register_mcp(app, room, gate, heartbeat_seconds=settings.heartbeat_seconds)
+
     @app.get("/.well-known/agent-workspace")
     async def well_known() -> Response:
         return json_response(discovery.agent_workspace())
