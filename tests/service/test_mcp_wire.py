@@ -4,7 +4,6 @@ GET/DELETE and the owner port, Origin and Host. Raw HTTP against a real room."""
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any
 
 import pytest
@@ -114,7 +113,7 @@ async def test_a_name_with_non_ascii_travels_base64(live: LiveRoom) -> None:
 
 async def test_a_duplicated_header_is_refused(live: LiveRoom) -> None:
     message = envelope("tools/list", rid=9)
-    headers = list(headers_for(message).items()) + [("Mcp-Method", "tools/list")]
+    headers = [*list(headers_for(message).items()), ("Mcp-Method", "tools/list")]
     error_of(await post_header_list(live, message, headers), 400, -32020, 9)
 
 
