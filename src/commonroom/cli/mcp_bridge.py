@@ -162,6 +162,7 @@ class Bridge:
         self.subscribed: set[str] = set()
         self.instructions: str | None = None
         self._rejoin_lock = trio.Lock()
+        self._plugin: Any = None
 
     # -- output ---------------------------------------------------------------------
 
@@ -182,9 +183,13 @@ class Bridge:
     # -- sessions -------------------------------------------------------------------
 
     async def dial(self) -> trio.abc.Stream:
-        from commonroom.transport.registry import dial
+        # The plugin class is looked up once: an entry-point scan per request costs milliseconds.
+        if self._plugin is None:
+            from commonroom.transport.registry import load
 
-        return await dial(self.hint)
+            self._plugin = load(self.hint.type)
+        stream: trio.abc.Stream = await self._plugin.dial(self.hint)
+        return stream
 
     async def ensure_session(self, *, replace: str | None = None) -> Session:
         async with self._rejoin_lock:

@@ -20,7 +20,7 @@ subscriber (the client subscribes again; it rereads anyway).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Collection, Iterable
 from contextlib import aclosing
 from typing import Any, Final
 
@@ -34,6 +34,7 @@ from commonroom.room import Room
 from commonroom.streams import StreamItem
 
 PING: Final = b": ping\n\n"
+_NONE: Final[frozenset[str]] = frozenset()
 _URI_ORDER: Final[dict[str, int]] = {spec.uri: i for i, spec in enumerate(SUBSCRIBABLE)}
 
 
@@ -53,19 +54,22 @@ class Subscriptions:
             if not uris:
                 del self._by_session[session_hash]
 
-    def of(self, session_hash: bytes) -> frozenset[str]:
-        return frozenset(self._by_session.get(session_hash, ()))
+    def of(self, session_hash: bytes) -> set[str] | frozenset[str]:
+        """The session's URIs (the live set: callers only read it)."""
+        return self._by_session.get(session_hash, _NONE)
 
 
-def changed_uris(item: StreamItem, watched: Iterable[str]) -> list[str]:
+def changed_uris(item: StreamItem, watched: Collection[str]) -> list[str]:
     """The watched URIs an item says changed, in the resources' order."""
-    wanted = set(watched)
-    if not wanted:
+    if not watched:
         return []
     if item.kind == "resync":
-        found = wanted
+        found: Iterable[str] = watched
     elif item.kind == "event" and item.event is not None:
-        found = {uri for r in item.event.resources if (uri := uri_of(r)) in wanted}
+        found = [uri for r in item.event.resources
+                 if (uri := uri_of(r)) is not None and uri in watched]
+        if not found:
+            return []
     else:
         return []
     return sorted(found, key=lambda uri: _URI_ORDER.get(uri, len(_URI_ORDER)))
@@ -73,6 +77,17 @@ def changed_uris(item: StreamItem, watched: Iterable[str]) -> list[str]:
 
 def sse(message: dict[str, Any]) -> bytes:
     return b"data: " + wire.dumps(message).encode() + b"\n\n"
+
+
+def _updated_frame(uri: str) -> bytes:
+    """The session stream's frame for `uri`: the same bytes for every stream, built once."""
+    frame = _FRAMES.get(uri)
+    if frame is None:
+        frame = _FRAMES[uri] = sse(updated(uri))
+    return frame
+
+
+_FRAMES: dict[str, bytes] = {}
 
 
 def updated(uri: str, subscription_id: wire.RequestId = None) -> dict[str, Any]:
@@ -103,7 +118,7 @@ async def session_stream(
                 return
             else:
                 for uri in changed_uris(item, subscriptions.of(session_hash)):
-                    yield sse(updated(uri))
+                    yield _updated_frame(uri)
 
 
 @attrs.frozen
