@@ -361,6 +361,7 @@ class Bridge:
     async def hold_notifications(self) -> None:
         delay = RECONNECT_MIN
         connected_before = False
+        last_note = ""
         while True:
             try:
                 session = await self.ensure_session()
@@ -383,8 +384,10 @@ class Bridge:
                     elif status == 405 and session.from_profile:
                         await self.ensure_session(replace=session.bearer)
             except CommonroomError as error:
-                if error.code not in ("transport_unavailable",):
-                    diag(f"notification stream: {error.message}")
+                note = f"notification stream: {error.message}"
+                if error.code != "transport_unavailable" and note != last_note:
+                    diag(note)  # once per distinct problem, not once per retry
+                last_note = note
             await trio.sleep(delay)
             delay = min(RECONNECT_MAX, delay * 2)
 
