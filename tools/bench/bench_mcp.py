@@ -121,7 +121,7 @@ def open_streams(port: int, bearers: list[str], per_session: int) -> list[socket
 
 
 def fan_out(port: int, host_bearer: str, streams: list[socket.socket], commits: int,
-            doc_text: str) -> list[float]:
+            doc_text: str, after_answer: list[float] | None = None) -> list[float]:
     selector = selectors.DefaultSelector()
     for index, sock in enumerate(streams):
         selector.register(sock, selectors.EVENT_READ, index)
@@ -143,6 +143,7 @@ def fan_out(port: int, host_bearer: str, streams: list[socket.socket], commits: 
             buffers = [b""] * len(streams)
             started = time.perf_counter()
             status, answer = http.raw(request)  # the commit answers before the fan-out ends
+            answered = time.perf_counter()
             if status != 200:
                 raise RuntimeError(f"commit answered {status}: {answer[:200]!r}")
             version = json.loads(answer)["version"]
@@ -159,7 +160,10 @@ def fan_out(port: int, host_bearer: str, streams: list[socket.socket], commits: 
                     if index in pending and marker in buffers[index]:
                         pending.discard(index)
                         buffers[index] = b""
-            latencies.append(time.perf_counter() - started)
+            done = time.perf_counter()
+            latencies.append(done - started)
+            if after_answer is not None:
+                after_answer.append(done - answered)
             time.sleep(0.02)  # one commit at a time; let the streams go quiet
     finally:
         http.close()
@@ -175,59 +179,70 @@ def percentile(values: list[float], q: float) -> float:
 # -- 3. ce mcp round trips ---------------------------------------------------------------------
 
 
-def direct_round_trips(port: int, bearer: str, count: int, close: bool) -> list[float]:
-    http = loadgen.Http(port)
-    request = status_tool_request(bearer, close=close)
-    times = []
-    try:
-        for _ in range(count):
-            started = time.perf_counter()
-            status, body = http.raw(request)
-            if close:
-                http.close()
-            times.append(time.perf_counter() - started)
-            if status != 200 or b'"isError":false' not in body:
-                raise RuntimeError(f"tools/call answered {status}: {body[:200]!r}")
-    finally:
-        http.close()
-    return times
+class Bridged:
+    """One long-lived `ce mcp` process, asked over its stdin/stdout pipes."""
 
+    def __init__(self, invitation: str, bearer: str) -> None:
+        ce = Path(sys.executable).parent / "ce"
+        self.proc = subprocess.Popen([str(ce), "mcp", invitation, "--session", bearer],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+        self.ask(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                   "clientInfo": {"name": "bench", "version": "1"}})
 
-def bridge_round_trips(invitation: str, bearer: str, count: int) -> list[float]:
-    ce = Path(sys.executable).parent / "ce"
-    proc = subprocess.Popen([str(ce), "mcp", invitation, "--session", bearer],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL)
-    assert proc.stdin is not None and proc.stdout is not None
-
-    def ask(rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
-                                     "params": params}).encode() + b"\n")
-        proc.stdin.flush()
+    def ask(self, rid: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": rid, "method": method,
+                                          "params": params}).encode() + b"\n")
+        self.proc.stdin.flush()
         while True:
-            message: dict[str, Any] = json.loads(proc.stdout.readline())
+            message: dict[str, Any] = json.loads(self.proc.stdout.readline())
             if message.get("id") == rid:
                 return message
 
-    times = []
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def round_trips(port: int, invitation: str, bearer: str, count: int) -> dict[str, list[float]]:
+    """Interleaved: one direct call on a new connection, one through the bridge, one over
+    keep-alive, and again; so a burst of other work on the machine hits all three alike."""
+    keepalive = loadgen.Http(port)
+    close_request = status_tool_request(bearer, close=True)
+    keep_request = status_tool_request(bearer)
+    bridge = Bridged(invitation, bearer)
+    times: dict[str, list[float]] = {"direct_close": [], "bridge": [], "direct_keepalive": []}
     try:
-        ask(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
-                              "clientInfo": {"name": "bench", "version": "1"}})
         for rid in range(1, count + 1):
             started = time.perf_counter()
-            answer = ask(rid, "tools/call", {"name": "workspace.status", "arguments": {}})
-            times.append(time.perf_counter() - started)
+            fresh = loadgen.Http(port)
+            status, body = fresh.raw(close_request)
+            fresh.close()
+            times["direct_close"].append(time.perf_counter() - started)
+            if status != 200 or b'"isError":false' not in body:
+                raise RuntimeError(f"tools/call answered {status}: {body[:200]!r}")
+            started = time.perf_counter()
+            answer = bridge.ask(rid, "tools/call", {"name": "workspace.status", "arguments": {}})
+            times["bridge"].append(time.perf_counter() - started)
             if answer.get("result", {}).get("isError") is not False:
                 raise RuntimeError(f"bridge answered {answer}")
+            started = time.perf_counter()
+            status, body = keepalive.raw(keep_request)
+            times["direct_keepalive"].append(time.perf_counter() - started)
     finally:
-        proc.stdin.close()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        keepalive.close()
+        bridge.close()
     return times
+
+
+def median_ms(values: list[float]) -> float:
+    return round(percentile(values, 0.5) * 1000, 3)
 
 
 def mean_ms(values: list[float]) -> float:
@@ -251,6 +266,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--commits", type=int, default=60)
     parser.add_argument("--round-trips", type=int, default=300)
+    parser.add_argument("--parts", default="throughput,fanout,bridge",
+                        help="which figures to measure (comma-separated)")
     args = parser.parse_args()
     if args.command == "load":
         run_load_child(args)
@@ -266,63 +283,76 @@ def main() -> None:
         doc.write_text(doc_text)
         with loadgen.room_server(doc, room_cpu) as room:
             agent = room.join("bench")
+            parts = set(args.parts.split(","))
             best: dict[str, float] = {}
-            for round_ in range(1, args.rounds + 1):
+            for round_ in range(1, args.rounds + 1 if "throughput" in parts else 1):
                 for kind in ("rest", "mcp"):
                     result = measure(kind, room.port, agent, args, load_cpu)
                     print(f"round {round_} {kind:4} {json.dumps(result)}", flush=True)
                     best[kind] = max(best.get(kind, 0.0), result["rps"])
-            summary["rest_status_rps"] = best["rest"]
-            summary["mcp_status_tool_rps"] = best["mcp"]
-            summary["mcp_over_rest"] = round(best["mcp"] / best["rest"], 3)
-            print(f"tools/call / GET status: {summary['mcp_over_rest']}", flush=True)
-
-            # The commit alone, no stream open: what the fan-out figure includes anyway.
-            alone = fan_out(room.port, room.host_session, [], args.commits, doc.read_text())
-            summary["commit_alone_p50_ms"] = round(percentile(alone, 0.5) * 1000, 2)
-            summary["commit_alone_p99_ms"] = round(percentile(alone, 0.99) * 1000, 2)
-            print(f"commit alone: p50 {summary['commit_alone_p50_ms']} ms,"
-                  f" p99 {summary['commit_alone_p99_ms']} ms", flush=True)
-            doc_text = doc.read_text()
-
-            sessions = [room.join(f"watcher{i}") for i in range(10)]
-            http = loadgen.Http(room.port)
-            for bearer in sessions:
-                status, body = http.raw(mcp_request(bearer, "resources/subscribe",
-                                                    {"uri": DOCUMENT}))
-                if status != 200:
-                    raise RuntimeError(f"subscribe answered {status}: {body[:200]!r}")
-            http.close()
-            streams = open_streams(room.port, sessions, 10)
-            try:
-                latencies = fan_out(room.port, room.host_session, streams, args.commits, doc_text)
-            finally:
-                for sock in streams:
-                    sock.close()
-            summary["fanout_streams"] = len(streams)
-            summary["fanout_commits"] = len(latencies)
-            summary["fanout_p50_ms"] = round(percentile(latencies, 0.5) * 1000, 2)
-            summary["fanout_p99_ms"] = round(percentile(latencies, 0.99) * 1000, 2)
-            summary["fanout_max_ms"] = round(max(latencies) * 1000, 2)
-            print(f"commit -> 100 GET /mcp streams: p50 {summary['fanout_p50_ms']} ms,"
-                  f" p99 {summary['fanout_p99_ms']} ms", flush=True)
-
-            count = args.round_trips
-            direct_close = direct_round_trips(room.port, agent, count, close=True)
-            direct_keep = direct_round_trips(room.port, agent, count, close=False)
-            bridged = bridge_round_trips(room.invitation, agent, count)
-            summary["direct_close_mean_ms"] = mean_ms(direct_close)
-            summary["direct_keepalive_mean_ms"] = mean_ms(direct_keep)
-            summary["bridge_mean_ms"] = mean_ms(bridged)
-            summary["bridge_over_direct_close"] = round(
-                summary["bridge_mean_ms"] / summary["direct_close_mean_ms"], 3)
-            summary["bridge_over_direct_keepalive"] = round(
-                summary["bridge_mean_ms"] / summary["direct_keepalive_mean_ms"], 3)
-            print(f"ce mcp round trip {summary['bridge_mean_ms']} ms; direct (new connection)"
-                  f" {summary['direct_close_mean_ms']} ms; ratio"
-                  f" {summary['bridge_over_direct_close']}", flush=True)
+            if best:
+                summary["rest_status_rps"] = best["rest"]
+                summary["mcp_status_tool_rps"] = best["mcp"]
+                summary["mcp_over_rest"] = round(best["mcp"] / best["rest"], 3)
+                print(f"tools/call / GET status: {summary['mcp_over_rest']}", flush=True)
+            if "fanout" in parts:
+                fanout_figures(room, args, doc, summary)
+            if "bridge" in parts:
+                bridge_figures(room, agent, args, summary)
     summary["total_s"] = round(time.monotonic() - started, 1)
     print(json.dumps(summary), flush=True)
+
+
+def fanout_figures(room: Any, args: argparse.Namespace, doc: Path, summary: dict[str, Any]) -> None:
+
+    # The commit alone, no stream open: what the fan-out figure includes anyway.
+    alone = fan_out(room.port, room.host_session, [], args.commits, doc.read_text())
+    summary["commit_alone_p50_ms"] = round(percentile(alone, 0.5) * 1000, 2)
+    summary["commit_alone_p99_ms"] = round(percentile(alone, 0.99) * 1000, 2)
+    print(f"commit alone: p50 {summary['commit_alone_p50_ms']} ms,"
+          f" p99 {summary['commit_alone_p99_ms']} ms", flush=True)
+    doc_text = doc.read_text()
+
+    sessions = [room.join(f"watcher{i}") for i in range(10)]
+    http = loadgen.Http(room.port)
+    for bearer in sessions:
+        status, body = http.raw(mcp_request(bearer, "resources/subscribe",
+                                            {"uri": DOCUMENT}))
+        if status != 200:
+            raise RuntimeError(f"subscribe answered {status}: {body[:200]!r}")
+    http.close()
+    streams = open_streams(room.port, sessions, 10)
+    after_answer: list[float] = []
+    try:
+        latencies = fan_out(room.port, room.host_session, streams, args.commits, doc_text,
+                            after_answer)
+    finally:
+        for sock in streams:
+            sock.close()
+    summary["fanout_streams"] = len(streams)
+    summary["fanout_commits"] = len(latencies)
+    summary["fanout_p50_ms"] = round(percentile(latencies, 0.5) * 1000, 2)
+    summary["fanout_p99_ms"] = round(percentile(latencies, 0.99) * 1000, 2)
+    summary["fanout_max_ms"] = round(max(latencies) * 1000, 2)
+    # From the commit's answer: the fan-out alone (the room publishes before it answers).
+    summary["fanout_after_answer_p50_ms"] = round(percentile(after_answer, 0.5) * 1000, 2)
+    summary["fanout_after_answer_p99_ms"] = round(percentile(after_answer, 0.99) * 1000, 2)
+    print(f"commit -> 100 GET /mcp streams: p50 {summary['fanout_p50_ms']} ms,"
+          f" p99 {summary['fanout_p99_ms']} ms", flush=True)
+
+
+def bridge_figures(room: Any, agent: str, args: argparse.Namespace, summary: dict[str, Any]) -> None:
+    times = round_trips(room.port, room.invitation, agent, args.round_trips)
+    for key, values in times.items():
+        summary[f"{key}_median_ms"] = median_ms(values)
+        summary[f"{key}_mean_ms"] = mean_ms(values)
+    summary["bridge_over_direct_close"] = round(
+        summary["bridge_median_ms"] / summary["direct_close_median_ms"], 3)
+    summary["bridge_over_direct_keepalive"] = round(
+        summary["bridge_median_ms"] / summary["direct_keepalive_median_ms"], 3)
+    print(f"ce mcp round trip median {summary['bridge_median_ms']} ms; direct (new connection)"
+          f" {summary['direct_close_median_ms']} ms; ratio {summary['bridge_over_direct_close']}",
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -163,13 +163,21 @@ class Bridge:
         self.instructions: str | None = None
         self._rejoin_lock = trio.Lock()
         self._plugin: Any = None
+        # stdout as a trio stream (no thread per line); set by `run`.
+        self.stdout: trio.lowlevel.FdStream | None = None
 
     # -- output ---------------------------------------------------------------------
 
     async def write(self, message: Any) -> None:
         line = json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n"
         async with self.out_lock:
-            await trio.to_thread.run_sync(_write_stdout, line.encode())
+            await self._send_line(line.encode())
+
+    async def _send_line(self, line: bytes) -> None:
+        if self.stdout is None:
+            await trio.to_thread.run_sync(_write_stdout, line)
+        else:
+            await self.stdout.send_all(line)
 
     async def write_raw(self, text: str) -> None:
         """A JSON-RPC message the room sent, re-serialized on one line."""
@@ -234,6 +242,12 @@ class Bridge:
     async def post(self, message: dict[str, Any], bearer: str | None,
                    on_stream_message: Any = None) -> dict[str, Any] | None:
         """POST one message; its JSON answer (None for 202 or a streamed answer)."""
+        answer = await self.post_raw(message, bearer, on_stream_message)
+        return None if answer is None else answer.json()
+
+    async def post_raw(self, message: dict[str, Any], bearer: str | None,
+                       on_stream_message: Any = None) -> RoomAnswer | None:
+        """POST one message; its answer's bytes (None for 202 or a streamed answer)."""
         body = json.dumps(message).encode()
         stream = await self.dial()
         async with exchange(stream, "POST", "/mcp", mcp_headers(message, bearer), body) as (
@@ -248,14 +262,7 @@ class Bridge:
                             await (on_stream_message or self.write_raw)(sse.data)
                 return None
             raw = await chunks.read_all()
-        try:
-            answer = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise CommonroomError("transport_unavailable",
-                                  f"the room answered HTTP {status} without JSON") from None
-        if not isinstance(answer, dict):
-            raise CommonroomError("transport_unavailable", "the room's answer is not an object")
-        return answer
+        return RoomAnswer(status, raw)
 
     async def forward(self, message: dict[str, Any]) -> None:
         rid = message.get("id")
@@ -263,25 +270,28 @@ class Bridge:
             session = await self.ensure_session()
             outbound = with_meta(message, self.client_info)
             answer = await self._post_with_timeout(outbound, session.bearer)
-            if answer is not None and session.from_profile and _session_dead(answer):
+            if answer is not None and session.from_profile and answer.session_dead():
                 # The room no longer accepts the kept session: join again, once.
                 session = await self.ensure_session(replace=session.bearer)
                 answer = await self._post_with_timeout(outbound, session.bearer)
+            if answer is None:
+                return
+            if message.get("method") in ("resources/subscribe", "resources/unsubscribe"):
+                self._track_subscription(message, answer.json())
+            line = answer.line()
         except CommonroomError as error:
             if rid is not None:
                 await self.write({"jsonrpc": "2.0", "id": rid, "error": {
                     "code": BRIDGE_ERROR, "message": error.message, "data": error.to_wire()}})
             return
-        if answer is None:
-            return
-        self._track_subscription(message, answer)
-        await self.write(answer)
+        async with self.out_lock:
+            await self._send_line(line)
 
-    async def _post_with_timeout(self, message: dict[str, Any], bearer: str) -> dict[str, Any] | None:
+    async def _post_with_timeout(self, message: dict[str, Any], bearer: str) -> RoomAnswer | None:
         if message.get("method") == "subscriptions/listen":
-            return await self.post(message, bearer)  # as long as the room keeps it open
+            return await self.post_raw(message, bearer)  # as long as the room keeps it open
         with trio.move_on_after(REQUEST_TIMEOUT) as scope:
-            return await self.post(message, bearer)
+            return await self.post_raw(message, bearer)
         assert scope.cancelled_caught
         raise CommonroomError("transport_unavailable",
                               f"the room did not answer within {REQUEST_TIMEOUT:g} seconds")
@@ -406,7 +416,9 @@ class Bridge:
 
     async def run(self) -> None:
         stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
-        async with stdin, trio.open_nursery() as nursery:
+        sys.stdout.flush()
+        self.stdout = trio.lowlevel.FdStream(os.dup(sys.stdout.fileno()))
+        async with stdin, self.stdout, trio.open_nursery() as nursery:
             nursery.start_soon(self.hold_notifications)
             buffer = b""
             while True:
@@ -427,6 +439,36 @@ _KNOWN_CODES: Final = frozenset({
     "invitation_revoked", "invitation_redeemed", "invalid_request", "limit_exceeded",
     "unsupported_version", "transport_unavailable",
 })
+
+
+@attrs.frozen
+class RoomAnswer:
+    """The room's answer to one POST, parsed only when someone needs more than its bytes."""
+
+    status: int
+    raw: bytes
+
+    def json(self) -> dict[str, Any]:
+        try:
+            answer = json.loads(self.raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise CommonroomError("transport_unavailable",
+                                  f"the room answered HTTP {self.status} without JSON") from None
+        if not isinstance(answer, dict):
+            raise CommonroomError("transport_unavailable", "the room's answer is not an object")
+        return answer
+
+    def line(self) -> bytes:
+        """The answer as one stdout line: the room's compact JSON as is when it is one line."""
+        raw = self.raw.strip()
+        if raw.startswith(b"{") and raw.endswith(b"}") and b"\n" not in raw and b"\r" not in raw:
+            return raw + b"\n"
+        return json.dumps(self.json(), separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+    def session_dead(self) -> bool:
+        if b'"isError":true' not in self.raw:
+            return False
+        return _session_dead(self.json())
 
 
 def _session_dead(answer: dict[str, Any]) -> bool:
