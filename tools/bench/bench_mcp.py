@@ -298,7 +298,7 @@ def main() -> None:
             if "fanout" in parts:
                 fanout_figures(room, args, doc, summary)
             if "bridge" in parts:
-                bridge_figures(room, agent, args, summary)
+                bridge_figures(room, agent, args, summary, load_cpu)
     summary["total_s"] = round(time.monotonic() - started, 1)
     print(json.dumps(summary), flush=True)
 
@@ -341,7 +341,10 @@ def fanout_figures(room: Any, args: argparse.Namespace, doc: Path, summary: dict
           f" p99 {summary['fanout_p99_ms']} ms", flush=True)
 
 
-def bridge_figures(room: Any, agent: str, args: argparse.Namespace, summary: dict[str, Any]) -> None:
+def bridge_figures(room: Any, agent: str, args: argparse.Namespace, summary: dict[str, Any],
+                   cpu: int | None = None) -> None:
+    # This process and the bridge it starts share the load core, away from the room's.
+    summary["bridge_pinning"] = loadgen.pin(cpu)
     times = round_trips(room.port, room.invitation, agent, args.round_trips)
     for key, values in times.items():
         summary[f"{key}_median_ms"] = median_ms(values)

@@ -56,6 +56,7 @@ REQUEST_TIMEOUT: Final = 60.0
 RECONNECT_MIN: Final = 0.25
 RECONNECT_MAX: Final = 5.0
 BRIDGE_ERROR: Final = -32000
+SPARE_MAX_AGE: Final = 2.0  # seconds; the room's idle timeout for a connection is longer
 
 
 def diag(message: str) -> None:
@@ -110,6 +111,10 @@ def encode_request(conn: h11.Connection, method: str, path: str, headers: dict[s
     return out
 
 
+class NoResponse(CommonroomError):
+    """The connection failed before a response head arrived: the room did not take the request."""
+
+
 @contextlib.asynccontextmanager
 async def exchange(stream: trio.abc.Stream, method: str, path: str, headers: dict[str, str],
                    body: bytes | None = None
@@ -128,10 +133,10 @@ async def exchange(stream: trio.abc.Stream, method: str, path: str, headers: dic
                 continue
             if isinstance(event, h11.Response):
                 break
-            raise CommonroomError("transport_unavailable", "the room sent no HTTP response")
+            raise NoResponse("transport_unavailable", "the room sent no HTTP response")
     except (h11.ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
         await trio.aclose_forcefully(stream)
-        raise CommonroomError("transport_unavailable", "the connection to the room failed") from None
+        raise NoResponse("transport_unavailable", "the connection to the room failed") from None
     except BaseException:
         await trio.aclose_forcefully(stream)
         raise
@@ -163,6 +168,8 @@ class Bridge:
         self.instructions: str | None = None
         self._rejoin_lock = trio.Lock()
         self._plugin: Any = None
+        self._spare: tuple[trio.abc.Stream, float] | None = None
+        self._spare_wanted: trio.Event | None = None
         # stdout as a trio stream (no thread per line); set by `run`.
         self.stdout: trio.lowlevel.FdStream | None = None
 
@@ -189,6 +196,37 @@ class Bridge:
         await self.write(value)
 
     # -- sessions -------------------------------------------------------------------
+
+    async def dial_for_request(self) -> tuple[trio.abc.Stream, bool]:
+        """A fresh connection for one request: the spare dialed ahead of time when it is young.
+
+        Every request still has a connection of its own (`Connection: close`); dialing
+        the next one while the client thinks takes the TCP connect off the round trip. A
+        spare older than `SPARE_MAX_AGE` may be near the server's idle timeout: dropped.
+        """
+        spare, self._spare = self._spare, None
+        if self._spare_wanted is not None:
+            self._spare_wanted.set()  # dial the next one now
+        if spare is not None:
+            stream, born = spare
+            if trio.current_time() - born < SPARE_MAX_AGE:
+                return stream, True
+            await trio.aclose_forcefully(stream)
+        return await self.dial(), False
+
+    async def keep_spare(self) -> None:
+        """Keep one young pre-dialed connection ready (best effort: errors just mean no spare)."""
+        while True:
+            self._spare_wanted = trio.Event()
+            if self._spare is None:
+                with contextlib.suppress(CommonroomError):
+                    self._spare = (await self.dial(), trio.current_time())
+            with trio.move_on_after(SPARE_MAX_AGE / 2):
+                await self._spare_wanted.wait()
+            if self._spare is not None and trio.current_time() - self._spare[1] >= SPARE_MAX_AGE / 2:
+                stream, _ = self._spare
+                self._spare = None
+                await trio.aclose_forcefully(stream)
 
     async def dial(self) -> trio.abc.Stream:
         # The plugin class is looked up once: an entry-point scan per request costs milliseconds.
@@ -248,8 +286,19 @@ class Bridge:
     async def post_raw(self, message: dict[str, Any], bearer: str | None,
                        on_stream_message: Any = None) -> RoomAnswer | None:
         """POST one message; its answer's bytes (None for 202 or a streamed answer)."""
+        stream, spare = await self.dial_for_request()
+        try:
+            return await self._post_on(stream, message, bearer, on_stream_message)
+        except NoResponse:
+            if not spare:
+                raise
+            # The spare was dead (the room restarted, or closed it): the room never saw
+            # the request, so sending it again on a fresh connection is safe.
+            return await self._post_on(await self.dial(), message, bearer, on_stream_message)
+
+    async def _post_on(self, stream: trio.abc.Stream, message: dict[str, Any], bearer: str | None,
+                       on_stream_message: Any) -> RoomAnswer | None:
         body = json.dumps(message).encode()
-        stream = await self.dial()
         async with exchange(stream, "POST", "/mcp", mcp_headers(message, bearer), body) as (
             status, headers, chunks
         ):
@@ -420,6 +469,7 @@ class Bridge:
         self.stdout = trio.lowlevel.FdStream(os.dup(sys.stdout.fileno()))
         async with stdin, self.stdout, trio.open_nursery() as nursery:
             nursery.start_soon(self.hold_notifications)
+            nursery.start_soon(self.keep_spare)
             buffer = b""
             while True:
                 data = await stdin.receive_some(65536)
