@@ -286,3 +286,16 @@ async def test_tasks_methods(live: LiveRoom) -> None:
         assert unknown.status == 400, unknown.body
         assert unknown.json()["error"]["code"] == -32602
         assert unknown.json()["error"]["data"]["taskId"] == "tk_unknown"
+
+
+async def test_stopping_the_room_ends_the_session_stream(doc: Any) -> None:
+    async with trio.open_nursery() as nursery:
+        live = await start_room(nursery, doc)
+        agent = await live.join("watcher")
+        chunks = await open_get_stream(live, agent["session_id"])
+        async with chunks, aclosing(byteclient.iter_sse(chunks)) as messages:
+            assert (await messages.__anext__()).is_comment
+            live.stop.set()
+            with trio.fail_after(5):
+                rest = [m async for m in messages if not m.is_comment]
+        assert rest == []
