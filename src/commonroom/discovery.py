@@ -69,6 +69,45 @@ def skills_index() -> dict[str, Any]:
                         "description": "How to work on a document in a commonroom."}]}
 
 
+RECOVERY_ADVICE: tuple[str, ...] = (
+    "On `stale_version`, read `diff` and `changes`, read the region again and",
+    "propose anew. On `lease_conflict`, the holder is in `details`; pick another",
+    "region or ask them. Branch on `error`, never on `message`.",
+)
+"""Shared by the skill and the MCP instructions, so the two cannot disagree."""
+
+# The workflow of the skill, by operation (MCP tool) name: (operation, what to do with it).
+MCP_WORKFLOW: tuple[tuple[str, str], ...] = (
+    ("workspace.room", "look around: status, participants, leases, open proposals"),
+    ("workspace.regions", "the region (heading path) names to read, lease and propose on"),
+    ("workspace.read", "read the region you will change; note `version`"),
+    ("workspace.checkout", "lease it so others keep out"),
+    ("workspace.propose", "propose new text on that version (content replaces the region,"
+                          " heading line included)"),
+    ("workspace.wait", "wait for a person's review (or subscribe to"
+                       " commonroom://workspace/proposals)"),
+    ("workspace.commit", "commit the approved proposal"),
+    ("workspace.release", "release your lease"),
+)
+
+
+def mcp_instructions() -> str:
+    """`server/discover` instructions: the skill's workflow in tool names (checked against the table)."""
+    names = {op.name for op in OPERATIONS}
+    lines = [
+        "A commonroom is a temporary room around one markdown file that people share with"
+        " agents. The file is the host's: you change it only through proposals a person"
+        " approves. Your identity and capabilities come from your session.",
+    ]
+    for step, (name, what) in enumerate(MCP_WORKFLOW, 1):
+        if name not in names:
+            raise RuntimeError(f"the MCP workflow names an unknown operation {name!r}")
+        lines.append(f"{step}. `{name}`: {what}.")
+    lines.append(" ".join(RECOVERY_ADVICE) + " A tool error is an isError result holding the"
+                 " same error object; the full skill is skill://commonroom/SKILL.md.")
+    return "\n".join(lines)
+
+
 def skill_markdown() -> str:
     """GET /skills/commonroom: the agent skill, with the route list from the table."""
     lines = [
@@ -95,9 +134,7 @@ def skill_markdown() -> str:
         "   `GET /workspace/wait?cursor=N`), then `POST /workspace/commit {proposal_id}`.",
         "7. Release your lease: `POST /workspace/release {lease_id}`.",
         "",
-        "On `stale_version`, read `diff` and `changes`, read the region again and",
-        "propose anew. On `lease_conflict`, the holder is in `details`; pick another",
-        "region or ask them. Branch on `error`, never on `message`.",
+        *RECOVERY_ADVICE,
         "",
         "## Operations",
         "",

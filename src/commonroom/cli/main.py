@@ -639,3 +639,21 @@ def _event_line(event: str, data: str) -> Any:
 def decode(invitation: str, json_mode: bool) -> None:
     """Print the decoded INVITATION without its secret."""
     emit_json(_decode(invitation).public_json(), pretty=not json_mode)
+
+
+@main.command(name="mcp")
+@click.argument("invitation")
+@click.option("--session", metavar="ID", help="Use this session instead of joining (and keeping"
+              " the session in your profile).")
+@click.option("--name", default="mcp-agent", show_default=True,
+              help="Your display name when the bridge joins.")
+@click.option("--print-config", "print_config", metavar="CLIENT",
+              help="Print the configuration for CLIENT (claude-code, claude-desktop, cursor,"
+                   " vscode, http) and exit.")
+@json_option
+def mcp(invitation: str, session: str | None, name: str, print_config: str | None,
+        json_mode: bool) -> None:
+    """A stdio MCP server for local MCP clients, bridged to the room's POST /mcp."""
+    from commonroom.cli.mcp_bridge import command
+
+    command(invitation, session=session, name=name, print_config=print_config)

@@ -32,6 +32,7 @@ from commonroom.http.common import (
     rate_limited,
 )
 from commonroom.http.serving import HEADER_CHECK
+from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.protocol.errors import CommonroomError
 from commonroom.ratelimit import RateLimiter
 from commonroom.room.core import Room
@@ -143,6 +144,9 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     for op in CALLS:
         view = operation_view(op, room, bearer_source)
         app.add_url_rule(op.path, endpoint=op.name, view_func=view, methods=[op.method])
+
+    # MCP 2026-07-28 (`commonroom.mcp`): the ingress only; on the owner port /mcp is 404.
+    register_mcp(app, room, heartbeat_seconds=settings.heartbeat_seconds)
 
     @app.get("/.well-known/agent-workspace")
     async def well_known() -> Response:

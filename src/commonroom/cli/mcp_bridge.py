@@ -1,0 +1,597 @@
+"""`ce mcp`: a stdio MCP server that bridges local MCP clients to a room's `POST /mcp`.
+
+Theory of operation
+-------------------
+Most stdio MCP clients still open with the legacy `initialize` handshake, so
+the bridge answers `initialize`, `notifications/initialized` and `ping`
+itself and forwards every other request to the room in the 2026-07-28
+envelope: it adds `params._meta` (protocol version, client capabilities,
+client info from `initialize`) to a bare request and the routing headers
+(`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, base64-encoded when the
+value is not plain ASCII) and the bearer. Each request runs in its own task
+on its own connection (the byte client, `Connection: close`), so a long-poll
+never holds up the others; each answer is written as one line on stdout. An
+SSE answer (`subscriptions/listen`) is written message by message.
+
+A second task holds `GET /mcp` open and writes its notifications to stdout,
+reconnecting after a drop. The room keeps `resources/subscribe` state in
+memory, so after a reconnect the bridge subscribes again to what the client
+subscribed and tells the client every such resource may have changed (a
+notification is a hint; the client rereads).
+
+Without `--session`, the bridge joins once with the invitation and keeps
+the session in a per-user profile (`mcp_profile`), so a client configured
+once keeps working across its own restarts and the room's; a single-use
+invitation is spent only once. A profile session the room no longer accepts
+is replaced by joining again (when the invitation still allows it).
+
+stdout carries only JSON-RPC; diagnostics go to stderr. EOF on stdin ends
+the bridge with exit status 0.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+import attrs
+import h11
+import trio
+
+from commonroom import __version__
+from commonroom.cli import byteclient, mcp_profile
+from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.invitation import Invitation, TransportHint
+
+VERSION: Final = "2026-07-28"
+LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
+NAME_FIELD: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+                     "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+REQUEST_TIMEOUT: Final = 60.0
+RECONNECT_MIN: Final = 0.25
+RECONNECT_MAX: Final = 5.0
+BRIDGE_ERROR: Final = -32000
+SPARE_MAX_AGE: Final = 2.0  # seconds; the room's idle timeout for a connection is longer
+
+
+def diag(message: str) -> None:
+    print(f"ce mcp: {message}", file=sys.stderr, flush=True)
+
+
+def header_value(value: str) -> str:
+    """A header value as MCP sends it: plain when safe, else `=?base64?...?=`."""
+    if value.isascii() and value.isprintable() and value == value.strip():
+        return value
+    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+def mcp_headers(message: dict[str, Any], bearer: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": VERSION, "Mcp-Method": message["method"]}
+    field = NAME_FIELD.get(message["method"])
+    params = message.get("params")
+    if field is not None and isinstance(params, dict) and isinstance(params.get(field), str):
+        headers["Mcp-Name"] = header_value(params[field])
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    return headers
+
+
+def with_meta(message: dict[str, Any], client_info: dict[str, Any] | None,
+              client_capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The request in the 2026-07-28 envelope (the client's own `_meta` keys win)."""
+    params = message.get("params")
+    params = dict(params) if isinstance(params, dict) else {}
+    meta = dict(params.get("_meta") or {})
+    meta.setdefault("io.modelcontextprotocol/protocolVersion", VERSION)
+    meta.setdefault("io.modelcontextprotocol/clientCapabilities", client_capabilities or {})
+    if client_info:
+        meta.setdefault("io.modelcontextprotocol/clientInfo", client_info)
+    params["_meta"] = meta
+    return {**message, "params": params}
+
+
+def encode_request(conn: h11.Connection, method: str, path: str, headers: dict[str, str],
+                   body: bytes | None) -> bytes:
+    head = [("Host", byteclient.HOST)]
+    head += [(k, v) for k, v in headers.items() if k.lower() not in ("host", "connection")]
+    if body is not None:
+        head.append(("Content-Length", str(len(body))))
+    head.append(("Connection", "close"))
+    out = conn.send(h11.Request(method=method, target=path, headers=head)) or b""
+    if body:
+        out += conn.send(h11.Data(data=body)) or b""
+    out += conn.send(h11.EndOfMessage()) or b""
+    return out
+
+
+class NoResponse(CommonroomError):
+    """The connection failed before a response head arrived: the room did not take the request."""
+
+
+@contextlib.asynccontextmanager
+async def exchange(stream: trio.abc.Stream, method: str, path: str, headers: dict[str, str],
+                   body: bytes | None = None
+                   ) -> AsyncIterator[tuple[int, dict[str, str], byteclient.BodyChunks]]:
+    """One request whose answer may be long-lived (SSE) or not: status, headers, body chunks."""
+    conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=byteclient.MAX_HEAD_BYTES)
+    try:
+        await stream.send_all(encode_request(conn, method, path, headers, body))
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                data = await stream.receive_some(byteclient.RECEIVE_SIZE)
+                conn.receive_data(bytes(data))
+                continue
+            if isinstance(event, h11.InformationalResponse):
+                continue
+            if isinstance(event, h11.Response):
+                break
+            raise NoResponse("transport_unavailable", "the room sent no HTTP response")
+    except (h11.ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        await trio.aclose_forcefully(stream)
+        raise NoResponse("transport_unavailable", "the connection to the room failed") from None
+    except BaseException:
+        await trio.aclose_forcefully(stream)
+        raise
+    response_headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
+    chunks = byteclient.BodyChunks(stream, conn)
+    async with chunks:
+        yield event.status_code, response_headers, chunks
+
+
+@attrs.define
+class Session:
+    bearer: str
+    from_profile: bool
+
+
+class Bridge:
+    def __init__(self, invitation: str, invite: Invitation, *, session: str | None,
+                 name: str, profile_dir: os.PathLike[str] | str | None = None) -> None:
+        self.invitation = invitation.strip()
+        self.hint: TransportHint = invite.transport
+        self.workspace_id = invite.workspace_id
+        self.name = name
+        self.explicit_session = session
+        self.profile_dir = profile_dir
+        self.session: Session | None = None
+        self.client_info: dict[str, Any] | None = None
+        self.out_lock = trio.Lock()
+        self.subscribed: set[str] = set()
+        self.instructions: str | None = None
+        self._rejoin_lock = trio.Lock()
+        self._plugin: Any = None
+        self._spare: tuple[trio.abc.Stream, float] | None = None
+        self._spare_wanted: trio.Event | None = None
+        # stdout as a trio stream (no thread per line); set by `run`.
+        self.stdout: trio.lowlevel.FdStream | None = None
+
+    # -- output ---------------------------------------------------------------------
+
+    async def write(self, message: Any) -> None:
+        line = json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n"
+        async with self.out_lock:
+            await self._send_line(line.encode())
+
+    async def _send_line(self, line: bytes) -> None:
+        if self.stdout is None:
+            await trio.to_thread.run_sync(_write_stdout, line)
+        else:
+            await self.stdout.send_all(line)
+
+    async def write_raw(self, text: str) -> None:
+        """A JSON-RPC message the room sent, re-serialized on one line."""
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            diag("the room sent a message that is not JSON; dropped")
+            return
+        await self.write(value)
+
+    # -- sessions -------------------------------------------------------------------
+
+    async def dial_for_request(self) -> tuple[trio.abc.Stream, bool]:
+        """A fresh connection for one request: the spare dialed ahead of time when it is young.
+
+        Every request still has a connection of its own (`Connection: close`); dialing
+        the next one while the client thinks takes the TCP connect off the round trip. A
+        spare older than `SPARE_MAX_AGE` may be near the server's idle timeout: dropped.
+        """
+        spare, self._spare = self._spare, None
+        if self._spare_wanted is not None:
+            self._spare_wanted.set()  # dial the next one now
+        if spare is not None:
+            stream, born = spare
+            if trio.current_time() - born < SPARE_MAX_AGE:
+                return stream, True
+            await trio.aclose_forcefully(stream)
+        return await self.dial(), False
+
+    async def keep_spare(self) -> None:
+        """Keep one young pre-dialed connection ready (best effort: errors just mean no spare)."""
+        while True:
+            self._spare_wanted = trio.Event()
+            if self._spare is None:
+                with contextlib.suppress(CommonroomError):
+                    self._spare = (await self.dial(), trio.current_time())
+            with trio.move_on_after(SPARE_MAX_AGE / 2):
+                await self._spare_wanted.wait()
+            if self._spare is not None and trio.current_time() - self._spare[1] >= SPARE_MAX_AGE / 2:
+                stream, _ = self._spare
+                self._spare = None
+                await trio.aclose_forcefully(stream)
+
+    async def dial(self) -> trio.abc.Stream:
+        # The plugin class is looked up once: an entry-point scan per request costs milliseconds.
+        if self._plugin is None:
+            from commonroom.transport.registry import load
+
+            self._plugin = load(self.hint.type)
+        stream: trio.abc.Stream = await self._plugin.dial(self.hint)
+        return stream
+
+    async def ensure_session(self, *, replace: str | None = None) -> Session:
+        async with self._rejoin_lock:
+            if self.session is not None and self.session.bearer != replace:
+                return self.session
+            if self.explicit_session is not None:
+                self.session = Session(self.explicit_session, False)
+                return self.session
+            key = mcp_profile.profile_key(self.invitation, self.name)
+            stored = mcp_profile.load(key, self.profile_dir)
+            if stored is not None and stored.get("session_id") != replace:
+                self.session = Session(str(stored["session_id"]), True)
+                return self.session
+            joined = await self.join()
+            mcp_profile.save(key, {"session_id": joined["session_id"],
+                                   "participant_id": joined.get("participant_id"),
+                                   "workspace_id": joined.get("workspace_id"),
+                                   "name": self.name}, self.profile_dir)
+            diag(f"joined the room as {self.name!r}; the session is kept in your profile")
+            self.session = Session(str(joined["session_id"]), True)
+            return self.session
+
+    async def join(self) -> dict[str, Any]:
+        body = json.dumps({"invite": self.invitation, "name": self.name, "kind": "agent",
+                           "transport": self.hint.type}).encode()
+        with trio.fail_after(REQUEST_TIMEOUT):
+            stream = await self.dial()
+            response = await byteclient.request(
+                stream, "POST", "/session/join", headers={"Content-Type": "application/json"},
+                body=body)
+        answer = response.json()
+        if response.status != 200 or not isinstance(answer, dict) or "session_id" not in answer:
+            error = answer.get("error") if isinstance(answer, dict) else None
+            message = answer.get("message") if isinstance(answer, dict) else None
+            raise CommonroomError(error if isinstance(error, str) and error in _KNOWN_CODES
+                                  else "transport_unavailable",
+                                  str(message or f"joining failed (HTTP {response.status})"))
+        return answer
+
+    # -- forwarding -----------------------------------------------------------------
+
+    async def post(self, message: dict[str, Any], bearer: str | None,
+                   on_stream_message: Any = None) -> dict[str, Any] | None:
+        """POST one message; its JSON answer (None for 202 or a streamed answer)."""
+        answer = await self.post_raw(message, bearer, on_stream_message)
+        return None if answer is None else answer.json()
+
+    async def post_raw(self, message: dict[str, Any], bearer: str | None,
+                       on_stream_message: Any = None) -> RoomAnswer | None:
+        """POST one message; its answer's bytes (None for 202 or a streamed answer)."""
+        stream, spare = await self.dial_for_request()
+        try:
+            return await self._post_on(stream, message, bearer, on_stream_message)
+        except NoResponse:
+            if not spare:
+                raise
+            # The spare was dead (the room restarted, or closed it): the room never saw
+            # the request, so sending it again on a fresh connection is safe.
+            return await self._post_on(await self.dial(), message, bearer, on_stream_message)
+
+    async def _post_on(self, stream: trio.abc.Stream, message: dict[str, Any], bearer: str | None,
+                       on_stream_message: Any) -> RoomAnswer | None:
+        body = json.dumps(message).encode()
+        async with exchange(stream, "POST", "/mcp", mcp_headers(message, bearer), body) as (
+            status, headers, chunks
+        ):
+            if status == 202:
+                return None
+            if "text/event-stream" in headers.get("content-type", ""):
+                async with contextlib.aclosing(byteclient.iter_sse(chunks)) as messages:
+                    async for sse in messages:
+                        if not sse.is_comment and sse.data:
+                            await (on_stream_message or self.write_raw)(sse.data)
+                return None
+            raw = await chunks.read_all()
+        return RoomAnswer(status, raw)
+
+    async def forward(self, message: dict[str, Any]) -> None:
+        rid = message.get("id")
+        try:
+            session = await self.ensure_session()
+            outbound = with_meta(message, self.client_info)
+            answer = await self._post_with_timeout(outbound, session.bearer)
+            if answer is not None and session.from_profile and answer.session_dead():
+                # The room no longer accepts the kept session: join again, once.
+                session = await self.ensure_session(replace=session.bearer)
+                answer = await self._post_with_timeout(outbound, session.bearer)
+            if answer is None:
+                return
+            if message.get("method") in ("resources/subscribe", "resources/unsubscribe"):
+                self._track_subscription(message, answer.json())
+            line = answer.line()
+        except CommonroomError as error:
+            if rid is not None:
+                await self.write({"jsonrpc": "2.0", "id": rid, "error": {
+                    "code": BRIDGE_ERROR, "message": error.message, "data": error.to_wire()}})
+            return
+        async with self.out_lock:
+            await self._send_line(line)
+
+    async def _post_with_timeout(self, message: dict[str, Any], bearer: str) -> RoomAnswer | None:
+        if message.get("method") == "subscriptions/listen":
+            return await self.post_raw(message, bearer)  # as long as the room keeps it open
+        with trio.move_on_after(REQUEST_TIMEOUT) as scope:
+            return await self.post_raw(message, bearer)
+        assert scope.cancelled_caught
+        raise CommonroomError("transport_unavailable",
+                              f"the room did not answer within {REQUEST_TIMEOUT:g} seconds")
+
+    def _track_subscription(self, message: dict[str, Any], answer: dict[str, Any]) -> None:
+        if "result" not in answer:
+            return
+        params = message.get("params")
+        uri = params.get("uri") if isinstance(params, dict) else None
+        if not isinstance(uri, str):
+            return
+        if message.get("method") == "resources/subscribe":
+            self.subscribed.add(uri)
+        elif message.get("method") == "resources/unsubscribe":
+            self.subscribed.discard(uri)
+
+    # -- what the bridge answers itself -----------------------------------------------
+
+    async def initialize(self, message: dict[str, Any]) -> None:
+        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        assert isinstance(params, dict)
+        info = params.get("clientInfo")
+        self.client_info = info if isinstance(info, dict) else None
+        asked = params.get("protocolVersion")
+        version = asked if asked in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": {"tools": {}, "resources": {"subscribe": True}, "prompts": {}},
+            "serverInfo": {"name": "commonroom", "version": __version__},
+        }
+        instructions = await self.discover_instructions()
+        if instructions:
+            result["instructions"] = instructions
+        await self.write({"jsonrpc": "2.0", "id": message.get("id"), "result": result})
+
+    async def discover_instructions(self) -> str | None:
+        if self.instructions is None:
+            try:
+                with trio.move_on_after(10):
+                    answer = await self.post(with_meta(
+                        {"jsonrpc": "2.0", "id": "ce-mcp-discover", "method": "server/discover"},
+                        self.client_info), None)
+                    result = (answer or {}).get("result") or {}
+                    text = result.get("instructions")
+                    self.instructions = text if isinstance(text, str) else None
+            except CommonroomError as error:
+                diag(f"server/discover failed: {error.message}")
+        return self.instructions
+
+    async def handle_line(self, line: bytes, nursery: trio.Nursery) -> None:
+        if not line.strip():
+            return
+        try:
+            message = json.loads(line)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            await self.write({"jsonrpc": "2.0", "id": None,
+                              "error": {"code": -32700, "message": "Parse error"}})
+            return
+        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+            if isinstance(message, dict) and ("result" in message or "error" in message):
+                return  # a client's answer to a server request: the room sends none
+            await self.write({"jsonrpc": "2.0", "id": None,
+                              "error": {"code": -32600, "message": "Invalid Request"}})
+            return
+        method = message["method"]
+        if message.get("id") is None:
+            return  # notifications (initialized, cancelled, ...) need no answer
+        if method == "initialize":
+            nursery.start_soon(self.initialize, message)
+        elif method == "ping":
+            await self.write({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+        else:
+            nursery.start_soon(self.forward, message)
+
+    # -- GET /mcp ---------------------------------------------------------------------
+
+    async def hold_notifications(self) -> None:
+        delay = RECONNECT_MIN
+        connected_before = False
+        last_note = ""
+        while True:
+            try:
+                session = await self.ensure_session()
+                stream = await self.dial()
+                headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": VERSION,
+                           "Authorization": f"Bearer {session.bearer}"}
+                async with exchange(stream, "GET", "/mcp", headers) as (status, _, chunks):
+                    if status == 200:
+                        if connected_before:
+                            await self.resubscribe(session.bearer)
+                        connected_before = True
+                        delay = RECONNECT_MIN
+                        async with contextlib.aclosing(byteclient.iter_sse(chunks)) as messages:
+                            async for sse in messages:
+                                if not sse.is_comment and sse.data:
+                                    await self.write_raw(sse.data)
+                    elif status == 403:
+                        diag("this session may not observe: no change notifications")
+                        return
+                    elif status == 405 and session.from_profile:
+                        await self.ensure_session(replace=session.bearer)
+            except CommonroomError as error:
+                note = f"notification stream: {error.message}"
+                if error.code != "transport_unavailable" and note != last_note:
+                    diag(note)  # once per distinct problem, not once per retry
+                last_note = note
+            await trio.sleep(delay)
+            delay = min(RECONNECT_MAX, delay * 2)
+
+    async def resubscribe(self, bearer: str) -> None:
+        """After a reconnect (the room may have restarted): subscribe again, hint every URI."""
+        for uri in sorted(self.subscribed):
+            message = with_meta({"jsonrpc": "2.0", "id": "ce-mcp-resubscribe",
+                                 "method": "resources/subscribe", "params": {"uri": uri}},
+                                self.client_info)
+            with contextlib.suppress(CommonroomError):
+                await self.post(message, bearer)
+            await self.write({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                              "params": {"uri": uri}})
+
+    # -- main -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
+        sys.stdout.flush()
+        self.stdout = trio.lowlevel.FdStream(os.dup(sys.stdout.fileno()))
+        async with stdin, self.stdout, trio.open_nursery() as nursery:
+            nursery.start_soon(self.hold_notifications)
+            nursery.start_soon(self.keep_spare)
+            buffer = b""
+            while True:
+                data = await stdin.receive_some(65536)
+                if not data:
+                    break
+                buffer += data
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    await self.handle_line(line, nursery)
+            if buffer.strip():
+                await self.handle_line(buffer, nursery)
+            nursery.cancel_scope.cancel()
+
+
+_KNOWN_CODES: Final = frozenset({
+    "unauthorized", "session_expired", "permission_denied", "invitation_expired",
+    "invitation_revoked", "invitation_redeemed", "invalid_request", "limit_exceeded",
+    "unsupported_version", "transport_unavailable",
+})
+
+
+@attrs.frozen
+class RoomAnswer:
+    """The room's answer to one POST, parsed only when someone needs more than its bytes."""
+
+    status: int
+    raw: bytes
+
+    def json(self) -> dict[str, Any]:
+        try:
+            answer = json.loads(self.raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise CommonroomError("transport_unavailable",
+                                  f"the room answered HTTP {self.status} without JSON") from None
+        if not isinstance(answer, dict):
+            raise CommonroomError("transport_unavailable", "the room's answer is not an object")
+        return answer
+
+    def line(self) -> bytes:
+        """The answer as one stdout line: the room's compact JSON as is when it is one line."""
+        raw = self.raw.strip()
+        if raw.startswith(b"{") and raw.endswith(b"}") and b"\n" not in raw and b"\r" not in raw:
+            return raw + b"\n"
+        return json.dumps(self.json(), separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+
+    def session_dead(self) -> bool:
+        if b'"isError":true' not in self.raw:
+            return False
+        return _session_dead(self.json())
+
+
+def _session_dead(answer: dict[str, Any]) -> bool:
+    """A tool answer saying the bearer is not (or no longer) a session."""
+    result = answer.get("result")
+    if not isinstance(result, dict) or not result.get("isError"):
+        return False
+    for block in result.get("content") or []:
+        try:
+            error = json.loads(block.get("text", ""))
+        except (AttributeError, json.JSONDecodeError):
+            continue
+        if isinstance(error, dict) and error.get("error") in ("unauthorized", "session_expired"):
+            return True
+    return False
+
+
+def _write_stdout(data: bytes) -> None:
+    out = sys.stdout.buffer
+    out.write(data)
+    out.flush()
+
+
+def run_bridge(invitation: str, invite: Invitation, *, session: str | None, name: str) -> None:
+    bridge = Bridge(invitation, invite, session=session, name=name)
+    with contextlib.suppress(KeyboardInterrupt):
+        trio.run(bridge.run)
+
+
+# -- plug-in configuration ---------------------------------------------------------------
+
+CLIENTS: Final = ("claude-code", "claude-desktop", "cursor", "vscode", "http")
+
+
+def print_config_text(client: str, invitation: str, name: str, *, ingress_url: str | None,
+                 session: str | None) -> str:
+    """The configuration snippet that plugs `ce mcp` (or the HTTP endpoint) into CLIENT."""
+    if client == "claude-code":
+        return f"claude mcp add commonroom -- ce mcp '{invitation}' --name {name}"
+    block: dict[str, Any]
+    if client in ("claude-desktop", "cursor"):
+        block = {"mcpServers": {"commonroom": {
+            "command": "ce", "args": ["mcp", invitation, "--name", name]}}}
+        return json.dumps(block, indent=2)
+    if client == "vscode":
+        block = {"servers": {"commonroom": {
+            "type": "stdio", "command": "ce", "args": ["mcp", invitation, "--name", name]}}}
+        return json.dumps(block, indent=2)
+    if client == "http":
+        block = {"mcpServers": {"commonroom": {
+            "type": "http", "url": ingress_url or "http://127.0.0.1:PORT/mcp",
+            "headers": {"Authorization": f"Bearer {session or '<session_id from ce join>'}"}}}}
+        return json.dumps(block, indent=2)
+    raise CommonroomError("invalid_request", f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
+
+
+def command(invitation: str, *, session: str | None, name: str, print_config: str | None) -> None:
+    """`ce mcp`: errors are one line on stderr (stdout is the client's JSON-RPC channel)."""
+    from commonroom.cli.output import guarded
+    from commonroom.protocol.invitation import decode
+
+    @guarded(interrupt_exit=0)
+    def body(json_mode: bool = False) -> None:
+        invite = decode(invitation)
+        if print_config is not None:
+            hint = invite.transport
+            url = (f"http://{hint.address}:{hint.port}/mcp"
+                   if hint.type == "loopback" and hint.address and hint.port else None)
+            stored = mcp_profile.load(mcp_profile.profile_key(invitation, name))
+            bearer = session or (str(stored["session_id"]) if stored else None)
+            print(print_config_text(print_config, invitation.strip(), name,
+                                    ingress_url=url, session=bearer))
+            return
+        run_bridge(invitation, invite, session=session, name=name)
+
+    body(json_mode=False)

@@ -1,0 +1,93 @@
+"""MCP tools: generated from the operation table, never a second list.
+
+Every `call` operation except `session.join` (an MCP caller already has its
+session) is a tool, plus the long-poll `workspace.wait` (useful to agents
+that cannot hold a stream); observe and observe/ws are streams, not tools.
+Order is the table's, so `workspace.status` (no arguments, read-only) comes
+first: the conformance runner calls the first tool with `{}`.
+
+A commonroom error inside a tool is not a JSON-RPC error: the answer is a
+`CallToolResult` with `isError: true` whose one text block is the error
+object the HTTP API returns (recovery fields included).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any, Final
+
+from commonroom.engine.core import Outcome
+from commonroom.engine.observe import StreamStart
+from commonroom.engine.operations import OPERATIONS, Operation
+from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.records import to_wire
+from commonroom.protocol.schema import json_schema
+from commonroom.room.core import Room
+
+# Stream operations that are still one request and one answer.
+_LONG_POLLS: Final = frozenset({"workspace.wait"})
+# Operations an MCP caller never needs as a tool.
+_NOT_TOOLS: Final = frozenset({"session.join"})
+
+TOOL_OPERATIONS: Final[tuple[Operation, ...]] = tuple(
+    op for op in OPERATIONS
+    if op.name not in _NOT_TOOLS and (op.kind == "call" or op.name in _LONG_POLLS)
+)
+TOOLS_BY_NAME: Final[dict[str, Operation]] = {op.name: op for op in TOOL_OPERATIONS}
+
+
+def _description(op: Operation) -> str:
+    needs = f" Needs the '{op.capability}' capability." if op.capability else ""
+    return op.summary + needs
+
+
+def tool(op: Operation) -> dict[str, Any]:
+    """One `Tool` of `tools/list`."""
+    out: dict[str, Any] = {
+        "name": op.name,
+        "title": op.name,
+        "description": _description(op),
+        "inputSchema": json_schema(op.params, params=True),
+        "annotations": {
+            "readOnlyHint": op.read_only,
+            "destructiveHint": op.destructive,
+            "idempotentHint": op.idempotent,
+            "openWorldHint": False,
+        },
+    }
+    if op.result is not None:
+        out["outputSchema"] = json_schema(op.result)
+    return out
+
+
+@cache
+def tool_list() -> tuple[dict[str, Any], ...]:
+    return tuple(tool(op) for op in TOOL_OPERATIONS)
+
+
+def success_result(answer: Any) -> dict[str, Any]:
+    text = json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": answer,
+        "isError": False,
+    }
+
+
+def error_result(error: CommonroomError) -> dict[str, Any]:
+    text = json.dumps(error.to_wire(), separators=(",", ":"), ensure_ascii=False)
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+async def call_tool(
+    room: Room, op: Operation, bearer: str | None, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """The CallToolResult body of calling `op`: its answer, or its error as `isError`."""
+    outcome: Outcome = await room.execute(op.name, bearer, arguments)
+    if outcome.error is not None:
+        return error_result(outcome.error)
+    if op.kind == "stream":
+        start: StreamStart = outcome.result
+        return success_result(to_wire(await room.wait(start)))
+    return success_result(to_wire(outcome.result))

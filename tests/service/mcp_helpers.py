@@ -1,0 +1,80 @@
+"""Raw MCP 2026-07-28 requests against a live room (the byte client, no SDK)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import trio
+
+from commonroom.cli import byteclient
+from tests.service.conftest import LiveRoom
+
+VERSION = "2026-07-28"
+META = {
+    "io.modelcontextprotocol/protocolVersion": VERSION,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "0"},
+}
+NAME_FIELD = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+              "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+
+
+def envelope(method: str, params: dict[str, Any] | None = None, rid: Any = 1,
+             meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = dict(params or {})
+    body["_meta"] = dict(META if meta is None else meta)
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": body}
+
+
+def headers_for(message: dict[str, Any], bearer: str | None = None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": VERSION, "Mcp-Method": message["method"]}
+    field = NAME_FIELD.get(message["method"])
+    if field is not None:
+        headers["Mcp-Name"] = message["params"][field]
+    if bearer is not None:
+        headers["Authorization"] = f"Bearer {bearer}"
+    return headers
+
+
+async def post(live: LiveRoom, message: Any, headers: dict[str, str] | list[tuple[str, str]],
+               raw: bytes | None = None) -> byteclient.Response:
+    body = raw if raw is not None else json.dumps(message).encode()
+    stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
+    return await byteclient.request(stream, "POST", "/mcp", headers=headers, body=body)  # type: ignore[arg-type]
+
+
+async def rpc(live: LiveRoom, method: str, params: dict[str, Any] | None = None,
+              bearer: str | None = None, rid: Any = 1, **kw: Any) -> byteclient.Response:
+    message = envelope(method, params, rid, **kw)
+    return await post(live, message, headers_for(message, bearer))
+
+
+async def tool(live: LiveRoom, name: str, bearer: str, **arguments: Any) -> dict[str, Any]:
+    response = await rpc(live, "tools/call", {"name": name, "arguments": arguments}, bearer)
+    assert response.status == 200, response.body
+    result: dict[str, Any] = response.json()["result"]
+    return result
+
+
+async def post_header_list(live: LiveRoom, message: Any, headers: list[tuple[str, str]]
+                           ) -> byteclient.Response:
+    """POST /mcp with an exact header list (duplicates kept), read with the byte client's reader."""
+    import h11
+
+    body = json.dumps(message).encode()
+    conn = h11.Connection(h11.CLIENT)
+    all_headers = [("Host", "commonroom"), ("Content-Length", str(len(body))),
+                   ("Connection", "close"), *headers]
+    # Written by hand: h11 would refuse the spaces around a value that the test sends on purpose.
+    head = "POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in all_headers) + "\r\n"
+    data = head.encode() + body
+    conn.send(h11.Request(method="POST", target="/mcp", headers=[("Host", "commonroom"),
+                                                                   ("Content-Length", str(len(body)))]))
+    conn.send(h11.Data(data=body))
+    conn.send(h11.EndOfMessage())
+    stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
+    async with stream:
+        await stream.send_all(data)
+        return await byteclient._read_response(stream, conn)

@@ -1,0 +1,113 @@
+"""Pure parts of the MCP adapter: header values, the envelope order, the task mapping, tool names."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from typing import Any
+
+import pytest
+from commonroom.room.streams import StreamItem
+
+from commonroom.mcp import notify, tasks, tools, wire
+from commonroom.protocol.events import EVENTS, RESOURCES, Event, LeaseAcquired
+
+
+def values(headers: dict[str, list[str]]) -> wire.HeaderValues:
+    lowered = {k.lower(): v for k, v in headers.items()}
+    return lambda name: lowered.get(name.lower(), [])
+
+
+def test_header_values() -> None:
+    assert wire.decode_header_value("  tools/call \t") == "tools/call"
+    encoded = base64.b64encode("Plän/Zïel".encode()).decode()
+    assert wire.decode_header_value(f" =?base64?{encoded}?= ") == "Plän/Zïel"
+    assert wire.decode_header_value("=?base64??=") == ""
+    with pytest.raises(wire.McpError) as bad:
+        wire.decode_header_value("=?base64?not base64!?=")
+    assert bad.value.code == wire.HEADER_MISMATCH
+    assert wire.decode_header_value("=?BASE64?abc?=") == "=?BASE64?abc?="  # literal: not the sentinel
+
+
+def body(method: str, meta: dict[str, Any] | None = None, rid: Any = 1, **params: Any) -> bytes:
+    p = dict(params)
+    p["_meta"] = meta if meta is not None else {wire.META_VERSION: wire.PROTOCOL_VERSION,
+                                                wire.META_CAPABILITIES: {}}
+    return json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": p}).encode()
+
+
+GOOD = {"MCP-Protocol-Version": [wire.PROTOCOL_VERSION], "Mcp-Method": ["tools/list"]}
+
+
+def code_of(raw: bytes, headers: dict[str, list[str]]) -> int:
+    with pytest.raises(wire.McpError) as error:
+        wire.parse(raw, values(headers))
+    return error.value.code
+
+
+def test_envelope_order() -> None:
+    request = wire.parse(body("tools/list"), values(GOOD))
+    assert request.method == "tools/list" and request.id == 1
+    # The header says 2026-07-28, _meta another version: a mismatch before "unsupported".
+    other = {wire.META_VERSION: "v999", wire.META_CAPABILITIES: {}}
+    assert code_of(body("tools/list", other), GOOD) == wire.HEADER_MISMATCH
+    assert code_of(body("tools/list", other), {**GOOD, "MCP-Protocol-Version": ["v999"]}) == \
+        wire.UNSUPPORTED_VERSION
+    # Missing _meta keys come before header checks.
+    assert code_of(body("tools/list", {}), {}) == wire.INVALID_PARAMS
+    assert code_of(body("tools/list"), {"MCP-Protocol-Version": [wire.PROTOCOL_VERSION]}) == \
+        wire.HEADER_MISMATCH
+    assert code_of(body("tools/list"), {**GOOD, "mcp-method": ["tools/list", "tools/list"]}) == \
+        wire.HEADER_MISMATCH
+    assert code_of(b"[1]", {}) == wire.INVALID_REQUEST
+    assert code_of(b"\xff", {}) == wire.PARSE_ERROR
+    assert code_of(json.dumps({"jsonrpc": "1.0", "id": 1, "method": "x"}).encode(), {}) == \
+        wire.INVALID_REQUEST
+    note = wire.parse(json.dumps({"jsonrpc": "2.0", "method": "notifications/x"}).encode(), values({}))
+    assert note.notification and note.id is None
+
+
+def test_errors_keep_the_request_id() -> None:
+    with pytest.raises(wire.McpError) as error:
+        wire.parse(body("tools/list", rid="abc"), values({}))
+    assert error.value.to_wire()["id"] == "abc"
+
+
+def test_tool_names_are_valid_and_unique() -> None:
+    names = [t["name"] for t in tools.tool_list()]
+    assert len(names) == len(set(names))
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name) for name in names)
+    assert all(t["inputSchema"]["type"] == "object" for t in tools.tool_list())
+
+
+def test_task_mapping() -> None:
+    record = {"task_id": "tk_1", "handoff_id": "ho_1", "status": "completed",
+              "status_message": "done", "created_at": "a", "updated_at": "b",
+              "result": {"summary": "s", "details": None}}
+    task = tasks.mcp_task(record)
+    assert task["taskId"] == "tk_1" and task["lastUpdatedAt"] == "b" and task["ttlMs"] is None
+    assert task["result"] == {"summary": "s", "details": None} and "error" not in task
+    failed = tasks.mcp_task({**record, "status": "failed", "result": None})
+    assert failed["error"]["message"] == "done" and "result" not in failed
+    assert tasks.update_params("tk_1", {"inputResponses": {
+        "status": "completed", "statusMessage": "ok", "result": {"summary": "s", "details": "d"}}}) == {
+        "task_id": "tk_1", "status": "completed", "status_message": "ok",
+        "result_summary": "s", "result_details": "d"}
+    assert tasks.update_params("tk_1", {"inputResponses": {"result": "short"}}) == {
+        "task_id": "tk_1", "result_summary": "short"}
+    with pytest.raises(wire.McpError):
+        tasks.update_params("tk_1", {})
+
+
+def test_notifications_follow_the_event_catalogue() -> None:
+    event = Event(7, LeaseAcquired.TYPE, "t", LeaseAcquired("ls_1", "pt_1", "Plan", "e"))
+    watched = {"commonroom://workspace/leases", "commonroom://workspace/document"}
+    assert notify.changed_uris(StreamItem("event", event), watched) == ["commonroom://workspace/leases"]
+    assert notify.changed_uris(StreamItem("resync", data={}), watched) == [
+        "commonroom://workspace/document", "commonroom://workspace/leases"]
+    assert notify.changed_uris(StreamItem("heartbeat"), watched) == []
+    # Every subscribable URI is a resource of the catalogue, and some event changes each one.
+    touched = set().union(*(spec.resources for spec in EVENTS.values()))
+    for name in ("status", "document", "proposals", "leases", "participants"):
+        assert name in RESOURCES and name in touched
