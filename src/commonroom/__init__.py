@@ -62,7 +62,33 @@ _EXPORTS: dict[str, str] = {
     },
 }
 
-__all__ = ["PROTOCOL_NAME", "PROTOCOL_VERSION", "__version__", *sorted(_EXPORTS)]
+__all__ = [
+    "PROTOCOL_NAME",
+    "PROTOCOL_VERSION",
+    "AsyncClient",
+    "AsyncLease",
+    "Client",
+    "CommonroomError",
+    "Conflict",
+    "InvalidRegion",
+    "InvalidRequest",
+    "InvitationError",
+    "Lease",
+    "LeaseConflict",
+    "LimitExceeded",
+    "NotFound",
+    "PermissionDenied",
+    "ProposalConflict",
+    "ProposalNotFound",
+    "RateLimited",
+    "Resync",
+    "SessionExpired",
+    "StaleVersion",
+    "Timeout",
+    "TransportUnavailable",
+    "Unauthorized",
+    "__version__",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,6 +1,6 @@
 """The sans-I/O half of the byte client: HTTP/1.1 framing (h11) and server-sent events.
 
-No trio here, so blocking callers (the synchronous `commonroom.Client` and
+No trio (and no attrs) here, so blocking callers (the synchronous `commonroom.Client` and
 the `ce` agent verbs, which must start fast) and `byteclient`'s trio
 streams share one encoder, one response reader and one SSE parser.
 `byteclient` re-exports these names.
@@ -9,12 +9,12 @@ streams share one encoder, one response reader and one SSE parser.
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-import attrs
 import h11
 
 from commonroom.protocol.errors import CommonroomError
@@ -33,7 +33,7 @@ def transport_unavailable(message: str) -> CommonroomError:
     return CommonroomError("transport_unavailable", message)
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True)
 class Response:
     """A complete response. Header names are lower-case, values decoded as Latin-1."""
 
@@ -55,7 +55,7 @@ class Response:
             ) from None
 
 
-@attrs.frozen
+@dataclasses.dataclass(frozen=True)
 class SSEMessage:
     """One server-sent event, or one comment line (`comment` is not None).
 

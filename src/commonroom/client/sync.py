@@ -193,11 +193,11 @@ class Client:
     # -- proposals --------------------------------------------------------------------
 
     def propose(self, region: str, content: str, *, base_version: int,
-                summary: str = "") -> r.Proposal:
+                summary: str | None = None) -> r.Proposal:
         """Propose `content` (the region's new text, heading line included) on `base_version`."""
         return self._call("workspace.propose", r.Proposal, {
             "region": region, "content": content, "base_version": base_version,
-            "summary": summary})
+            "summary": summary or f"update {region}"})
 
     def review(self, proposal_id: str, decision: str, *,
                comment: str | None = None) -> r.Reviewed:
