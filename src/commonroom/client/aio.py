@@ -269,7 +269,8 @@ class AsyncClient:
         return await self._call("workspace.wait", r.WaitAnswer,
                           {"cursor": cursor, "timeout_seconds": hold}, timeout=self.timeout + hold)
 
-    async def observe(self, since: int | None = None) -> AsyncIterator[Event | Resync]:
+    async def observe(self, since: int | None = None, *, retry: float | None = None
+                ) -> AsyncIterator[Event | Resync]:
         """The room's events for ever: replays after `since`, then live; resumes after drops.
 
         As `Client.observe`: a dropped connection is re-opened after the
@@ -280,7 +281,8 @@ class AsyncClient:
         from commonroom.transport.registry import dial
 
         last_id = "" if since is None else str(since)
-        retry = RECONNECT_SECONDS
+        fixed_retry = retry
+        retry = RECONNECT_SECONDS if fixed_retry is None else fixed_retry
         connected = False
         route = ROUTES["workspace.observe"]
         while True:
@@ -307,7 +309,7 @@ class AsyncClient:
                 async with contextlib.aclosing(iter_sse(chunks)) as messages:
                     try:
                         async for message in messages:
-                            if message.retry is not None:
+                            if message.retry is not None and fixed_retry is None:
                                 retry = message.retry / 1000
                             if message.id:
                                 last_id = message.id

@@ -273,16 +273,19 @@ class Client:
         return self._call("workspace.wait", r.WaitAnswer,
                           {"cursor": cursor, "timeout_seconds": hold}, timeout=self.timeout + hold)
 
-    def observe(self, since: int | None = None) -> Iterator[Event | Resync]:
+    def observe(self, since: int | None = None, *, retry: float | None = None
+                ) -> Iterator[Event | Resync]:
         """The room's events for ever: replays after `since`, then live; resumes after drops.
 
         A dropped connection (room restarting, network) is re-opened after the
         room's `retry` delay with `Last-Event-ID`, so no event is skipped; a
         `Resync` is yielded when the room could not replay (read `room()`
-        again). A session that ended raises `Unauthorized`.
+        again). A session that ended raises `Unauthorized`. `retry` (seconds)
+        overrides the room's reconnection delay.
         """
         last_id = "" if since is None else str(since)
-        retry = RECONNECT_SECONDS
+        fixed_retry = retry
+        retry = RECONNECT_SECONDS if fixed_retry is None else fixed_retry
         connected = False
         route = ROUTES["workspace.observe"]
         while True:
@@ -293,7 +296,7 @@ class Client:
                 for message in wire.open_events(self.hint, route.path, headers,
                                                 STREAM_SILENCE_SECONDS):
                     connected = True
-                    if message.retry is not None:
+                    if message.retry is not None and fixed_retry is None:
                         retry = message.retry / 1000
                     if message.id:
                         last_id = message.id
