@@ -163,3 +163,37 @@ async def test_sync_client_in_a_thread(live: LiveRoom, doc: Path) -> None:
     lease_id, proposal_id, first_type = await trio.to_thread.run_sync(script)
     assert lease_id.startswith("ls_") and proposal_id.startswith("pr_")
     assert first_type == "workspace.created"
+
+
+async def test_sync_client_keeps_one_connection_and_survives_its_close(live: LiveRoom) -> None:
+    room_port = live.ready.ingress_port
+    cuts: list[trio.CancelScope] = []
+
+    async def pipe(source: trio.abc.Stream, sink: trio.abc.Stream) -> None:
+        async for chunk in source:
+            await sink.send_all(chunk)
+
+    async def handle(client: trio.SocketStream) -> None:
+        with trio.CancelScope() as scope:
+            cuts.append(scope)
+            upstream = await trio.open_tcp_stream("127.0.0.1", room_port)
+            async with client, upstream, trio.open_nursery() as nursery:
+                nursery.start_soon(pipe, client, upstream)
+                nursery.start_soon(pipe, upstream, client)
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, handle, 0,
+                                                          host="127.0.0.1"))
+        proxy_port = listeners[0].socket.getsockname()[1]
+        joined = await live.join("keeper")
+        hint = {"type": "loopback", "encrypted": False, "mode": "private",
+                "address": "127.0.0.1", "port": proxy_port}
+        bot = commonroom.Client(live.ready.invitation, session=joined["session_id"], hint=hint)
+        versions = [await trio.to_thread.run_sync(lambda: bot.status().version) for _ in range(3)]
+        assert versions == [1, 1, 1] and len(cuts) == 1  # one connection for three calls
+        for scope in cuts:
+            scope.cancel()  # the connection closes while idle
+        lease = await trio.to_thread.run_sync(lambda: bot.checkout("Goals"))
+        assert lease.region == GOALS and len(cuts) == 2  # sent once more, on a new one
+        await trio.to_thread.run_sync(bot.close)
+        nursery.cancel_scope.cancel()

@@ -89,6 +89,8 @@ def encode_request(
     headers: Mapping[str, str] | None,
     body: bytes | None,
     accept: str,
+    *,
+    keep_alive: bool = False,
 ) -> bytes:
     chosen: dict[str, tuple[str, str]] = {
         "host": ("Host", HOST),
@@ -99,7 +101,8 @@ def encode_request(
             chosen[name.lower()] = (name, value)
     if body is not None or method.upper() in _BODY_METHODS:
         chosen["content-length"] = ("Content-Length", str(len(body or b"")))
-    chosen["connection"] = ("Connection", "close")
+    if not keep_alive:
+        chosen["connection"] = ("Connection", "close")
     try:
         out = conn.send(h11.Request(method=method, target=path, headers=list(chosen.values())))
         if body:

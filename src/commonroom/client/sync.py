@@ -3,8 +3,8 @@
 One method per operation of the table (`OPERATION_METHODS` names them),
 with typed parameters, returning the operation's result record from
 `commonroom.protocol.records`. Refusals raise the `commonroom.CommonroomError`
-subclass of their code. Each call is one request on a fresh connection
-(PROTOCOL.md section 13); see `client.wire` for how it is dialled.
+subclass of their code. Calls over a loopback transport share one kept-alive
+connection (`wire.KeptAlive`); other transports dial a connection per call.
 
     with commonroom.Client.join(invitation, name="bot") as room:
         text = room.read("Problem")
@@ -83,6 +83,7 @@ class Client:
         self.hint = hint if hint is not None else wire.hint_of(invitation)
         self.joined: r.Joined | None = None
         self._closed = False
+        self._kept = wire.KeptAlive()
 
     @classmethod
     def join(
@@ -105,8 +106,9 @@ class Client:
     # -- lifetime ---------------------------------------------------------------------
 
     def close(self) -> None:
-        """Forget the connection details; the session stays valid (use `leave()` to end it)."""
+        """Close the connection; the session stays valid (use `leave()` to end it)."""
         self._closed = True
+        self._kept.close()
 
     def __enter__(self) -> Client:
         return self
@@ -123,7 +125,7 @@ class Client:
             raise errors.TransportUnavailable("transport_unavailable", "this client is closed")
         route = ROUTES[op]
         answer = wire.call(self.hint, route.method, route.path, params, bearer=self.session,
-                           timeout=self.timeout if timeout is None else timeout)
+                           timeout=self.timeout if timeout is None else timeout, kept=self._kept)
         return record(answer, cls)
 
     # -- reads ------------------------------------------------------------------------

@@ -24,9 +24,9 @@ imports the engine, quart or hypercorn.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import json
 import socket
+import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -97,10 +97,15 @@ def answer_of(response: http11.Response) -> Any:
 
 def call(
     hint: Mapping[str, Any], method: str, path: str, params: Mapping[str, Any] | None = None, *,
-    bearer: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+    bearer: str | None = None, timeout: float = DEFAULT_TIMEOUT, kept: KeptAlive | None = None,
 ) -> Any:
-    """One operation call from blocking code; its parsed 2xx answer."""
+    """One operation call from blocking code; its parsed 2xx answer.
+
+    With `kept`, over that kept-alive connection; else on a fresh one.
+    """
     request_target, headers, body = prepare(method, path, params, bearer)
+    if kept is not None:
+        return answer_of(kept.exchange(hint, method, request_target, headers, body, timeout))
     return answer_of(exchange(hint, method, request_target, headers, body, timeout))
 
 
@@ -108,33 +113,111 @@ def exchange(
     hint: Mapping[str, Any], method: str, request_target: str, headers: Mapping[str, str],
     body: bytes | None, timeout: float = DEFAULT_TIMEOUT,
 ) -> http11.Response:
-    """One request/response on a fresh connection (blocking)."""
+    """One request/response on a fresh connection with `Connection: close` (blocking)."""
     if not _dials_loopback(hint):
         return _exchange_with_plugin(hint, method, request_target, headers, body, timeout)
     conn = http11.new_connection()
-    try:
-        payload = http11.encode_request(conn, method, request_target, headers, body,
-                                        "application/json")
-    except CommonroomError as exc:
-        raise errors.from_protocol(exc) from None
+    payload = _encode(conn, method, request_target, headers, body, keep_alive=False)
     sock = _connect(hint, timeout)
     try:
         # The room may answer early (a 413) and close: then read what it said.
         with contextlib.suppress(OSError):
             sock.sendall(payload)
-        status, head = _read_head(sock, conn)
-        chunks: list[bytes] = []
-        while True:
-            event = _next_event(sock, conn)
-            if isinstance(event, h11.Data):
-                chunks.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                return http11.Response(status=status, headers=head, body=b"".join(chunks))
-            else:
-                raise errors.TransportUnavailable(
-                    "transport_unavailable", "the room sent an unexpected HTTP event")
+        return _read_response(sock, conn)
     finally:
         sock.close()
+
+
+class KeptAlive:
+    """One kept-alive loopback connection for a blocking client's sequential calls.
+
+    The one-shot `ce` commands use `exchange` (a connection per request,
+    `Connection: close`, PROTOCOL.md section 13). A long-lived `Client` makes
+    many calls in a row, and a new TCP connection per call costs the room
+    more than the call itself on small requests, so it keeps one connection
+    and reads each response to its `Content-Length` (it never waits for the
+    server to close). A connection the room closed while idle is noticed
+    when the next request gets no response at all; that request is sent once
+    more on a fresh connection. Other transports fall back to `exchange`.
+    """
+
+    def __init__(self) -> None:
+        self._sock: socket.socket | None = None
+        self._conn: h11.Connection | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+        self._sock = self._conn = None
+
+    def exchange(
+        self, hint: Mapping[str, Any], method: str, request_target: str,
+        headers: Mapping[str, str], body: bytes | None, timeout: float = DEFAULT_TIMEOUT,
+    ) -> http11.Response:
+        if not _dials_loopback(hint):
+            return exchange(hint, method, request_target, headers, body, timeout)
+        with self._lock:
+            for attempt in (1, 2):
+                reused = self._sock is not None
+                if self._sock is None or self._conn is None:
+                    self._sock, self._conn = _connect(hint, timeout), http11.new_connection()
+                sock, conn = self._sock, self._conn
+                sock.settimeout(timeout)
+                payload = _encode(conn, method, request_target, headers, body, keep_alive=True)
+                try:
+                    try:
+                        sock.sendall(payload)
+                    except OSError as exc:
+                        raise _os_failure(exc) from None
+                    status, head = _read_head(sock, conn)
+                except errors.TransportUnavailable:
+                    self.close()
+                    if reused and attempt == 1:
+                        continue  # no answer at all: the room had closed the idle connection
+                    raise
+                except BaseException:
+                    self.close()
+                    raise
+                try:
+                    response = _read_body(sock, conn, status, head)
+                except BaseException:
+                    self.close()
+                    raise
+                if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+                    conn.start_next_cycle()
+                else:
+                    self.close()  # the room said Connection: close
+                return response
+        raise AssertionError("unreachable")
+
+
+def _encode(conn: h11.Connection, method: str, request_target: str,
+            headers: Mapping[str, str], body: bytes | None, *, keep_alive: bool) -> bytes:
+    try:
+        return http11.encode_request(conn, method, request_target, headers, body,
+                                     "application/json", keep_alive=keep_alive)
+    except CommonroomError as exc:
+        raise errors.from_protocol(exc) from None
+
+
+def _read_response(sock: socket.socket, conn: h11.Connection) -> http11.Response:
+    status, head = _read_head(sock, conn)
+    return _read_body(sock, conn, status, head)
+
+
+def _read_body(sock: socket.socket, conn: h11.Connection, status: int, head: http11.Headers
+               ) -> http11.Response:
+    chunks: list[bytes] = []
+    while True:
+        event = _next_event(sock, conn)
+        if isinstance(event, h11.Data):
+            chunks.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return http11.Response(status=status, headers=head, body=b"".join(chunks))
+        else:
+            raise errors.TransportUnavailable(
+                "transport_unavailable", "the room sent an unexpected HTTP event")
 
 
 def open_events(
@@ -195,10 +278,8 @@ def _dials_loopback(hint: Mapping[str, Any]) -> bool:
     if hint.get("type") not in _BLOCKING_TYPES or not isinstance(address, str) \
             or not isinstance(port, int):
         return False
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return address == "localhost"
+    # The loopback plugins' own rule: never send a bearer in the clear to another machine.
+    return address in ("localhost", "::1") or address.startswith("127.")
 
 
 def _connect(hint: Mapping[str, Any], timeout: float) -> socket.socket:
