@@ -96,6 +96,9 @@ def test_agent_loop_and_exit_codes(room: RoomProcess, doc: Path,
     proposal = run("propose", "Problem", "-", "--summary", "shorter", input=text).stdout.strip()
     assert proposal.startswith("pr_")
     assert ok_json("leases", "--mine")["leases"][0]["lease_id"] == lease
+    renewed = ok_json("renew", "--minutes", "30")  # the only lease, without naming it
+    assert renewed["lease_id"] == lease and renewed["expires_at"] > ok_json(
+        "leases")["leases"][0]["acquired_at"]
 
     # A wait that runs out exits 124 and prints nothing on stdout.
     waited = run("wait", proposal, "--timeout", "0.5")
@@ -245,3 +248,75 @@ def test_observe_says_it_reconnects(doc: Path) -> None:
         room.close()
         if again is not None:
             again.close()
+
+
+def at_terminal(args: list[str], answer: bytes, timeout: float = 30.0) -> tuple[int, str]:
+    """Run `ce ARGS` with stdin and stdout on a pseudo-terminal; type `answer`; (exit, output)."""
+    import pty
+    import select
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([ce_path(), *args], stdin=follower, stdout=follower,
+                            stderr=follower, close_fds=True)
+    os.close(follower)
+    out = b""
+    sent = False
+    try:
+        while True:
+            ready, _, _ = select.select([leader], [], [], timeout)
+            assert ready, f"no output within {timeout} s: {out!r}"
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+            if not sent and b"?" in out and b"[y/N]" in out:
+                os.write(leader, answer)
+                sent = True
+    finally:
+        os.close(leader)
+        code = proc.wait(timeout)
+    return code, out.decode("utf-8", "replace")
+
+
+def test_review_at_a_terminal_shows_the_diff_and_asks(room: RoomProcess, doc: Path) -> None:
+    join(doc, "bot")
+    run("read", "Risks")
+    risks = run("read", "Risks").stdout
+    proposal = run("propose", "Risks", "-", input=risks + "- New risk.\n\n").stdout.strip()
+    shown_code, shown = at_terminal(["show", str(doc), proposal], b"")
+    assert shown_code == 0 and "\x1b[32m+- New risk.\x1b[0m" in shown  # coloured at a terminal
+    code, output = at_terminal(["review", str(doc), proposal, "--approve"], b"n\n")
+    assert code == 2 and "+- New risk." in output and "not reviewed" in output
+    assert ok_json("show", str(doc), proposal)["status"] == "pending"
+    code, output = at_terminal(["review", str(doc), proposal, "--approve"], b"y\n")
+    assert code == 0 and f"{proposal} approved" in output
+    # --yes decides without asking, even at a terminal.
+    again = run("propose", "Risks", "-", "--base", "1", input=risks + "- Other.\n\n")
+    code, output = at_terminal(["review", str(doc), again.stdout.strip(), "--reject", "--yes"],
+                               b"")
+    assert code == 0 and "[y/N]" not in output
+
+
+def test_contradictory_or_missing_flags_are_usage_errors(room: RoomProcess, doc: Path) -> None:
+    joined = join(doc, "bot")
+    cases = [
+        ["review", str(doc), "pr_x", "--approve", "--reject"],
+        ["review", str(doc), "pr_x"],
+        ["call", joined["invitation"], "GET", "/workspace/status", "--session",
+         joined["session_id"], "--body", "{}"],
+        ["propose", "Risks"],  # no text
+        ["propose", "Risks", "notdash", "--base", "1"],
+        ["regions", "--profile", "x", "--session", joined["session_id"]],
+        ["regions", "--session", joined["session_id"]],  # --session without --invitation
+        ["checkout", "Risks", "--minutes", "0"],
+        ["diff"] ,  # no read recorded and no --base
+    ]
+    for args in cases:
+        result = run(*args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        as_json = run(*args, "--json")
+        assert as_json.returncode == 2 and json.loads(as_json.stdout)["error"] == \
+            "invalid_request", args

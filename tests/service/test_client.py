@@ -148,6 +148,8 @@ async def test_sync_client_in_a_thread(live: LiveRoom, doc: Path) -> None:
         out = []
         with commonroom.Client.join(invitation, name="sync-bot") as bot:
             text = bot.read("Goals")
+            with bot.checkout("Risks") as released_by_hand:
+                released_by_hand.release()  # leaving the block must not fail on it
             with bot.checkout("Goals") as lease:
                 out.append(lease.lease_id)
                 made = bot.propose("Goals", "## Goals\n\n- sync\n\n", base_version=text.version)

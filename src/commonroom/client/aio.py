@@ -60,6 +60,10 @@ class AsyncLease(r.Lease):
     ) -> None:
         try:
             await self.release()
+        except errors.InvalidRequest as gone:
+            if gone.field != "lease_id":
+                raise
+            # The lease had ended already (released by hand, expired, or by the host).
         except errors.CommonroomError:
             if exc is None:
                 raise

@@ -64,6 +64,10 @@ class Lease(r.Lease):
     ) -> None:
         try:
             self.release()
+        except errors.InvalidRequest as gone:
+            if gone.field != "lease_id":
+                raise
+            # The lease had ended already (released by hand, expired, or by the host).
         except errors.CommonroomError:
             if exc is None:
                 raise
