@@ -10,6 +10,7 @@ import os
 import queue
 import stat
 import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -320,3 +321,32 @@ def test_contradictory_or_missing_flags_are_usage_errors(room: RoomProcess, doc:
         as_json = run(*args, "--json")
         assert as_json.returncode == 2 and json.loads(as_json.stdout)["error"] == \
             "invalid_request", args
+
+
+def test_verbs_and_client_over_the_tailcat_plugin(doc: Path, tmp_path: Path) -> None:
+    """A hint that is not plain loopback goes through the transport plugin (a fake tailcat)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = Path(__file__).resolve().parents[1] / "fixtures" / "fake_tailcat.py"
+    launcher = bin_dir / "tailcat"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" "$@"\n')
+    launcher.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    room = start_room(doc, "--transport", "tailcat", "--port-ingress", "0", env=env)
+    try:
+        invitation = room.ready["invitation"]
+        joined = run("join", invitation, "--name", "far", "--no-hold", "--json", env=env)
+        assert joined.returncode == 0, joined.stderr
+        read = run("read", "Problem", env=env)
+        assert read.returncode == 0 and read.stdout.startswith("## Problem")
+        assert run("checkout", "Problem", env=env).stdout.startswith("ls_")
+        script = ("import sys, commonroom\n"
+                  "c = commonroom.Client(sys.argv[1], session=sys.argv[2])\n"
+                  "print(c.read('Risks').version, c.leases().leases[0].region)\n")
+        session = json.loads(joined.stdout)["session_id"]
+        done = subprocess.run([sys.executable, "-c", script, invitation, session], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == f"1 {PROBLEM}"
+    finally:
+        room.close()
