@@ -124,8 +124,9 @@ def test_the_client_and_the_verbs_do_not_load_the_server() -> None:
         "commonroom.Client; commonroom.AsyncClient; commonroom.StaleVersion\n"
         "import commonroom.cli.main, commonroom.cli.agent, commonroom.client.wire\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('quart', 'quart_trio',"
-        " 'hypercorn') or m.startswith('commonroom.engine') or m in ('commonroom.service',"
-        " 'commonroom.room', 'commonroom.hub'))\n"
+        " 'hypercorn') or m.startswith(('commonroom.engine', 'commonroom.room',"
+        " 'commonroom.http', 'commonroom.store')) or m in ('commonroom.service',"
+        " 'commonroom.hub', 'commonroom.streams'))\n"
         "print(heavy)\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
