@@ -156,6 +156,16 @@ def ce_err(*args: str) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]
     return error, result
 
 
+@pytest.fixture(autouse=True)
+def config_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every `ce` a test starts keeps its session profiles in a temp folder, never in ~."""
+    home = tmp_path_factory.mktemp("config")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    for name in ("CE_PROFILE", "CE_INVITATION", "CE_SESSION"):
+        monkeypatch.delenv(name, raising=False)
+    return home
+
+
 @pytest.fixture
 def doc(tmp_path: Path) -> Path:
     path = tmp_path / "idea.md"

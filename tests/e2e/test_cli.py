@@ -142,7 +142,7 @@ def test_host_commands_with_and_without_a_room(doc: Path) -> None:
         bad = ce("invite", str(doc), "--capabilities", "read,fly")
         assert bad.returncode == 1 and bad.stderr.startswith("error: invalid_request: ")
         missing = ce("review", str(doc), "pr_nope", "--approve")
-        assert missing.returncode == 1 and missing.stderr.startswith("error: proposal_not_found")
+        assert missing.returncode == 6 and missing.stderr.startswith("error: proposal_not_found")
         neither = ce("review", str(doc), "pr_nope")
         assert neither.returncode == 2
     finally:
@@ -172,7 +172,7 @@ def test_usage_and_errors_never_traceback(tmp_path: Path) -> None:
     for args in (["call", dead, "GET", "/workspace/status", "--session", "ses_secret123"],
                  ["join", dead, "--name", "x", "--no-hold"]):
         result = ce(*args)
-        assert result.returncode == 1
+        assert result.returncode == 9  # unavailable (the exit codes of `ce --help`)
         assert result.stderr.startswith("error: transport_unavailable")
         assert "ses_secret123" not in result.stderr and "s3cr3t" not in result.stderr
     # Every command takes --json (here: --help lists it).
@@ -258,7 +258,7 @@ def test_restart_rebinds_last_port_or_says_so(doc: Path, tmp_path: Path) -> None
             moved.close()
         # A fixed --port-ingress that is taken is an error, with no invitation.
         taken = ce("serve", str(doc), "--port-ingress", str(port), "--port-owner", "0", "--json")
-        assert taken.returncode == 1
+        assert taken.returncode == 9
         assert json.loads(taken.stdout)["error"] == "transport_unavailable"
         assert "commonroom://" not in taken.stdout + taken.stderr
     finally:

@@ -77,5 +77,5 @@ def test_the_login_link_route_needs_the_host_bearer_and_is_owner_only(room: Room
 
 def test_ce_open_without_a_room_says_so(doc: Path) -> None:
     error, result = ce_err("open", str(doc), "--no-browser")
-    assert result.returncode == 1
+    assert result.returncode == 9  # unavailable (README "Exit codes")
     assert error["error"] == "transport_unavailable" and "ce serve" in error["message"]

@@ -182,7 +182,7 @@ async def open_get_stream(live: LiveRoom, bearer: str) -> byteclient.BodyChunks:
         "Accept": "text/event-stream", "MCP-Protocol-Version": VERSION,
         "Authorization": f"Bearer {bearer}"})
     assert status == 200
-    assert byteclient._header(headers, "content-type").startswith("text/event-stream")
+    assert byteclient.header(headers, "content-type").startswith("text/event-stream")
     return chunks
 
 

@@ -8,10 +8,10 @@ import re
 from typing import Any
 
 import pytest
-from commonroom.room.streams import StreamItem
 
 from commonroom.mcp import notify, tasks, tools, wire
 from commonroom.protocol.events import EVENTS, RESOURCES, Event, LeaseAcquired
+from commonroom.room.streams import StreamItem
 
 
 def values(headers: dict[str, list[str]]) -> wire.HeaderValues:

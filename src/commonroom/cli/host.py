@@ -1,4 +1,4 @@
-"""Host commands: `ce invite/invitations/revoke/status/proposals/review FILE ...`.
+"""Host commands: `ce invite/invitations/revoke/status/proposals/show/review FILE ...`.
 
 Theory of operation (PROTOCOL.md section 13): a host command acts as the
 host (`*`) on the room around FILE, in one of two ways.
@@ -133,16 +133,78 @@ def format_revoked(answer: dict[str, Any]) -> list[str]:
     return [f"revoked {answer.get('invite_id')} ({answer.get('state', 'revoked')})"]
 
 
+def proposals_view(doc: Path) -> dict[str, Any]:
+    """`workspace.proposals` plus, per row, the author's name and whether it still applies.
+
+    `applies` (pending and approved proposals only; null otherwise) is true
+    when the region's text did not change between the proposal's base and
+    the current version, so committing it would not meet `stale_version`.
+    """
+    answer = check_answer(host_call(doc, "workspace.proposals", {}))
+    names = _participant_names(doc)
+    rows = []
+    for row in answer.get("proposals") or []:
+        row = dict(row)
+        row["author_name"] = names.get(str(row.get("participant_id")))
+        row["applies"] = None
+        if row.get("status") in ("pending", "approved"):
+            diff = check_answer(host_call(doc, "workspace.diff", {
+                "base_version": row.get("base_version"), "region": row.get("region")}))
+            row["applies"] = not diff.get("diff")
+        rows.append(row)
+    return {**answer, "proposals": rows}
+
+
+def proposal_view(doc: Path, proposal_id: str) -> dict[str, Any]:
+    """`workspace.proposal` (content and diff from the current text) plus the author's name."""
+    detail = check_answer(host_call(doc, "workspace.proposal", {"proposal_id": proposal_id}))
+    detail["author_name"] = _participant_names(doc).get(str(detail.get("participant_id")))
+    return detail
+
+
+def _participant_names(doc: Path) -> dict[str, str]:
+    answer = check_answer(host_call(doc, "workspace.participants", {}))
+    return {str(p.get("participant_id")): str(p.get("name"))
+            for p in answer.get("participants") or [] if isinstance(p, dict)}
+
+
+def _author(row: dict[str, Any]) -> str:
+    name = row.get("author_name")
+    return str(name) if name else str(row.get("participant_id"))
+
+
 def format_proposals(answer: dict[str, Any]) -> list[str]:
     rows = answer.get("proposals") or []
     if not rows:
         return ["no proposals"]
-    return [
-        f"{row.get('proposal_id')}  {row.get('status', '?'):<10}  {row.get('region')}  "
-        f"base v{row.get('base_version')}  by {row.get('participant_id')}  "
-        f"{json.dumps(row.get('summary', ''), ensure_ascii=False)}"
-        for row in rows
+    lines = []
+    for row in rows:
+        applies = {True: "applies", False: "stale: region changed since base", None: ""}[
+            row.get("applies")]
+        lines.append(
+            f"{row.get('proposal_id')}  {row.get('status', '?'):<10}  {row.get('region')}  "
+            f"base v{row.get('base_version')}  by {_author(row)}  "
+            f"{json.dumps(row.get('summary', ''), ensure_ascii=False)}"
+            + (f"  ({applies})" if applies else "")
+        )
+    return lines
+
+
+def format_proposal_detail(detail: dict[str, Any], *, colour: bool) -> str:
+    from commonroom.cli.output import colour_diff
+
+    head = [
+        f"proposal {detail.get('proposal_id')} ({detail.get('status')})",
+        f"region:  {detail.get('region')}",
+        f"by:      {_author(detail)}",
+        f"base:    v{detail.get('base_version')} (current v{detail.get('current_version')})",
+        f"summary: {detail.get('summary')}",
     ]
+    if detail.get("review_comment"):
+        head.append(f"comment: {detail.get('review_comment')}")
+    diff = str(detail.get("diff") or "")
+    body = colour_diff(diff, colour) if diff else "(no change to the current text)\n"
+    return "\n".join(head) + "\n\n" + body
 
 
 def format_review(answer: dict[str, Any]) -> list[str]:

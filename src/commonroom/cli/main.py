@@ -6,10 +6,14 @@ Commands: `serve` (and `ce FILE` as its shorthand), the host commands
 transport hint inside an invitation (`join`, `call`, `observe`), plus
 `decode`.
 
+The agent verbs (`regions`, `read`, `checkout`, `propose`, `wait`, `commit`,
+...) over a saved session profile live in `agent.py` and are registered on
+the group below.
+
 Every command takes `--json`. Every command body runs inside
 `output.guarded`, so any failure is one error object (`--json`, on stdout)
-or one readable line (on stderr) and a non-zero exit: 1 for a protocol
-error, 2 for a usage error. Imports of the heavier layers (trio, the engine,
+or one readable line (on stderr) and a non-zero exit whose code says what
+kind of failure it was (`output.EXIT_CODES`). Imports of the heavier layers (trio, the engine,
 the room service) happen inside the commands, so `ce` starts fast.
 """
 
@@ -64,6 +68,16 @@ class CeGroup(click.Group):
             raise click.UsageError(f"no such command or file: {name!r}", ctx)
         return super().resolve_command(ctx, args)
 
+    def _main_shell_completion(self, ctx_args: Any, prog_name: str, complete_var: str | None = None
+                               ) -> None:
+        # A completion script must never print a traceback: no suggestions instead.
+        try:
+            super()._main_shell_completion(ctx_args, prog_name, complete_var)
+        except SystemExit:
+            raise
+        except BaseException:  # whatever went wrong, the shell gets nothing
+            raise SystemExit(1) from None
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -89,6 +103,7 @@ def _file_argument(fn: F) -> F:
 @click.group(
     cls=CeGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
+    epilog="\b\nExit codes:\n" + output.exit_codes_help(),
 )
 @click.version_option(package_name="commonroom", prog_name="ce")
 def main() -> None:
@@ -276,28 +291,59 @@ def status(file: Path, json_mode: bool) -> None:
 @json_option
 @guarded()
 def proposals(file: Path, json_mode: bool) -> None:
-    """List the proposals of the room around FILE, newest first."""
-    from commonroom.cli.host import format_proposals
+    """List the proposals of the room around FILE, newest first: author, base, whether it applies."""
+    from commonroom.cli.host import format_proposals, proposals_view
 
-    _print(_host(file, "workspace.proposals", {}), json_mode, format_proposals)
+    _print(proposals_view(file), json_mode, format_proposals)
 
 
 @main.command()
 @_file_argument
 @click.argument("proposal_id")
-@click.option("--approve", "decision", flag_value="approve", help="Approve the proposal.")
-@click.option("--reject", "decision", flag_value="reject", help="Reject the proposal.")
+@json_option
+@guarded()
+def show(file: Path, proposal_id: str, json_mode: bool) -> None:
+    """Show proposal PROPOSAL_ID with its diff against the current text (coloured on a terminal)."""
+    from commonroom.cli.host import format_proposal_detail, proposal_view
+
+    detail = proposal_view(file, proposal_id)
+    if json_mode:
+        emit_json(detail)
+        return
+    sys.stdout.write(format_proposal_detail(detail, colour=sys.stdout.isatty()))
+    sys.stdout.flush()
+
+
+@main.command()
+@_file_argument
+@click.argument("proposal_id")
+@click.option("--approve", is_flag=True, help="Approve the proposal.")
+@click.option("--reject", is_flag=True, help="Reject the proposal.")
 @click.option("--comment", help="A note for the proposer.")
+@click.option("--yes", "-y", "assume_yes", is_flag=True,
+              help="Do not show the diff and ask first (the default at a terminal).")
 @json_option
 @guarded()
 def review(
-    file: Path, proposal_id: str, decision: str | None, comment: str | None, json_mode: bool
+    file: Path, proposal_id: str, approve: bool, reject: bool, comment: str | None,
+    assume_yes: bool, json_mode: bool,
 ) -> None:
-    """Approve or reject proposal PROPOSAL_ID (--approve or --reject)."""
-    from commonroom.cli.host import format_review
+    """Approve or reject proposal PROPOSAL_ID (--approve or --reject).
 
-    if decision is None:
-        raise click.UsageError("give --approve or --reject")
+    At a terminal it first prints the proposal's diff and asks; --yes skips that.
+    """
+    from commonroom.cli.host import format_proposal_detail, format_review, proposal_view
+
+    if approve == reject:
+        raise click.UsageError(
+            "give exactly one of --approve or --reject" if approve else "give --approve or --reject"
+        )
+    decision = "approve" if approve else "reject"
+    if not assume_yes and not json_mode and sys.stdin.isatty() and sys.stdout.isatty():
+        detail = proposal_view(file, proposal_id)
+        sys.stdout.write(format_proposal_detail(detail, colour=True))
+        if not click.confirm(f"{decision} {proposal_id}?", default=False):
+            raise click.UsageError("not reviewed (answer y to confirm, or pass --yes)")
     params = {"proposal_id": proposal_id, "decision": decision, "comment": comment}
     _print(_host(file, "workspace.review", params), json_mode, format_review)
 
@@ -407,12 +453,24 @@ def _answer(response: Response) -> Any:
 @click.option("--name", required=True, help="Your display name in the room.")
 @click.option("--kind", type=click.Choice(["agent", "human"]), default="agent", show_default=True)
 @click.option("--no-hold", is_flag=True, help="Exit right after joining.")
+@click.option("--profile", metavar="NAME",
+              help="Save the session under this profile (default: the workspace id).")
 @json_option
 @guarded(interrupt_exit=0)
-def join(invitation: str, name: str, kind: str, no_hold: bool, json_mode: bool) -> None:
-    """Join a room with INVITATION; print the session, then hold it until Ctrl-C."""
+def join(
+    invitation: str, name: str, kind: str, no_hold: bool, profile: str | None, json_mode: bool
+) -> None:
+    """Join a room with INVITATION; save and print the session, then hold it until Ctrl-C.
+
+    The session is saved as a profile (see `ce whoami`), so the agent verbs
+    (`ce read`, `ce propose`, ...) need neither the invitation nor the session.
+    """
     import trio
 
+    from commonroom.cli import profiles
+
+    if profile is not None:
+        profiles.check_name(profile)
     invite = _decode(invitation)
 
     async def run() -> None:
@@ -424,6 +482,8 @@ def join(invitation: str, name: str, kind: str, no_hold: bool, json_mode: bool) 
         session = _answer(response)
         if not isinstance(session, dict) or not isinstance(session.get("session_id"), str):
             raise CommonroomError("transport_unavailable", "the room's join answer has no session")
+        saved = profiles.create(profile or str(session.get("workspace_id") or "default"),
+                                invitation, session, invite.transport.to_json())
         if json_mode:
             emit_json(session)
         else:
@@ -432,6 +492,7 @@ def join(invitation: str, name: str, kind: str, no_hold: bool, json_mode: bool) 
                 if key in session:
                     echo(f"{key}: {session[key]}")
             echo(f"capabilities: {','.join(session.get('capabilities') or [])}")
+            echo(f"profile: {saved.name}")
         if no_hold:
             return
         if not json_mode:
@@ -535,6 +596,8 @@ def call(
         payload = json.dumps(parsed).encode()
     if not path.startswith("/"):
         raise invalid_request("PATH must start with '/'", "path")
+    if payload is not None and method.upper() in ("GET", "HEAD"):
+        raise click.UsageError(f"--body goes with POST, not {method.upper()}")
     invite = _decode(invitation)
     response = trio.run(
         lambda: _call(invite.transport, method.upper(), path, session=session, body=payload)
@@ -560,10 +623,10 @@ def call(
     answer = response.json()
     emit_json(answer, pretty=not json_mode)
     if not ok:
+        error = output.error_from_wire(response.status, answer)
         if not json_mode:
-            error = output.error_from_wire(response.status, answer)
             echo(output.error_line(error.code, error.message, error.recovery), err=True)
-        raise SystemExit(output.EXIT_ERROR)
+        raise SystemExit(output.exit_code_for(error.code))
 
 
 @main.command()
@@ -619,6 +682,10 @@ async def _observe(hint: TransportHint, session: str, since: int | None) -> None
         except CommonroomError as error:
             if error.code != "transport_unavailable" or not connected_once:
                 raise
+            echo(f"note: the connection to the room dropped; reconnecting in {retry:g} s"
+                 f" (from event {last_id or 'the start'})", err=True)
+        else:
+            echo(f"note: the room ended the stream; reconnecting in {retry:g} s", err=True)
         await trio.sleep(retry)
 
 
@@ -657,3 +724,12 @@ def mcp(invitation: str, session: str | None, name: str, print_config: str | Non
     from commonroom.cli.mcp_bridge import command
 
     command(invitation, session=session, name=name, print_config=print_config)
+
+
+def _register_agent_verbs() -> None:
+    from commonroom.cli import agent
+
+    agent.register(main)
+
+
+_register_agent_verbs()

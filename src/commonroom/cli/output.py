@@ -6,8 +6,9 @@ Rules this module owns (PROTOCOL.md section 13):
   on stdout, and an error is the protocol's error object on stdout;
 - without `--json` an answer is readable text on stdout and an error is one
   line `error: <code>: <message>` on stderr;
-- a protocol error exits 1, a usage error 2 (as click does); an unexpected
-  exception is `error: internal: ...`, never a traceback;
+- the exit code says what kind of failure it was (`EXIT_CODES`, listed in
+  `ce --help` and the README): a script branches on it; an unexpected
+  exception is `error: internal: ...` (exit 1), never a traceback;
 - no error line ever carries a session id or an invitation: `redact` strips
   both from every message before it is printed.
 """
@@ -25,9 +26,61 @@ import click
 
 from commonroom.protocol.errors import RECOVERY_FIELDS, STATUS, CommonroomError
 
+EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
 EXIT_USAGE: Final = 2
+EXIT_CONFLICT: Final = 3
+EXIT_STALE: Final = 4
+EXIT_PERMISSION: Final = 5
+EXIT_NOT_FOUND: Final = 6
+EXIT_UNAUTHORIZED: Final = 7
+EXIT_RATE_LIMITED: Final = 8
+EXIT_UNAVAILABLE: Final = 9
+EXIT_TIMEOUT: Final = 124
 EXIT_INTERRUPTED: Final = 130
+
+# What each exit code means, for `ce --help` and the README (issue 12 "Decisions").
+EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
+    (EXIT_OK, "ok"),
+    (EXIT_ERROR, "any other error"),
+    (EXIT_USAGE, "usage (a missing or contradictory flag, no session profile)"),
+    (EXIT_CONFLICT, "conflict: lease_conflict, proposal_conflict, handoff_conflict; `ce wait`:"
+                    " rejected, superseded, withdrawn or conflicted"),
+    (EXIT_STALE, "stale_version (read again, propose anew)"),
+    (EXIT_PERMISSION, "permission_denied, invitation_expired/revoked/redeemed"),
+    (EXIT_NOT_FOUND, "proposal_not_found, version_not_found, ... (*_not_found)"),
+    (EXIT_UNAUTHORIZED, "unauthorized, session_expired"),
+    (EXIT_RATE_LIMITED, "limit_exceeded (retry after retry_after_seconds)"),
+    (EXIT_UNAVAILABLE, "transport_unavailable: the room is not reachable"),
+    (EXIT_TIMEOUT, "`ce wait` timed out"),
+)
+_BY_CODE: Final[dict[str, int]] = {
+    "lease_conflict": EXIT_CONFLICT,
+    "proposal_conflict": EXIT_CONFLICT,
+    "handoff_conflict": EXIT_CONFLICT,
+    "stale_version": EXIT_STALE,
+    "permission_denied": EXIT_PERMISSION,
+    "unauthorized": EXIT_UNAUTHORIZED,
+    "session_expired": EXIT_UNAUTHORIZED,
+    "limit_exceeded": EXIT_RATE_LIMITED,
+    "transport_unavailable": EXIT_UNAVAILABLE,
+    "timeout": EXIT_TIMEOUT,
+}
+
+
+def exit_code_for(code: str) -> int:
+    """The exit code of a protocol error code (see `EXIT_CODES`)."""
+    if code in _BY_CODE:
+        return _BY_CODE[code]
+    if code.startswith("invitation_"):
+        return EXIT_PERMISSION
+    if code.endswith("_not_found"):
+        return EXIT_NOT_FOUND
+    return EXIT_ERROR
+
+
+def exit_codes_help() -> str:
+    return "\n".join(f"{code:>4}  {meaning}" for code, meaning in EXIT_CODES)
 
 _SECRETS: Final = (
     (re.compile(r"commonroom://join/[A-Za-z0-9_\-=]*"), "commonroom://join/…"),
@@ -60,6 +113,28 @@ def echo(text: str = "", *, err: bool = False) -> None:
 
 def emit_json(value: Any, *, pretty: bool = False) -> None:
     echo(dumps(value, pretty=pretty))
+
+
+def colour_diff(diff: str, colour: bool) -> str:
+    """A unified diff, with ANSI colours when `colour` (a terminal), else as it is."""
+    if not diff.endswith("\n"):
+        diff += "\n"
+    if not colour:
+        return diff
+    out = []
+    for line in diff.splitlines(keepends=True):
+        body = line.rstrip("\n")
+        if line.startswith(("+++", "---")):
+            out.append(f"\x1b[1m{body}\x1b[0m\n")
+        elif line.startswith("@@"):
+            out.append(f"\x1b[36m{body}\x1b[0m\n")
+        elif line.startswith("+"):
+            out.append(f"\x1b[32m{body}\x1b[0m\n")
+        elif line.startswith("-"):
+            out.append(f"\x1b[31m{body}\x1b[0m\n")
+        else:
+            out.append(line)
+    return "".join(out)
 
 
 # -- errors ----------------------------------------------------------------------
@@ -182,7 +257,7 @@ def handle_failure(exc: BaseException, json_mode: bool, interrupt_exit: int) -> 
     for leaf in leaves:
         if isinstance(leaf, CommonroomError):
             report_error(leaf, json_mode)
-            return EXIT_ERROR
+            return exit_code_for(leaf.code)
     for leaf in leaves:
         if isinstance(leaf, click.UsageError):
             if json_mode:

@@ -1,0 +1,456 @@
+"""The agent verbs: `ce regions/read/checkout/renew/release/propose/wait/commit/diff/history/
+participants/leases/whoami/leave`, over a saved session profile (issue 12).
+
+Each verb is one operation of the table called through the client's wire
+layer (`commonroom.client.wire`: the byte client's HTTP/1.1 over a blocking
+loopback socket, or the transport plugin), so a verb imports neither trio
+nor the engine on the common path, and a script's `ce read` starts fast.
+Which session a verb uses is `profiles.select`'s rule.
+
+Output: `--json` prints the operation's answer object; otherwise readable
+text, where the verbs that create something (`checkout`, `propose`) print
+its id alone on stdout so `ID=$(ce propose ...)` works, and `read` prints
+the region's text exactly. Refusals exit with the codes of `output.EXIT_CODES`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
+
+import click
+
+from commonroom.cli import profiles
+from commonroom.cli.output import echo, emit_json, guarded
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+WHOLE: Final = "workspace"
+# Completion asks the room; it must answer fast or not at all.
+COMPLETION_TIMEOUT: Final = 2.0
+WAIT_TERMINAL_OK: Final = frozenset({"approved", "committed"})
+
+
+# -- shared options -----------------------------------------------------------------------
+
+
+def session_options(fn: F) -> F:
+    """`--profile`, `--invitation`, `--session` and `--json`, on every agent verb."""
+    for decorator in reversed((
+        click.option("--profile", metavar="NAME", shell_complete=_complete_profiles,
+                     help="The saved session to use (default: CE_PROFILE, else the last joined)."),
+        click.option("--invitation", metavar="URI", help="With --session: use this session,"
+                     " not a profile."),
+        click.option("--session", metavar="ID", help="With --invitation (or CE_INVITATION +"
+                     " CE_SESSION)."),
+        click.option("--json", "json_mode", is_flag=True,
+                     help="Machine-readable output (one JSON object)."),
+    )):
+        fn = decorator(fn)
+    return fn
+
+
+def _profile(profile: str | None, invitation: str | None, session: str | None
+             ) -> profiles.Profile:
+    return profiles.select(profile, invitation, session)
+
+
+def _call(who: profiles.Profile, op: str, params: dict[str, Any] | None = None, *,
+          timeout: float | None = None) -> Any:
+    from commonroom.client import wire
+    from commonroom.client.routes import ROUTES
+
+    route = ROUTES[op]
+    return wire.call(who.hint, route.method, route.path, params, bearer=who.session,
+                     timeout=wire.DEFAULT_TIMEOUT if timeout is None else timeout)
+
+
+def _out(answer: Any, json_mode: bool, lines: Callable[[Any], list[str]]) -> None:
+    if json_mode:
+        emit_json(answer)
+        return
+    for line in lines(answer):
+        echo(line)
+
+
+def _note(text: str) -> None:
+    """A hint for a person at a terminal; scripts never see it."""
+    if sys.stderr.isatty():
+        echo(text, err=True)
+
+
+# -- completion (never raises: a broken room means no suggestions) ---------------------------
+
+
+def _complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str
+                       ) -> list[str]:
+    try:
+        return [p.name for p in profiles.all_profiles()
+                if p.name is not None and p.name.startswith(incomplete)]
+    except Exception:  # completion must never print a traceback
+        return []
+
+
+def _completion_profile(ctx: click.Context) -> profiles.Profile:
+    params = ctx.params
+    return profiles.select(params.get("profile"), params.get("invitation"), params.get("session"))
+
+
+def complete_regions(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    try:
+        who = _completion_profile(ctx)
+        answer = _call(who, "workspace.regions", timeout=COMPLETION_TIMEOUT)
+        names = [str(row["region"]) for row in answer.get("regions", [])]
+        names += [str(row["title"]) for row in answer.get("regions", [])]
+        return sorted({n for n in names if n.startswith(incomplete)})
+    except Exception:  # completion must never print a traceback
+        return []
+
+
+def complete_proposals(ctx: click.Context, param: click.Parameter, incomplete: str
+                       ) -> list[str]:
+    try:
+        who = _completion_profile(ctx)
+        answer = _call(who, "workspace.proposals", timeout=COMPLETION_TIMEOUT)
+        ids = [str(row["proposal_id"]) for row in answer.get("proposals", [])]
+        return [i for i in ids if i.startswith(incomplete)]
+    except Exception:  # completion must never print a traceback
+        return []
+
+
+def complete_leases(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    try:
+        who = _completion_profile(ctx)
+        return [str(row["lease_id"]) for row in _my_leases(who, COMPLETION_TIMEOUT)
+                if str(row["lease_id"]).startswith(incomplete)]
+    except Exception:  # completion must never print a traceback
+        return []
+
+
+# -- the verbs -----------------------------------------------------------------------------
+
+
+@click.command()
+@session_options
+@guarded()
+def whoami(profile: str | None, invitation: str | None, session: str | None,
+           json_mode: bool) -> None:
+    """Show the session a command would use: profile, participant, capabilities."""
+    who = _profile(profile, invitation, session)
+    data = {key: who.data.get(key) for key in (
+        "participant_id", "name", "kind", "workspace_id", "capabilities", "expires_at")}
+    data["profile"] = who.name
+    data["profile_path"] = str(profiles.path_of(who.name)) if who.name else None
+    default = profiles.default() if who.name else None
+    data["default"] = bool(default and default.name == who.name)
+    if json_mode:
+        emit_json(data)
+        return
+    if who.name is None:
+        echo("session: from --invitation/--session or CE_INVITATION/CE_SESSION (no profile)")
+    else:
+        echo(f"profile: {who.name}{' (default: the last joined)' if data['default'] else ''}")
+    for key in ("name", "participant_id", "kind", "workspace_id", "expires_at"):
+        if data.get(key) is not None:
+            echo(f"{key}: {data[key]}")
+    capabilities = data.get("capabilities")
+    if isinstance(capabilities, list):
+        echo(f"capabilities: {','.join(str(c) for c in capabilities)}")
+
+
+@click.command()
+@session_options
+@guarded()
+def leave(profile: str | None, invitation: str | None, session: str | None,
+          json_mode: bool) -> None:
+    """End the session (its leases are released) and delete its profile."""
+    from commonroom.client import errors
+
+    who = _profile(profile, invitation, session)
+    try:
+        answer = _call(who, "workspace.leave")
+    except errors.Unauthorized:
+        # Already ended (expired, revoked): the profile is useless; remove it anyway.
+        profiles.delete(who)
+        raise
+    profiles.delete(who)
+    _out(answer, json_mode, lambda a: [f"left ({a.get('participant_id')})"
+                                       + (f"; profile {who.name} deleted" if who.name else "")])
+
+
+@click.command()
+@session_options
+@guarded()
+def regions(profile: str | None, invitation: str | None, session: str | None,
+            json_mode: bool) -> None:
+    """List the document's regions (heading paths) at the current version."""
+    answer = _call(_profile(profile, invitation, session), "workspace.regions")
+
+    def lines(a: Any) -> list[str]:
+        out = [f"version {a.get('version')}"]
+        out += [f"{row.get('line'):>5}  {row.get('region')}" for row in a.get("regions", [])]
+        return out
+
+    _out(answer, json_mode, lines)
+
+
+@click.command()
+@click.argument("region", required=False, default=WHOLE, shell_complete=complete_regions)
+@click.option("--version", "version", type=click.IntRange(min=1), metavar="N",
+              help="Read an older version (default: the current one).")
+@session_options
+@guarded()
+def read(region: str, version: int | None, profile: str | None, invitation: str | None,
+         session: str | None, json_mode: bool) -> None:
+    """Print REGION's text (default: the whole document); remember its version for propose."""
+    who = _profile(profile, invitation, session)
+    answer = _call(who, "workspace.read", {"region": region, "version": version})
+    if version is None:
+        who.record_read(sorted({region, str(answer.get("region", region))}),
+                        int(answer["version"]))
+    if json_mode:
+        emit_json(answer)
+        return
+    content = str(answer.get("content", ""))
+    sys.stdout.write(content)
+    sys.stdout.flush()
+    _note(f"({answer.get('region')} at version {answer.get('version')}"
+          f"{', truncated' if answer.get('truncated') else ''})")
+
+
+@click.command()
+@click.argument("region", shell_complete=complete_regions)
+@click.option("--minutes", type=click.IntRange(min=1), metavar="M",
+              help="How long to hold it (default 15).")
+@session_options
+@guarded()
+def checkout(region: str, minutes: int | None, profile: str | None, invitation: str | None,
+             session: str | None, json_mode: bool) -> None:
+    """Lease REGION so others keep out while you edit it; print the lease id."""
+    answer = _call(_profile(profile, invitation, session), "workspace.checkout",
+                   {"region": region, "minutes": minutes})
+    _out(answer, json_mode, lambda a: [str(a.get("lease_id"))])
+    if not json_mode:
+        _note(f"leased {answer.get('region')} until {answer.get('expires_at')}")
+
+
+def _my_leases(who: profiles.Profile, timeout: float | None = None) -> list[dict[str, Any]]:
+    mine = who.participant_id
+    if mine is None:
+        return []  # a session from flags/env: its participant id is not known here
+    rows = _call(who, "workspace.leases", timeout=timeout).get("leases", [])
+    return [row for row in rows if row.get("participant_id") == mine]
+
+
+def _only_lease(who: profiles.Profile, lease: str | None) -> str:
+    if lease:
+        return lease
+    if who.participant_id is None:
+        raise click.UsageError("give LEASE: without a profile the session's leases are unknown")
+    mine = _my_leases(who)
+    if len(mine) == 1:
+        return str(mine[0]["lease_id"])
+    if not mine:
+        raise click.UsageError("you hold no lease (ce checkout REGION takes one)")
+    listed = ", ".join(f"{row['lease_id']} ({row['region']})" for row in mine)
+    raise click.UsageError(f"you hold several leases; name one: {listed}")
+
+
+@click.command()
+@click.argument("lease", required=False, shell_complete=complete_leases)
+@click.option("--minutes", type=click.IntRange(min=1), metavar="M",
+              help="Extend to this many minutes from now (default 15).")
+@session_options
+@guarded()
+def renew(lease: str | None, minutes: int | None, profile: str | None, invitation: str | None,
+          session: str | None, json_mode: bool) -> None:
+    """Extend LEASE (default: your only lease)."""
+    who = _profile(profile, invitation, session)
+    answer = _call(who, "workspace.renew", {"lease_id": _only_lease(who, lease),
+                                            "minutes": minutes})
+    _out(answer, json_mode,
+         lambda a: [f"{a.get('lease_id')} {a.get('region')} until {a.get('expires_at')}"])
+
+
+@click.command()
+@click.argument("lease", required=False, shell_complete=complete_leases)
+@session_options
+@guarded()
+def release(lease: str | None, profile: str | None, invitation: str | None,
+            session: str | None, json_mode: bool) -> None:
+    """Release LEASE (default: your only lease)."""
+    who = _profile(profile, invitation, session)
+    answer = _call(who, "workspace.release", {"lease_id": _only_lease(who, lease)})
+    _out(answer, json_mode, lambda a: [f"released {a.get('lease_id')}"])
+
+
+@click.command()
+@click.argument("region", shell_complete=complete_regions)
+@click.argument("source", required=False, metavar="[-]")
+@click.option("--file", "file", type=click.File("r", encoding="utf-8"), metavar="F",
+              help="The region's new text (heading line included); `-` or no --file: stdin.")
+@click.option("--summary", metavar="S", help="One line for the reviewer (default: 'update REGION').")
+@click.option("--base", type=click.IntRange(min=1), metavar="N",
+              help="The version the text is based on (default: your last `ce read` of REGION).")
+@session_options
+@guarded()
+def propose(region: str, source: str | None, file: Any, summary: str | None, base: int | None,
+            profile: str | None, invitation: str | None, session: str | None,
+            json_mode: bool) -> None:
+    """Propose new text for REGION from --file F or stdin (-); print the proposal id."""
+    if source is not None and source != "-":
+        raise click.UsageError(f"unexpected argument {source!r}: give the text with --file F"
+                               " or `-` for stdin")
+    if (source == "-") == (file is not None):
+        raise click.UsageError("give the new text with exactly one of --file F or `-` (stdin)")
+    who = _profile(profile, invitation, session)
+    if base is None:
+        base = who.last_read(region)
+        if base is None:
+            base = who.last_read(WHOLE)
+        if base is None:
+            raise click.UsageError(
+                f"no read of {region!r} recorded for this session: `ce read {region}` first,"
+                " or give --base N (the version your text is based on)"
+            )
+    content = str(file.read()) if file is not None else sys.stdin.read()
+    answer = _call(who, "workspace.propose", {
+        "region": region, "content": content, "base_version": base,
+        "summary": summary or f"update {region}"})
+    _out(answer, json_mode, lambda a: [str(a.get("proposal_id"))])
+    if not json_mode:
+        _note(f"proposed on {answer.get('region')} (base v{base}); `ce wait"
+              f" {answer.get('proposal_id')}` until it is reviewed")
+
+
+@click.command()
+@click.argument("proposal", shell_complete=complete_proposals)
+@click.option("--timeout", type=click.FloatRange(min=0), metavar="S",
+              help="Give up after S seconds (exit 124). Default: wait for ever.")
+@session_options
+@guarded()
+def wait(proposal: str, timeout: float | None, profile: str | None, invitation: str | None,
+         session: str | None, json_mode: bool) -> None:
+    """Wait until PROPOSAL is reviewed; print it. Exit 0 approved/committed, 3 otherwise."""
+    from commonroom.client.sync import Client
+    from commonroom.protocol.records import to_wire
+
+    who = _profile(profile, invitation, session)
+    client = Client(who.invitation, session=who.session, hint=who.hint)
+    decided = client.wait_for_review(proposal, timeout=timeout)
+    answer = to_wire(decided)
+    _out(answer, json_mode, lambda a: [
+        f"{a.get('proposal_id')} {a.get('status')}"
+        + (f" by {a.get('reviewer_id')}" if a.get("reviewer_id") else "")
+        + (f": {a.get('review_comment')}" if a.get("review_comment") else "")])
+    if decided.status not in WAIT_TERMINAL_OK:
+        from commonroom.cli.output import EXIT_CONFLICT
+
+        raise SystemExit(EXIT_CONFLICT)
+
+
+@click.command()
+@click.argument("proposal", shell_complete=complete_proposals)
+@session_options
+@guarded()
+def commit(proposal: str, profile: str | None, invitation: str | None, session: str | None,
+           json_mode: bool) -> None:
+    """Commit approved PROPOSAL: it lands in the file as a new version."""
+    answer = _call(_profile(profile, invitation, session), "workspace.commit",
+                   {"proposal_id": proposal})
+    _out(answer, json_mode,
+         lambda a: [f"committed {a.get('proposal_id')} as version {a.get('version')}"
+                    f" ({a.get('region')})"])
+
+
+@click.command()
+@click.option("--base", type=click.IntRange(min=1), metavar="N",
+              help="From this version (default: your last `ce read` of the region).")
+@click.option("--to", "to", type=click.IntRange(min=1), metavar="N",
+              help="To this version (default: the current one).")
+@click.option("--region", metavar="R", shell_complete=complete_regions,
+              help="Only this region (default: the whole document).")
+@session_options
+@guarded()
+def diff(base: int | None, to: int | None, region: str | None, profile: str | None,
+         invitation: str | None, session: str | None, json_mode: bool) -> None:
+    """Show the unified diff between two versions (of one region, or the whole document)."""
+    who = _profile(profile, invitation, session)
+    if base is None:
+        base = who.last_read(region or WHOLE)
+        if base is None:
+            raise click.UsageError("give --base N (no read recorded to diff from)")
+    answer = _call(who, "workspace.diff", {"base_version": base, "to_version": to,
+                                           "region": region})
+    if json_mode:
+        emit_json(answer)
+        return
+    text = str(answer.get("diff", ""))
+    if text:
+        from commonroom.cli.output import colour_diff
+
+        sys.stdout.write(colour_diff(text, sys.stdout.isatty()))
+        sys.stdout.flush()
+    else:
+        _note(f"no change from version {answer.get('base_version')} to"
+              f" {answer.get('to_version')}")
+
+
+@click.command()
+@click.option("--limit", type=click.IntRange(1, 200), metavar="N", help="At most N events.")
+@click.option("--before", "before", type=click.IntRange(min=1), metavar="ID",
+              help="Only events older than event ID.")
+@session_options
+@guarded()
+def history(limit: int | None, before: int | None, profile: str | None,
+            invitation: str | None, session: str | None, json_mode: bool) -> None:
+    """List the room's retained events, newest first."""
+    answer = _call(_profile(profile, invitation, session), "workspace.history",
+                   {"limit": limit, "before_event_id": before})
+    _out(answer, json_mode, lambda a: [
+        f"{e.get('event_id'):>6}  {e.get('created_at')}  {e.get('type')}  "
+        + json.dumps(e.get("payload", {}), ensure_ascii=False, separators=(",", ":"))
+        for e in a.get("events", [])] or ["no events"])
+
+
+@click.command()
+@session_options
+@guarded()
+def participants(profile: str | None, invitation: str | None, session: str | None,
+                 json_mode: bool) -> None:
+    """List who is in the room, and who is present."""
+    answer = _call(_profile(profile, invitation, session), "workspace.participants")
+    _out(answer, json_mode, lambda a: [
+        f"{p.get('participant_id')}  {p.get('name')}  {p.get('kind')}  "
+        f"{'present' if p.get('present') else 'away'}  {','.join(p.get('capabilities', []))}"
+        for p in a.get("participants", [])])
+
+
+@click.command()
+@click.option("--mine", is_flag=True, help="Only the leases this session's participant holds.")
+@session_options
+@guarded()
+def leases(mine: bool, profile: str | None, invitation: str | None, session: str | None,
+           json_mode: bool) -> None:
+    """List the active leases."""
+    who = _profile(profile, invitation, session)
+    if mine and who.participant_id is None:
+        raise click.UsageError("--mine needs a profile (the participant id is unknown)")
+    answer = _call(who, "workspace.leases")
+    if mine:
+        answer = {**answer, "leases": [row for row in answer.get("leases", [])
+                                       if row.get("participant_id") == who.participant_id]}
+    _out(answer, json_mode, lambda a: [
+        f"{row.get('lease_id')}  {row.get('region')}  by {row.get('participant_id')}  "
+        f"until {row.get('expires_at')}" for row in a.get("leases", [])] or ["no leases"])
+
+
+VERBS: Final = (whoami, leave, regions, read, checkout, renew, release, propose, wait, commit,
+                diff, history, participants, leases)
+
+
+def register(group: click.Group) -> None:
+    for verb in VERBS:
+        group.add_command(verb)

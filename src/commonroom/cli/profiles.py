@@ -1,0 +1,210 @@
+"""Session profiles: what `ce join` saves so later agent verbs need no invitation or session.
+
+A profile is `$XDG_CONFIG_HOME/commonroom/profiles/NAME.json` (default
+`~/.config/commonroom/profiles/`): the folder is 0700, each file 0600,
+written atomically. Never in the project folder: it holds a session bearer.
+`ce join` names the profile after the workspace unless `--profile NAME` is
+given, so there is one per room by default.
+
+Which session a command uses (issue 12 "Decisions"):
+
+1. flags: `--profile NAME`, or `--invitation` with `--session`;
+2. the environment: `CE_INVITATION` with `CE_SESSION`, then `CE_PROFILE`;
+3. the default profile: the one most recently joined (`ce whoami` says which).
+
+A profile also remembers the version of the last `ce read` per region, the
+base `ce propose` defaults to. A session given by flags or `CE_SESSION` has
+no profile, so its `ce propose` needs `--base`.
+
+Kept free of heavy imports (no attrs, no trio): every agent verb loads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import click
+
+ENV_INVITATION: Final = "CE_INVITATION"
+ENV_SESSION: Final = "CE_SESSION"
+ENV_PROFILE: Final = "CE_PROFILE"
+_NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def profiles_dir() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or ""
+    root = Path(base) if base and os.path.isabs(base) else Path.home() / ".config"
+    return root / "commonroom" / "profiles"
+
+
+def check_name(name: str) -> str:
+    if not _NAME.match(name):
+        raise click.UsageError(
+            f"profile name {name!r}: use 1-64 letters, digits, '_', '-' or '.', starting with a"
+            " letter or digit"
+        )
+    return name
+
+
+class Profile:
+    """A saved session. `data` is the JSON object on disk."""
+
+    def __init__(self, name: str | None, data: dict[str, Any]) -> None:
+        self.name = name  # None: a session from flags or the environment, not saved
+        self.data = data
+
+    @property
+    def invitation(self) -> str:
+        return str(self.data.get("invitation", ""))
+
+    @property
+    def session(self) -> str:
+        return str(self.data.get("session_id", ""))
+
+    @property
+    def participant_id(self) -> str | None:
+        value = self.data.get("participant_id")
+        return value if isinstance(value, str) else None
+
+    @property
+    def hint(self) -> dict[str, Any]:
+        hint = self.data.get("hint")
+        if isinstance(hint, dict):
+            return hint
+        from commonroom.client.wire import hint_of
+
+        hint = hint_of(self.invitation)
+        self.data["hint"] = hint
+        return hint
+
+    def last_read(self, region: str) -> int | None:
+        """The version of the last recorded read of `region` (as typed, or its full path)."""
+        reads = self.data.get("reads")
+        if not isinstance(reads, dict):
+            return None
+        value = reads.get(region)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def record_read(self, names: list[str], version: int) -> None:
+        if self.name is None:
+            return
+        reads = self.data.setdefault("reads", {})
+        for name in names:
+            reads[name] = version
+        save(self)
+
+
+def path_of(name: str) -> Path:
+    return profiles_dir() / f"{check_name(name)}.json"
+
+
+def save(profile: Profile) -> Path:
+    """Write `profile` atomically with mode 0600, in a 0700 folder."""
+    assert profile.name is not None
+    folder = profiles_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+    path = path_of(profile.name)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(profile.data, handle, indent=1)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def create(name: str, invitation: str, joined: Mapping[str, Any], hint: Mapping[str, Any]
+           ) -> Profile:
+    data = {
+        "invitation": invitation.strip(),
+        "hint": dict(hint),
+        **{key: joined.get(key) for key in (
+            "session_id", "participant_id", "workspace_id", "name", "kind", "capabilities",
+            "expires_at")},
+        "joined_at": time.time(),
+        "reads": {},
+    }
+    profile = Profile(check_name(name), data)
+    save(profile)
+    return profile
+
+
+def load(name: str) -> Profile:
+    path = path_of(name)
+    try:
+        raw = path.read_text()
+    except FileNotFoundError:
+        raise click.UsageError(
+            f"no profile named {name!r} (`ce join INVITATION --name NAME --profile {name}`"
+            " saves one)"
+        ) from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError:
+        raise click.UsageError(f"profile {name!r} is not valid JSON ({path})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("session_id"), str):
+        raise click.UsageError(f"profile {name!r} has no session ({path})")
+    return Profile(name, data)
+
+
+def delete(profile: Profile) -> None:
+    if profile.name is not None:
+        path_of(profile.name).unlink(missing_ok=True)
+
+
+def all_profiles() -> list[Profile]:
+    folder = profiles_dir()
+    found = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            found.append(load(path.stem))
+        except click.UsageError:
+            continue
+    return found
+
+
+def default() -> Profile | None:
+    """The most recently joined profile."""
+    candidates = all_profiles()
+    if not candidates:
+        return None
+    return max(candidates, key=lambda p: float(p.data.get("joined_at") or 0))
+
+
+def select(profile: str | None = None, invitation: str | None = None,
+           session: str | None = None) -> Profile:
+    """The session a command runs as: flags, then the environment, then the default profile."""
+    if invitation or session:
+        if profile:
+            raise click.UsageError("give --profile or --invitation/--session, not both")
+        if not (invitation and session):
+            raise click.UsageError("--invitation and --session go together")
+        return Profile(None, {"invitation": invitation, "session_id": session})
+    if profile:
+        return load(profile)
+    env_invitation, env_session = os.environ.get(ENV_INVITATION), os.environ.get(ENV_SESSION)
+    if env_invitation or env_session:
+        if not (env_invitation and env_session):
+            raise click.UsageError(f"set both {ENV_INVITATION} and {ENV_SESSION}, or neither")
+        return Profile(None, {"invitation": env_invitation, "session_id": env_session})
+    env_profile = os.environ.get(ENV_PROFILE)
+    if env_profile:
+        return load(env_profile)
+    chosen = default()
+    if chosen is None:
+        raise click.UsageError(
+            "no session: run `ce join INVITATION --name NAME` first (it saves a profile), or"
+            f" give --profile, or set {ENV_PROFILE} / {ENV_INVITATION} and {ENV_SESSION}"
+        )
+    return chosen

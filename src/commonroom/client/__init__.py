@@ -1,0 +1,1 @@
+"""The Python client: `Client` (blocking) and `AsyncClient` (trio). See `commonroom`'s exports."""
