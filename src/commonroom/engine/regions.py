@@ -1052,17 +1052,16 @@ class Outline:
     __slots__ = (
         "_by_path",
         "_by_title",
+        "_changed",
         "_ends",
         "_headings",
         "_levels",
         "_lines",
         "_paths",
         "_starts",
+        "_text",
         "_titles",
-        "text",
     )
-
-    text: str
 
     def __init__(self, text: str) -> None:
         found, starts = _scan(text)
@@ -1082,7 +1081,7 @@ class Outline:
         lines: list[int],
         starts: list[int],
     ) -> None:
-        self.text = text
+        self._text = text
         self._levels = levels
         self._titles = titles
         self._lines = lines
@@ -1097,6 +1096,14 @@ class Outline:
         self._ends = ends
         self._set_paths()
         self._headings: tuple[Heading, ...] | None = None
+        # (first, tail, rejoin) after `replaced`: headings [first, tail) were
+        # scanned again, those from `tail` on are the old ones from `rejoin` on
+        self._changed: tuple[int, int, int] | None = None
+
+    @property
+    def text(self) -> str:
+        """The document text."""
+        return self._text
 
     def _set_paths(self) -> None:
         by_path: dict[str, int] = {}
@@ -1206,7 +1213,7 @@ class Outline:
         new_starts = [restart + line_starts[f[1]] for f in found]
         outline = Outline.__new__(Outline)
         same_headings = new_levels == levels[first:rejoin] and new_titles == titles[first:rejoin]
-        outline.text = new
+        outline._text = new
         outline._levels = levels[:first] + new_levels + levels[rejoin:]
         outline._titles = titles[:first] + new_titles + titles[rejoin:]
         outline._lines = lines[:first] + new_lines + (
@@ -1214,6 +1221,7 @@ class Outline:
         )
         outline._starts = starts[:first] + new_starts + list(map(add, starts[rejoin:], repeat(delta)))
         outline._headings = None
+        outline._changed = (first, first + len(found), rejoin)
         outline._ends = self._ends_after(outline, first, first + len(found), rejoin, delta)
         if same_headings:
             # same titles and levels everywhere: paths (and their indices) stand
@@ -1278,14 +1286,14 @@ class Outline:
         in `paths()` resolves to itself.
         """
         name = region.strip()
-        index = self._by_path.get(name)  # even a title that starts with "section:"
+        index = self._lookup(name)  # even a title that starts with "section:"
         if index is None and name.startswith(_SECTION_PREFIX):
             name = name[len(_SECTION_PREFIX) :].strip()
-            index = self._by_path.get(name)
+            index = self._lookup(name)
         if not name:
             raise CommonroomError("invalid_region", "region is empty", region=region)
         if name in _WHOLE_ALIASES:
-            return Span(WHOLE, 0, len(self.text))
+            return Span(WHOLE, 0, self._size())
         if index is None:
             candidates = self._titles_index().get(name, ())
             if len(candidates) > 1:
@@ -1297,7 +1305,18 @@ class Outline:
                 )
             if not candidates:
                 raise CommonroomError("invalid_region", f"no heading matches region {name!r}", region=region)
-            index = self._by_path[candidates[0]]
+            index = self._lookup(candidates[0])
+            assert index is not None
+        return self._span(index)
+
+    # what `resolve` needs; a stored outline answers them from its index
+    def _lookup(self, path: str) -> int | None:
+        return self._by_path.get(path)
+
+    def _size(self) -> int:
+        return len(self._text)
+
+    def _span(self, index: int) -> Span:
         return Span(self._paths[index], self._starts[index], self._ends[index])
 
     def _titles_index(self) -> dict[str, list[str]]:
@@ -1320,7 +1339,7 @@ class Outline:
 
     def has_path(self, path: str) -> bool:
         """Is `path` a canonical region of this text (`WHOLE` always is)?"""
-        return path in self._by_path or path == WHOLE
+        return path == WHOLE or self._lookup(path) is not None
 
     def paths(self) -> tuple[str, ...]:
         """Every heading's canonical path, in document order."""

@@ -16,8 +16,8 @@ last boundary before the change until a boundary of the old version comes
 back; only those blocks are hashed, looked up (in one query) and stored.
 
 Manifests: the first format (still read) is zlib'd zigzag-delta varints; new
-versions write ``0x01`` + zlib of the ids as little-endian 64-bit integers,
-byte-shuffled (all first bytes, then all second bytes, ...), which compresses
+versions write ``0x01`` (``0x02`` when 64 bits are needed) + zlib of id minus
+position as little-endian 32-bit integers, byte-shuffled (all first bytes, then all second bytes, ...), which compresses
 unchanged runs of ids about as well and decodes at C speed, so reading one
 region of a big version does not cost a Python loop over all its blocks.
 """
@@ -75,6 +75,9 @@ class Layout:
 
     ids: list[int]
     ends: list[int]
+    changed: tuple[int, int, int] | None = attrs.field(default=None, eq=False)
+    """(first, tail, rejoin) after `store_replacement`: blocks [first, tail) are new,
+    those from `tail` on are the old ones from `rejoin` on."""
 
     def manifest(self) -> bytes:
         return encode_manifest(self.ids)
@@ -106,21 +109,31 @@ def unshuffle(data: bytes, typecode: str = "q") -> array[int]:
 
 def encode_manifest(ids: Sequence[int]) -> bytes:
     # id - position: a run of blocks stored one after the other is one repeated value
-    return b"\x01" + zlib.compress(shuffle(list(map(sub, ids, range(len(ids))))), 6)
+    values = list(map(sub, ids, range(len(ids))))
+    wide = bool(values) and (max(values) >= 2**31 or min(values) < -(2**31))
+    return (b"\x02" if wide else b"\x01") + zlib.compress(shuffle(values, "q" if wide else "i"), 6)
 
 
 class Manifest:
     """A decoded manifest: the block ids of a version, sliced without decoding them all."""
 
-    __slots__ = ("_offsets", "_ids")
+    __slots__ = ("_ids", "_offsets")
 
     def __init__(self, manifest: bytes) -> None:
         self._offsets: array[int] | None = None
         self._ids: list[int] | None = None
-        if manifest[:1] == b"\x01":
-            self._offsets = unshuffle(zlib.decompress(manifest[1:]))
+        if manifest[:1] in (b"\x01", b"\x02"):  # 32- or 64-bit
+            self._offsets = unshuffle(zlib.decompress(manifest[1:]), "i" if manifest[0] == 1 else "q")
         else:
             self._ids = _unvarints(zlib.decompress(manifest))
+
+    @classmethod
+    def of(cls, ids: Sequence[int]) -> Manifest:
+        """The manifest of these ids, without encoding it."""
+        manifest = cls.__new__(cls)
+        manifest._offsets = None
+        manifest._ids = list(ids)
+        return manifest
 
     def __len__(self) -> int:
         return len(self._offsets) if self._offsets is not None else len(self._ids or ())
@@ -234,7 +247,7 @@ def store_replacement(
     blocks = [data[a:b] for a, b in zip([restart, *new_ends], new_ends, strict=False)]
     ids = before.ids[:first] + _store_blocks(conn, blocks) + before.ids[rejoin:]
     ends = old_ends[:first] + new_ends + list(map(add, old_ends[rejoin:], repeat(delta)))
-    return Layout(ids, ends)
+    return Layout(ids, ends, (first, first + len(new_ends), rejoin))
 
 
 def store_text(conn: sqlite3.Connection, data: bytes) -> bytes:
