@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 
 from commonroom.engine.core import SNAPSHOT_CACHE_BYTES, Engine
 from commonroom.engine.history import StoredOutline, build_index, load_index, store_index
-from commonroom.engine.regions import Outline, Span
 from commonroom.engine.records import to_wire
+from commonroom.engine.regions import Outline, Span
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import ManualClock

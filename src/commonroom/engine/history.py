@@ -243,10 +243,8 @@ class StoredOutline(Outline):
         end = self._end_index(index)
         ordinals, offsets = self._index.ordinals, self._index.offsets
         first = ordinals[index]
-        if end < self._count:
-            last = ordinals[end] if offsets[end] else ordinals[end] - 1
-        else:
-            last = len(self._blocks) - 1
+        # the end heading's block too when the region ends inside it
+        last = len(self._blocks) - 1 if end >= self._count else ordinals[end] - (0 if offsets[end] else 1)
         pieces = blobs.load_blocks(self._conn, self._blocks.ids(first, last + 1))
         raw = b"".join(pieces)
         stop = len(raw) - len(pieces[-1]) + offsets[end] if end < self._count and offsets[end] else len(raw)
