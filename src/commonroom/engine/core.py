@@ -637,7 +637,8 @@ class Engine:
         tx.conn.execute(
             "INSERT INTO versions (version, content_hash, size, manifest, summary, participant_id,"
             " region, source, proposal_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (version, digest, len(data), layout.manifest(), summary, participant_id, region, source,
+            (version, digest, len(data), layout.manifest(before.layout if before else None), summary,
+             participant_id, region, source,
              proposal_id, tx.now_s),
         )
         if outline is None:

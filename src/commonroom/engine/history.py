@@ -9,7 +9,10 @@ whose headings did not change share one), and, per heading, three positions:
 its character offset, the ordinal of the block its line starts in, and its
 byte offset in that block.
 
-A `StoredOutline` answers from that alone. Resolving a path is a byte search
+A `StoredOutline` answers from that alone (the positions are compressed in
+chunks of 256 headings, the block ids of a manifest in chunks of 1,024, so a
+read decodes one chunk of each; decoded headings blocks are cached by content
+hash, `HEADINGS_CACHE_BYTES`). Resolving a path is a byte search
 in the headings block; the span's end is a search for the next heading of
 the same or a higher level in the levels; reading the region fetches only the
 blocks from the heading's block to the end heading's. So reading a region of
@@ -27,9 +30,9 @@ from __future__ import annotations
 import re
 import sqlite3
 import struct
-import zlib
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import accumulate, repeat
 from operator import add
@@ -41,6 +44,8 @@ from commonroom.engine.regions import _RESERVED, WHOLE, Heading, Outline, Span
 from commonroom.store import blobs
 
 _HEADER: Final = struct.Struct("<II")  # heading count, length of the paths part
+_LENGTH: Final = struct.Struct("<I")
+POSITIONS_CHUNK: Final = 256  # headings per separately compressed piece of the positions
 # the next heading of level <= n, searched in the levels bytes
 _NOT_DEEPER: Final = tuple(re.compile(b"[\x01-" + bytes([max(n, 1)]) + b"]") for n in range(7))
 
@@ -60,13 +65,11 @@ class HeadingIndex:
     """Byte offset of each heading in that block."""
 
     def positions(self) -> bytes:
+        """Encoded for the sidecar: three chunked arrays (a read decodes one chunk of each)."""
         typecode = "q" if self.chars >= 2**31 else "i"  # 32 bits unless the text is huge
-        return typecode.encode() + zlib.compress(
-            blobs.shuffle(self.starts, typecode)
-            + blobs.shuffle(self.ordinals, typecode)
-            + blobs.shuffle(self.offsets, typecode),
-            1,
-        )
+        parts = [blobs.encode_chunks(values, typecode, POSITIONS_CHUNK)
+                 for values in (self.starts, self.ordinals, self.offsets)]
+        return typecode.encode() + b"".join(_LENGTH.pack(len(part)) + part for part in parts)
 
     def footprint(self) -> int:
         return len(self.headings) + 24 * len(self.starts) + 256
@@ -136,22 +139,42 @@ def store_index(conn: sqlite3.Connection, version: int, index: HeadingIndex) -> 
 
 def load_index(conn: sqlite3.Connection, version: int) -> HeadingIndex | None:
     row = conn.execute(
-        "SELECT chars, headings, positions FROM version_index WHERE version = ?", (version,)
+        "SELECT v.chars, v.headings, v.positions, b.hash FROM version_index v"
+        " JOIN blocks b ON b.id = v.headings WHERE v.version = ?",
+        (version,),
     ).fetchone()
     if row is None:
         return None
-    chars, headings_id, positions = row
-    (headings,) = blobs.load_blocks(conn, [int(headings_id)])
+    chars, headings_id, positions, digest = row
+    headings = _HEADINGS.get(digest)
+    if headings is None:
+        (headings,) = blobs.load_blocks(conn, [int(headings_id)])
+        _remember_headings(digest, headings)
+    else:
+        _HEADINGS.move_to_end(digest)
     typecode = positions[:1].decode()
-    raw = zlib.decompress(positions[1:])
-    third = len(raw) // 3
-    return HeadingIndex(
-        int(chars),
-        headings,
-        blobs.unshuffle(raw[:third], typecode),
-        blobs.unshuffle(raw[third : 2 * third], typecode),
-        blobs.unshuffle(raw[2 * third :], typecode),
-    )
+    arrays: list[blobs.Chunks] = []
+    at = 1
+    for _ in range(3):
+        (length,) = _LENGTH.unpack_from(positions, at)
+        at += _LENGTH.size
+        arrays.append(blobs.Chunks(positions[at : at + length], typecode))
+        at += length
+    return HeadingIndex(int(chars), headings, *arrays)
+
+
+# Decoded headings blocks by content hash: versions whose headings did not
+# change share one (a cold read of an old version then decodes no heading
+# list). Content-addressed, so one cache serves every sidecar in the process.
+HEADINGS_CACHE_BYTES: Final = 8 * 1024 * 1024
+_HEADINGS: OrderedDict[bytes, bytes] = OrderedDict()
+
+
+def _remember_headings(digest: bytes, headings: bytes) -> None:
+    _HEADINGS[digest] = headings
+    total = sum(map(len, _HEADINGS.values()))
+    while total > HEADINGS_CACHE_BYTES and len(_HEADINGS) > 1:
+        total -= len(_HEADINGS.popitem(last=False)[1])
 
 
 class StoredOutline(Outline):

@@ -16,16 +16,19 @@ last boundary before the change until a boundary of the old version comes
 back; only those blocks are hashed, looked up (in one query) and stored.
 
 Manifests: the first format (still read) is zlib'd zigzag-delta varints; new
-versions write ``0x01`` (``0x02`` when 64 bits are needed) + zlib of id minus
-position as little-endian 32-bit integers, byte-shuffled (all first bytes, then all second bytes, ...), which compresses
-unchanged runs of ids about as well and decodes at C speed, so reading one
-region of a big version does not cost a Python loop over all its blocks.
+versions write ``0x01`` (``0x02`` when ids need 64 bits) + the ids as
+little-endian 32-bit integers, byte-shuffled (all first bytes, then all second
+bytes, ...) and compressed in chunks of 1,024 (`encode_chunks`): a run of
+consecutive ids compresses to little, it encodes at C speed (a commit on a big
+document pays no Python loop over its blocks), and a region read decodes only
+the chunk that holds its blocks' ids.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
+import struct
 import sys
 import zlib
 from array import array
@@ -33,6 +36,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from itertools import accumulate, repeat
 from operator import add, sub
+from typing import Final, overload
 
 import attrs
 
@@ -78,9 +82,12 @@ class Layout:
     changed: tuple[int, int, int] | None = attrs.field(default=None, eq=False)
     """(first, tail, rejoin) after `store_replacement`: blocks [first, tail) are new,
     those from `tail` on are the old ones from `rejoin` on."""
+    _pieces: list[bytes] = attrs.field(factory=list, eq=False, init=False, repr=False)
 
-    def manifest(self) -> bytes:
-        return encode_manifest(self.ids)
+    def manifest(self, previous: Layout | None = None) -> bytes:
+        """Encoded (chunks the same as in `previous`'s manifest are reused)."""
+        self._pieces.clear()
+        return encode_manifest(self.ids, previous, self._pieces)
 
 
 def shuffle(values: Sequence[int], typecode: str = "q") -> bytes:
@@ -107,23 +114,130 @@ def unshuffle(data: bytes, typecode: str = "q") -> array[int]:
     return out
 
 
-def encode_manifest(ids: Sequence[int]) -> bytes:
-    # id - position: a run of blocks stored one after the other is one repeated value
-    values = list(map(sub, ids, range(len(ids))))
-    wide = bool(values) and (max(values) >= 2**31 or min(values) < -(2**31))
-    return (b"\x02" if wide else b"\x01") + zlib.compress(shuffle(values, "q" if wide else "i"), 6)
+CHUNK = 1024  # ids per separately compressed piece of a manifest
+_CHUNKED: Final = struct.Struct("<II")  # count, chunk size
+
+
+def encode_chunks(
+    values: Sequence[int],
+    typecode: str,
+    chunk: int,
+    *,
+    relative: bool = False,
+    reuse: tuple[Sequence[int], list[bytes]] | None = None,
+    pieces_out: list[bytes] | None = None,
+) -> bytes:
+    """`values` in separately compressed chunks of `chunk`, so one of them reads alone.
+
+    Layout: count and chunk size, the end offset of each compressed chunk, the
+    chunks. `relative` stores each value minus its position (a run of
+    consecutive ids is then one repeated value). `reuse` is (values, pieces) of
+    an earlier encoding: a chunk with the same values keeps its compressed
+    piece. The pieces are appended to `pieces_out` for the next `reuse`.
+    """
+    pieces: list[bytes] = []
+    for i in range(0, len(values), chunk):
+        part = values[i : i + chunk]
+        if reuse is not None and i // chunk < len(reuse[1]) and reuse[0][i : i + chunk] == part:
+            pieces.append(reuse[1][i // chunk])
+            continue
+        if relative:
+            part = list(map(sub, part, range(i, i + len(part))))
+        pieces.append(zlib.compress(shuffle(part, typecode), 6))
+    if pieces_out is not None:
+        pieces_out.extend(pieces)
+    ends = array("I", accumulate(map(len, pieces)))
+    if sys.byteorder == "big":
+        ends.byteswap()
+    return _CHUNKED.pack(len(values), chunk) + ends.tobytes() + b"".join(pieces)
+
+
+class Chunks(Sequence[int]):
+    """Integers stored by `encode_chunks`, decoded a chunk at a time, as asked."""
+
+    __slots__ = ("_base", "_blob", "_chunk", "_count", "_decoded", "_ends", "_relative", "_typecode")
+
+    def __init__(self, blob: bytes, typecode: str, *, relative: bool = False) -> None:
+        self._relative = relative
+        self._count, self._chunk = _CHUNKED.unpack_from(blob)
+        chunks = -(-self._count // self._chunk) if self._count else 0
+        ends = array("I")
+        ends.frombytes(blob[_CHUNKED.size : _CHUNKED.size + 4 * chunks])
+        if sys.byteorder == "big":
+            ends.byteswap()
+        self._ends = ends
+        self._base = _CHUNKED.size + 4 * chunks
+        self._blob = blob
+        self._typecode = typecode
+        self._decoded: dict[int, array[int]] = {}
+
+    def __len__(self) -> int:
+        return int(self._count)
+
+    def _piece(self, number: int) -> array[int]:
+        piece = self._decoded.get(number)
+        if piece is None:
+            start = self._base + (self._ends[number - 1] if number else 0)
+            stop = self._base + self._ends[number]
+            piece = unshuffle(zlib.decompress(self._blob[start:stop]), self._typecode)
+            if self._relative:
+                first = number * self._chunk
+                piece = array(self._typecode, map(add, piece, range(first, first + len(piece))))
+            self._decoded[number] = piece
+        return piece
+
+    def at(self, index: int) -> int:
+        value: int = self._piece(index // self._chunk)[index % self._chunk]
+        return value
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._count)
+            assert step == 1
+            return self.slice(start, stop)
+        if not -self._count <= index < self._count:
+            raise IndexError(index)
+        return self.at(index % self._count)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.slice(0, self._count))
+
+    def slice(self, start: int, stop: int) -> list[int]:
+        stop = min(stop, self._count)
+        out: list[int] = []
+        while start < stop:
+            number, offset = divmod(start, self._chunk)
+            take = min(stop - start, self._chunk - offset)
+            out.extend(self._piece(number)[offset : offset + take])
+            start += take
+        return out
+
+
+def encode_manifest(ids: Sequence[int], reuse: Layout | None = None, pieces_out: list[bytes] | None = None) -> bytes:
+    """The manifest of `ids`; chunks equal to those of `reuse`'s manifest are not compressed again."""
+    again = (reuse.ids, reuse._pieces) if reuse is not None and reuse._pieces else None
+    try:
+        return b"\x01" + encode_chunks(ids, "i", CHUNK, relative=True, reuse=again, pieces_out=pieces_out)
+    except OverflowError:  # row ids past 2**31
+        if pieces_out is not None:
+            pieces_out.clear()
+        return b"\x02" + encode_chunks(ids, "q", CHUNK, relative=True)
 
 
 class Manifest:
     """A decoded manifest: the block ids of a version, sliced without decoding them all."""
 
-    __slots__ = ("_ids", "_offsets")
+    __slots__ = ("_chunks", "_ids")
 
     def __init__(self, manifest: bytes) -> None:
-        self._offsets: array[int] | None = None
+        self._chunks: Chunks | None = None
         self._ids: list[int] | None = None
-        if manifest[:1] in (b"\x01", b"\x02"):  # 32- or 64-bit
-            self._offsets = unshuffle(zlib.decompress(manifest[1:]), "i" if manifest[0] == 1 else "q")
+        if manifest[:1] in (b"\x01", b"\x02"):  # 32- or 64-bit ids, in chunks
+            self._chunks = Chunks(manifest[1:], "i" if manifest[0] == 1 else "q", relative=True)
         else:
             self._ids = _unvarints(zlib.decompress(manifest))
 
@@ -131,19 +245,18 @@ class Manifest:
     def of(cls, ids: Sequence[int]) -> Manifest:
         """The manifest of these ids, without encoding it."""
         manifest = cls.__new__(cls)
-        manifest._offsets = None
+        manifest._chunks = None
         manifest._ids = list(ids)
         return manifest
 
     def __len__(self) -> int:
-        return len(self._offsets) if self._offsets is not None else len(self._ids or ())
+        return len(self._chunks) if self._chunks is not None else len(self._ids or ())
 
     def ids(self, start: int = 0, stop: int | None = None) -> list[int]:
         """The ids of blocks ``[start, stop)``."""
-        if self._offsets is None:
+        if self._chunks is None:
             return (self._ids or [])[start:stop]
-        stop = len(self._offsets) if stop is None else min(stop, len(self._offsets))
-        return list(map(add, self._offsets[start:stop], range(start, stop)))
+        return self._chunks.slice(start, len(self._chunks) if stop is None else stop)
 
 
 def decode_manifest(manifest: bytes) -> list[int]:
