@@ -651,10 +651,10 @@ class Engine:
         )
         store_index(tx.conn, version, index)
         self.current_version = version
-        if before is not None and before.index is not None and before.layout is not None:
-            # the version it supersedes keeps only its heading index in memory
-            old = StoredOutline(self.conn, blobs.Manifest.of(before.layout.ids), before.index)
-            self._snapshots[before.version] = Snapshot(before.version, None, before.content_hash, old)
+        if before is not None:
+            # the version it supersedes leaves memory with its text; read again, it
+            # comes back as a stored outline (its heading index, a chunk at a time)
+            self._snapshots.pop(before.version, None)
         return self._remember(Snapshot(version, data, digest, outline, layout, index))
 
     def write_version(

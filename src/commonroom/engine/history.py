@@ -64,11 +64,40 @@ class HeadingIndex:
     offsets: Sequence[int]
     """Byte offset of each heading in that block."""
 
+    _pieces: list[list[bytes]] = attrs.field(factory=list, eq=False, init=False, repr=False)
+    _reuse: tuple[HeadingIndex, int, int, int] | None = attrs.field(default=None, eq=False, repr=False)
+    """(previous index, lo, hi, moved) when built around a change: chunks wholly
+    before heading `lo`, or (`moved == 0`) wholly from `hi` on, keep their pieces."""
+
     def positions(self) -> bytes:
-        """Encoded for the sidecar: three chunked arrays (a read decodes one chunk of each)."""
+        """Encoded for the sidecar: three chunked arrays (a read decodes one chunk of each).
+
+        Each chunk holds its values minus its first one, so a chunk whose
+        headings all moved by the same amount is the same piece as before: a
+        commit compresses again only the chunks around its change.
+        """
         typecode = "q" if self.chars >= 2**31 else "i"  # 32 bits unless the text is huge
-        parts = [blobs.encode_chunks(values, typecode, POSITIONS_CHUNK)
-                 for values in (self.starts, self.ordinals, self.offsets)]
+        arrays = (self.starts, self.ordinals, self.offsets)
+        known: list[list[bytes | None]] = [[], [], []]
+        if self._reuse is not None:
+            previous, lo, hi, moved = self._reuse
+            if previous._pieces and (previous.chars >= 2**31) == (typecode == "q"):
+                size = POSITIONS_CHUNK
+                for start in range(0, len(self.starts), size):
+                    stop = min(start + size, len(self.starts))
+                    number = start // size
+                    same = (stop == start + size and stop <= lo) or (moved == 0 and start >= hi)
+                    for which in range(3):
+                        old = previous._pieces[which]
+                        known[which].append(old[number] if same and number < len(old) else None)
+        self._pieces.clear()
+        parts: list[bytes] = []
+        for values, pieces_known in zip(arrays, known, strict=True):
+            blob, pieces = blobs.encode_chunks(
+                values, typecode, POSITIONS_CHUNK, based=True, known=pieces_known
+            )
+            parts.append(blob)
+            self._pieces.append(pieces)
         return typecode.encode() + b"".join(_LENGTH.pack(len(part)) + part for part in parts)
 
     def footprint(self) -> int:
@@ -118,7 +147,7 @@ def build_index(
         offsets = array("i", previous.offsets[:lo])
         offsets.extend(b - (ends[o - 1] if o else 0) for b, o in zip(starts[lo:hi], middle, strict=True))
         offsets.extend(previous.offsets[hi - moved :])
-        return HeadingIndex(len(text), headings, starts, ordinals, offsets)
+        return HeadingIndex(len(text), headings, starts, ordinals, offsets, reuse=(previous, lo, hi, moved))
     if ascii_:
         byte_starts = starts
     else:
@@ -158,9 +187,9 @@ def load_index(conn: sqlite3.Connection, version: int) -> HeadingIndex | None:
     for _ in range(3):
         (length,) = _LENGTH.unpack_from(positions, at)
         at += _LENGTH.size
-        arrays.append(blobs.Chunks(positions[at : at + length], typecode))
+        arrays.append(blobs.Chunks(positions[at : at + length], typecode, based=True))
         at += length
-    return HeadingIndex(int(chars), headings, *arrays)
+    return HeadingIndex(int(chars), headings, arrays[0], arrays[1], arrays[2])
 
 
 # Decoded headings blocks by content hash: versions whose headings did not

@@ -86,8 +86,9 @@ class Layout:
 
     def manifest(self, previous: Layout | None = None) -> bytes:
         """Encoded (chunks the same as in `previous`'s manifest are reused)."""
+        reuse = previous if previous is not self else None
         self._pieces.clear()
-        return encode_manifest(self.ids, previous, self._pieces)
+        return encode_manifest(self.ids, reuse, self._pieces)
 
 
 def shuffle(values: Sequence[int], typecode: str = "q") -> bytes:
@@ -124,49 +125,66 @@ def encode_chunks(
     chunk: int,
     *,
     relative: bool = False,
-    reuse: tuple[Sequence[int], list[bytes]] | None = None,
-    pieces_out: list[bytes] | None = None,
-) -> bytes:
+    based: bool = False,
+    known: Sequence[bytes | None] = (),
+) -> tuple[bytes, list[bytes]]:
     """`values` in separately compressed chunks of `chunk`, so one of them reads alone.
 
-    Layout: count and chunk size, the end offset of each compressed chunk, the
-    chunks. `relative` stores each value minus its position (a run of
-    consecutive ids is then one repeated value). `reuse` is (values, pieces) of
-    an earlier encoding: a chunk with the same values keeps its compressed
-    piece. The pieces are appended to `pieces_out` for the next `reuse`.
+    Layout: count and chunk size, the end offset of each compressed chunk,
+    (`based`) the first value of each chunk, the chunks. `relative` stores each
+    value minus its position (a run of consecutive ids is one repeated value);
+    `based` each value minus its chunk's first value (a chunk whose values all
+    moved by the same amount compresses to the same piece). `known[i]`, when
+    not None, is chunk i's piece from an earlier encoding that the caller knows
+    is still right. Returns the encoding and its pieces (for a later `known`).
     """
     pieces: list[bytes] = []
-    for i in range(0, len(values), chunk):
-        part = values[i : i + chunk]
-        if reuse is not None and i // chunk < len(reuse[1]) and reuse[0][i : i + chunk] == part:
-            pieces.append(reuse[1][i // chunk])
-            continue
-        if relative:
-            part = list(map(sub, part, range(i, i + len(part))))
-        pieces.append(zlib.compress(shuffle(part, typecode), 6))
-    if pieces_out is not None:
-        pieces_out.extend(pieces)
+    bases = array("q")
+    for number, i in enumerate(range(0, len(values), chunk)):
+        if based:
+            bases.append(values[i])
+        piece = known[number] if number < len(known) else None
+        if piece is None:
+            part = values[i : i + chunk]
+            if relative:
+                part = list(map(sub, part, range(i, i + len(part))))
+            elif based:
+                part = list(map(sub, part, repeat(part[0])))
+            piece = zlib.compress(shuffle(part, typecode), 1)
+        pieces.append(piece)
     ends = array("I", accumulate(map(len, pieces)))
     if sys.byteorder == "big":
         ends.byteswap()
-    return _CHUNKED.pack(len(values), chunk) + ends.tobytes() + b"".join(pieces)
+        bases.byteswap()
+    header = _CHUNKED.pack(len(values), chunk) + ends.tobytes() + bases.tobytes()
+    return header + b"".join(pieces), pieces
 
 
 class Chunks(Sequence[int]):
     """Integers stored by `encode_chunks`, decoded a chunk at a time, as asked."""
 
-    __slots__ = ("_base", "_blob", "_chunk", "_count", "_decoded", "_ends", "_relative", "_typecode")
+    __slots__ = (
+        "_base", "_bases", "_blob", "_chunk", "_count", "_decoded", "_ends", "_relative", "_typecode",
+    )
 
-    def __init__(self, blob: bytes, typecode: str, *, relative: bool = False) -> None:
+    def __init__(self, blob: bytes, typecode: str, *, relative: bool = False, based: bool = False) -> None:
         self._relative = relative
         self._count, self._chunk = _CHUNKED.unpack_from(blob)
         chunks = -(-self._count // self._chunk) if self._count else 0
+        at = _CHUNKED.size
         ends = array("I")
-        ends.frombytes(blob[_CHUNKED.size : _CHUNKED.size + 4 * chunks])
+        ends.frombytes(blob[at : at + 4 * chunks])
+        at += 4 * chunks
+        bases = array("q")
+        if based:
+            bases.frombytes(blob[at : at + 8 * chunks])
+            at += 8 * chunks
         if sys.byteorder == "big":
             ends.byteswap()
+            bases.byteswap()
         self._ends = ends
-        self._base = _CHUNKED.size + 4 * chunks
+        self._bases = bases
+        self._base = at
         self._blob = blob
         self._typecode = typecode
         self._decoded: dict[int, array[int]] = {}
@@ -182,7 +200,9 @@ class Chunks(Sequence[int]):
             piece = unshuffle(zlib.decompress(self._blob[start:stop]), self._typecode)
             if self._relative:
                 first = number * self._chunk
-                piece = array(self._typecode, map(add, piece, range(first, first + len(piece))))
+                piece = array("q", map(add, piece, range(first, first + len(piece))))
+            elif self._bases:
+                piece = array("q", map(add, piece, repeat(self._bases[number])))
             self._decoded[number] = piece
         return piece
 
@@ -219,13 +239,21 @@ class Chunks(Sequence[int]):
 
 def encode_manifest(ids: Sequence[int], reuse: Layout | None = None, pieces_out: list[bytes] | None = None) -> bytes:
     """The manifest of `ids`; chunks equal to those of `reuse`'s manifest are not compressed again."""
-    again = (reuse.ids, reuse._pieces) if reuse is not None and reuse._pieces else None
+    known: list[bytes | None] = []
+    if reuse is not None and reuse._pieces:
+        old = reuse.ids
+        for number, piece in enumerate(reuse._pieces):
+            i = number * CHUNK
+            known.append(piece if old[i : i + CHUNK] == ids[i : i + CHUNK] else None)
     try:
-        return b"\x01" + encode_chunks(ids, "i", CHUNK, relative=True, reuse=again, pieces_out=pieces_out)
+        blob, pieces = encode_chunks(ids, "i", CHUNK, relative=True, known=known)
+        kind = b"\x01"
     except OverflowError:  # row ids past 2**31
-        if pieces_out is not None:
-            pieces_out.clear()
-        return b"\x02" + encode_chunks(ids, "q", CHUNK, relative=True)
+        blob, pieces = encode_chunks(ids, "q", CHUNK, relative=True)
+        kind = b"\x02"
+    if pieces_out is not None:
+        pieces_out.extend(pieces)
+    return kind + blob
 
 
 class Manifest:
