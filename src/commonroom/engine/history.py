@@ -33,10 +33,10 @@ import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import accumulate, repeat
-from operator import add
-from typing import Final
+from operator import add, sub
+from typing import Final, overload
 
 import attrs
 
@@ -44,7 +44,7 @@ from commonroom.engine.regions import _RESERVED, WHOLE, Heading, Outline, Span
 from commonroom.store import blobs
 
 _HEADER: Final = struct.Struct("<II")  # heading count, length of the paths part
-_LENGTH: Final = struct.Struct("<I")
+_POSITIONS: Final = struct.Struct("<II")  # heading count, chunk size
 POSITIONS_CHUNK: Final = 256  # headings per separately compressed piece of the positions
 # the next heading of level <= n, searched in the levels bytes
 _NOT_DEEPER: Final = tuple(re.compile(b"[\x01-" + bytes([max(n, 1)]) + b"]") for n in range(7))
@@ -64,41 +64,59 @@ class HeadingIndex:
     offsets: Sequence[int]
     """Byte offset of each heading in that block."""
 
-    _pieces: list[list[bytes]] = attrs.field(factory=list, eq=False, init=False, repr=False)
+    _pieces: list[list[int]] = attrs.field(factory=list, eq=False, init=False, repr=False)
+    """The blocks rows of its position chunks, once stored (one list per array)."""
     _reuse: tuple[HeadingIndex, int, int, int] | None = attrs.field(default=None, eq=False, repr=False)
     """(previous index, lo, hi, moved) when built around a change: chunks wholly
-    before heading `lo`, or (`moved == 0`) wholly from `hi` on, keep their pieces."""
+    before heading `lo`, or (`moved == 0`) wholly from `hi` on, keep their rows."""
 
-    def positions(self) -> bytes:
-        """Encoded for the sidecar: three chunked arrays (a read decodes one chunk of each).
+    def store_positions(self, conn: sqlite3.Connection) -> bytes:
+        """Store the position chunks as blocks; return what the version row keeps.
 
-        Each chunk holds its values minus its first one, so a chunk whose
-        headings all moved by the same amount is the same piece as before: a
-        commit compresses again only the chunks around its change.
+        Each chunk of `POSITIONS_CHUNK` headings holds its values minus its
+        first one, byte-shuffled; chunks are content-addressed blocks, so a
+        chunk whose headings all moved by the same amount is the block it was,
+        and a commit stores (and hashes) only the chunks around its change. The
+        row keeps, per array, the first value and the block id of each chunk.
         """
         typecode = "q" if self.chars >= 2**31 else "i"  # 32 bits unless the text is huge
+        size = POSITIONS_CHUNK
+        count = len(self.starts)
         arrays = (self.starts, self.ordinals, self.offsets)
-        known: list[list[bytes | None]] = [[], [], []]
+        numbers = range(0, count, size)
+        known: list[list[int | None]] = [[None] * len(numbers) for _ in arrays]
         if self._reuse is not None:
             previous, lo, hi, moved = self._reuse
             if previous._pieces and (previous.chars >= 2**31) == (typecode == "q"):
-                size = POSITIONS_CHUNK
-                for start in range(0, len(self.starts), size):
-                    stop = min(start + size, len(self.starts))
-                    number = start // size
-                    same = (stop == start + size and stop <= lo) or (moved == 0 and start >= hi)
-                    for which in range(3):
-                        old = previous._pieces[which]
-                        known[which].append(old[number] if same and number < len(old) else None)
+                for number, start in enumerate(numbers):
+                    stop = min(start + size, count)
+                    if (stop == start + size and stop <= lo) or (moved == 0 and start >= hi):
+                        for which in range(3):
+                            old = previous._pieces[which]
+                            if number < len(old):
+                                known[which][number] = old[number]
+        todo: list[tuple[int, int]] = []
+        raws: list[bytes] = []
+        bases: list[array[int]] = []
+        for which, values in enumerate(arrays):
+            firsts = array("q")
+            for number, start in enumerate(numbers):
+                part = values[start : start + size]
+                firsts.append(part[0])
+                if known[which][number] is None:
+                    todo.append((which, number))
+                    raws.append(blobs.shuffle(list(map(sub, part, repeat(part[0]))), typecode))
+            bases.append(firsts)
+        for (which, number), block_id in zip(todo, blobs._store_blocks(conn, raws), strict=True):
+            known[which][number] = block_id
         self._pieces.clear()
-        parts: list[bytes] = []
-        for values, pieces_known in zip(arrays, known, strict=True):
-            blob, pieces = blobs.encode_chunks(
-                values, typecode, POSITIONS_CHUNK, based=True, known=pieces_known
-            )
-            parts.append(blob)
-            self._pieces.append(pieces)
-        return typecode.encode() + b"".join(_LENGTH.pack(len(part)) + part for part in parts)
+        object.__setattr__(self, "_reuse", None)  # never a chain of every earlier index
+        out = [typecode.encode(), _POSITIONS.pack(count, size)]
+        for which in range(3):
+            ids = [i for i in known[which] if i is not None]
+            self._pieces.append(ids)
+            out.append(blobs.shuffle(bases[which], "q") + blobs.shuffle(ids, "q"))
+        return b"".join(out)
 
     def footprint(self) -> int:
         return len(self.headings) + 24 * len(self.starts) + 256
@@ -162,7 +180,7 @@ def store_index(conn: sqlite3.Connection, version: int, index: HeadingIndex) -> 
     (headings_id,) = blobs._store_blocks(conn, [index.headings])
     conn.execute(
         "INSERT OR REPLACE INTO version_index (version, chars, headings, positions) VALUES (?, ?, ?, ?)",
-        (version, index.chars, headings_id, index.positions()),
+        (version, index.chars, headings_id, index.store_positions(conn)),
     )
 
 
@@ -181,15 +199,93 @@ def load_index(conn: sqlite3.Connection, version: int) -> HeadingIndex | None:
         _remember_headings(digest, headings)
     else:
         _HEADINGS.move_to_end(digest)
-    typecode = positions[:1].decode()
-    arrays: list[blobs.Chunks] = []
-    at = 1
-    for _ in range(3):
-        (length,) = _LENGTH.unpack_from(positions, at)
-        at += _LENGTH.size
-        arrays.append(blobs.Chunks(positions[at : at + length], typecode, based=True))
-        at += length
-    return HeadingIndex(int(chars), headings, arrays[0], arrays[1], arrays[2])
+    stored = StoredPositions(conn, positions)
+    return HeadingIndex(int(chars), headings, stored.column(0), stored.column(1), stored.column(2))
+
+
+class StoredPositions:
+    """The positions of a stored version: chunks fetched from their blocks when asked."""
+
+    __slots__ = ("_bases", "_conn", "_count", "_decoded", "_ids", "_size", "_typecode")
+
+    def __init__(self, conn: sqlite3.Connection, blob: bytes) -> None:
+        self._conn = conn
+        self._typecode = blob[:1].decode()
+        self._count, self._size = _POSITIONS.unpack_from(blob, 1)
+        chunks = -(-self._count // self._size) if self._count else 0
+        at = 1 + _POSITIONS.size
+        self._bases: list[array[int]] = []
+        self._ids: list[array[int]] = []
+        for _ in range(3):
+            self._bases.append(blobs.unshuffle(blob[at : at + 8 * chunks], "q"))
+            at += 8 * chunks
+            self._ids.append(blobs.unshuffle(blob[at : at + 8 * chunks], "q"))
+            at += 8 * chunks
+        self._decoded: dict[tuple[int, int], array[int]] = {}
+
+    def column(self, which: int) -> _Column:
+        return _Column(self, which)
+
+    def prefetch(self, indices: Sequence[int]) -> None:
+        """Fetch the chunks holding these headings' positions, all arrays, in one query."""
+        keys = sorted({(which, i // self._size) for i in indices if 0 <= i < self._count
+                       for which in range(3)} - self._decoded.keys())
+        if not keys:
+            return
+        raws = blobs.load_blocks(self._conn, [self._ids[which][number] for which, number in keys])
+        for (which, number), raw in zip(keys, raws, strict=True):
+            self._decoded[which, number] = array(
+                "q", map(add, blobs.unshuffle(raw, self._typecode), repeat(self._bases[which][number]))
+            )
+
+    def chunk(self, which: int, number: int) -> array[int]:
+        piece = self._decoded.get((which, number))
+        if piece is None:
+            self.prefetch([number * self._size])
+            piece = self._decoded[which, number]
+        return piece
+
+    def __len__(self) -> int:
+        return int(self._count)
+
+
+class _Column(Sequence[int]):
+    """One array of `StoredPositions` (character starts, block ordinals or offsets)."""
+
+    __slots__ = ("_store", "_which")
+
+    def __init__(self, store: StoredPositions, which: int) -> None:
+        self._store = store
+        self._which = which
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        count = len(self._store)
+        size = self._store._size
+        if isinstance(index, slice):
+            start, stop, step = index.indices(count)
+            assert step == 1
+            out: list[int] = []
+            while start < stop:
+                number, offset = divmod(start, size)
+                take = min(stop - start, size - offset)
+                out.extend(self._store.chunk(self._which, number)[offset : offset + take])
+                start += take
+            return out
+        if not -count <= index < count:
+            raise IndexError(index)
+        index %= count
+        value: int = self._store.chunk(self._which, index // size)[index % size]
+        return value
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self[0 : len(self)])
 
 
 # Decoded headings blocks by content hash: versions whose headings did not
@@ -249,6 +345,8 @@ class StoredOutline(Outline):
 
     def _span(self, index: int) -> Span:
         end = self._end_index(index)
+        if isinstance(self._index.starts, _Column):
+            self._index.starts._store.prefetch([index, end])
         starts = self._index.starts
         return Span(
             self._path(index), starts[index], starts[end] if end < self._count else self._index.chars

@@ -131,8 +131,9 @@ def encode_chunks(
     """`values` in separately compressed chunks of `chunk`, so one of them reads alone.
 
     Layout: count and chunk size, the end offset of each compressed chunk,
-    (`based`) the first value of each chunk, the chunks. `relative` stores each
-    value minus its position (a run of consecutive ids is one repeated value);
+    (`based`) the first value of each chunk, the chunks. `relative` stores the
+    first value and then each one minus the one before (a run of consecutive
+    ids is a run of ones);
     `based` each value minus its chunk's first value (a chunk whose values all
     moved by the same amount compresses to the same piece). `known[i]`, when
     not None, is chunk i's piece from an earlier encoding that the caller knows
@@ -147,7 +148,7 @@ def encode_chunks(
         if piece is None:
             part = values[i : i + chunk]
             if relative:
-                part = list(map(sub, part, range(i, i + len(part))))
+                part = [part[0], *map(sub, part[1:], part[:-1])]
             elif based:
                 part = list(map(sub, part, repeat(part[0])))
             piece = zlib.compress(shuffle(part, typecode), 1)
@@ -199,8 +200,7 @@ class Chunks(Sequence[int]):
             stop = self._base + self._ends[number]
             piece = unshuffle(zlib.decompress(self._blob[start:stop]), self._typecode)
             if self._relative:
-                first = number * self._chunk
-                piece = array("q", map(add, piece, range(first, first + len(piece))))
+                piece = array("q", accumulate(piece))
             elif self._bases:
                 piece = array("q", map(add, piece, repeat(self._bases[number])))
             self._decoded[number] = piece
