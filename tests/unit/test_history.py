@@ -225,3 +225,26 @@ def test_unknown_old_region_is_an_invalid_region_error(tmp_path: Path) -> None:
         "region"] == "Top/Section 3"
     assert Span("Top", 0, 1) != engine.snapshot(1).outline.resolve("Top")
     engine.close()
+
+
+def test_superseded_versions_leave_memory(tmp_path: Path) -> None:
+    import gc
+    import weakref
+
+    path = tmp_path / "doc.md"
+    path.write_text(big_document(300))
+    engine = Engine(path, clock=ManualClock())
+    host = engine.mint_host_session()
+    agent = agent_session(engine, host)
+    region_commit(engine, host, agent, "Top/Section 3", "## Section 3\n\nfirst\n\n")
+    superseded = engine.current()
+    assert superseded.index is not None
+    index = weakref.ref(superseded.index)
+    del superseded
+    for n in range(4):
+        region_commit(engine, host, agent, f"Top/Section {n + 10}", f"## Section {n + 10}\n\nv{n}\n\n")
+    gc.collect()
+    # its index is not kept (each new one is built from the one before), nor its text
+    assert index() is None
+    assert [v for v, s in engine._snapshots.items() if s.in_memory] == [engine.current_version]
+    engine.close()
