@@ -9,8 +9,8 @@ whose headings did not change share one), and, per heading, three positions:
 its character offset, the ordinal of the block its line starts in, and its
 byte offset in that block.
 
-A `StoredOutline` answers from that alone (the positions are compressed in
-chunks of 256 headings, the block ids of a manifest in chunks of 1,024, so a
+A `StoredOutline` answers from that alone (the positions are stored in
+chunks of 128 headings, the block ids of a manifest in chunks of 1,024, so a
 read decodes one chunk of each; decoded headings blocks are cached by content
 hash, `HEADINGS_CACHE_BYTES`). Resolving a path is a byte search
 in the headings block; the span's end is a search for the next heading of
@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import struct
+import zlib
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict
@@ -45,7 +46,7 @@ from commonroom.store import blobs
 
 _HEADER: Final = struct.Struct("<II")  # heading count, length of the paths part
 _POSITIONS: Final = struct.Struct("<II")  # heading count, chunk size
-POSITIONS_CHUNK: Final = 256  # headings per separately compressed piece of the positions
+POSITIONS_CHUNK: Final = 128  # headings per separately stored piece of the positions
 # the next heading of level <= n, searched in the levels bytes
 _NOT_DEEPER: Final = tuple(re.compile(b"[\x01-" + bytes([max(n, 1)]) + b"]") for n in range(7))
 
@@ -111,12 +112,12 @@ class HeadingIndex:
             known[which][number] = block_id
         self._pieces.clear()
         object.__setattr__(self, "_reuse", None)  # never a chain of every earlier index
-        out = [typecode.encode(), _POSITIONS.pack(count, size)]
+        out: list[bytes] = []
         for which in range(3):
             ids = [i for i in known[which] if i is not None]
             self._pieces.append(ids)
             out.append(blobs.shuffle(bases[which], "q") + blobs.shuffle(ids, "q"))
-        return b"".join(out)
+        return typecode.encode() + _POSITIONS.pack(count, size) + zlib.compress(b"".join(out), 6)
 
     def footprint(self) -> int:
         return len(self.headings) + 24 * len(self.starts) + 256
@@ -213,7 +214,8 @@ class StoredPositions:
         self._typecode = blob[:1].decode()
         self._count, self._size = _POSITIONS.unpack_from(blob, 1)
         chunks = -(-self._count // self._size) if self._count else 0
-        at = 1 + _POSITIONS.size
+        blob = zlib.decompress(blob[1 + _POSITIONS.size :])
+        at = 0
         self._bases: list[array[int]] = []
         self._ids: list[array[int]] = []
         for _ in range(3):
