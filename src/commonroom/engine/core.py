@@ -121,7 +121,7 @@ class Snapshot:
         self.layout = layout
         """Where the blocks lie (the current version: new versions are stored against it)."""
         self.index = index
-        """Its heading index (the current version: it becomes a stored outline when superseded)."""
+        """Its heading index (the current version: the next one's is built from it)."""
 
     @property
     def data(self) -> bytes:
