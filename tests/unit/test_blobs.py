@@ -81,3 +81,23 @@ def test_manifests_of_both_formats_read_back() -> None:
     # a run of 10,000 ids costs a few hundred bytes
     assert len(blobs.encode_manifest(list(range(1, 10_001)))) < 600
     assert blobs.decode_manifest(blobs.encode_manifest([2**40, 1])) == [2**40, 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(head=st.binary(max_size=300), old=st.binary(max_size=200), new=st.binary(max_size=200),
+       tail=st.binary(max_size=300), big=st.booleans())
+def test_changed_range_finds_the_stretch_that_differs(
+    head: bytes, old: bytes, new: bytes, tail: bytes, big: bool
+) -> None:
+    if big:  # past one 64 KiB comparison step
+        head, tail = head * 400, tail * 400
+    before, after = head + old + tail, head + new + tail
+    start, old_end, new_end = blobs.changed_range(before, after)
+    assert after == before[:start] + after[start:new_end] + before[old_end:]
+    # at least the head and tail it was made of are kept
+    assert start + len(before) - old_end >= len(head) + len(tail)
+    assert len(after) - new_end == len(before) - old_end
+    # as short as can be: the bytes at both ends of the change differ
+    if start < old_end and start < new_end:
+        assert before[start] != after[start]
+        assert before[old_end - 1] != after[new_end - 1]

@@ -10,7 +10,7 @@ from pathlib import Path
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-from commonroom.engine.core import SNAPSHOT_CACHE_BYTES, Engine
+from commonroom.engine.core import SNAPSHOT_CACHE_BYTES, Engine, sha256_hex
 from commonroom.engine.history import StoredOutline, build_index, load_index, store_index
 from commonroom.engine.records import to_wire
 from commonroom.engine.regions import Outline, Span
@@ -247,4 +247,33 @@ def test_superseded_versions_leave_memory(tmp_path: Path) -> None:
     # its index is not kept (each new one is built from the one before), nor its text
     assert index() is None
     assert [v for v, s in engine._snapshots.items() if s.in_memory] == [engine.current_version]
+    engine.close()
+
+
+def test_whole_document_writes_update_the_outline_and_blocks_around_the_change(tmp_path: Path) -> None:
+    path = tmp_path / "doc.md"
+    text = big_document(200)
+    path.write_text(text)
+    engine = Engine(path, clock=ManualClock())
+    host = engine.mint_host_session()
+    edits = [
+        lambda t: t.replace("## Section 50\n", "## Section fifty\n"),  # a title
+        lambda t: t.replace("## Section 60\n", "```\n## Section 60\n", 1),  # an unclosed fence
+        lambda t: t.replace("```\n## Section 60\n", "## Section 60\n", 1),  # closed again
+        lambda t: t + "\n# Appendix\n\nThe end.\n",  # appended
+        lambda t: t[: t.index("## Section 10\n")] + t[t.index("## Section 12\n") :],  # cut
+        lambda t: "Intro ✓ non-ASCII\n\n" + t,  # characters and bytes differ from here on
+    ]
+    for edit in edits:
+        text = edit(text)
+        done = engine.execute("workspace.commit", host, {
+            "base_version": engine.current_version, "summary": "raw", "content": text})
+        assert done.error is None, done.error
+        current = engine.current()
+        assert current.outline.headings == Outline(text).headings
+        assert current.layout == blobs.store_blocks(engine.conn, current.data)
+    for version in range(1, engine.current_version + 1):
+        engine._snapshots.clear()
+        assert sha256_hex(engine.snapshot(version).data) == engine.conn.execute(
+            "SELECT content_hash FROM versions WHERE version = ?", (version,)).fetchone()[0]
     engine.close()

@@ -668,9 +668,24 @@ class Engine:
         source: str,
         proposal_id: str | None = None,
     ) -> Snapshot:
-        """Record a new version, stage the file write, and settle what it changed."""
+        """Record a new version, stage the file write, and settle what it changed.
+
+        The changed stretch is found by comparing the bytes (at C speed); when
+        both texts are one byte per character, the outline and the blocks are
+        then updated around it only, as in `write_replacement`.
+        """
+        before = self.current()
+        data = encode_text(new_text)
+        outline: Outline | None = None
+        edit: tuple[int, int, int] | None = None
+        if len(before.data) == len(before.text) and len(data) == len(new_text):
+            edit = blobs.changed_range(before.data, data)
+            start, old_end, new_end = edit
+            outline = before.outline.replaced(
+                Span(WHOLE, start, old_end), new_text[start:new_end], text=new_text
+            )
         return self._write_version(
-            tx, encode_text(new_text), None, None, summary=summary, participant_id=participant_id,
+            tx, data, outline, edit, summary=summary, participant_id=participant_id,
             region=region, source=source, proposal_id=proposal_id,
         )
 
