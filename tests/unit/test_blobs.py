@@ -36,8 +36,8 @@ def test_store_replacement_equals_a_full_store(old: bytes, new: bytes, data: st.
     after = blobs.store_replacement(conn, before, replaced, start, end, start + len(new))
     full = blobs.store_blocks(conn, replaced)
     assert after == full
-    assert blobs.load_text(conn, after.manifest()) == replaced
-    _, layout = blobs.load_layout(conn, after.manifest())
+    assert blobs.load_text(conn, after.manifest(conn)) == replaced
+    _, layout = blobs.load_layout(conn, after.manifest(conn))
     assert layout == after
 
 
@@ -53,34 +53,39 @@ def test_only_the_changed_blocks_are_hashed_and_looked_up() -> None:
     conn.set_trace_callback(statements.append)
     after = blobs.store_replacement(conn, before, edited, start, old_end, start + len(section))
     conn.set_trace_callback(None)
-    assert blobs.load_text(conn, after.manifest()) == edited
+    assert blobs.load_text(conn, after.manifest(conn)) == edited
     assert len([s for s in statements if s.startswith("SELECT")]) == 1
     assert len([s for s in statements if s.startswith("INSERT")]) <= 2
     assert after.ids[:10] == before.ids[:10] and after.ids[-10:] == before.ids[-10:]
     # its manifest compresses again only the chunks of ids that changed
-    first = before.manifest()
-    again = after.manifest(before)
-    assert blobs.decode_manifest(again) == after.ids
+    first = before.manifest(conn)
+    again = after.manifest(conn, before)
+    assert blobs.decode_manifest(conn, again) == after.ids
     shared = sum(piece in before._pieces for piece in after._pieces)
     assert shared >= len(after._pieces) - 2 and first != again
+    assert blobs.decode_manifest(conn, first) == before.ids
 
 
-def test_manifests_of_both_formats_read_back() -> None:
+def test_manifests_of_every_format_read_back() -> None:
+    conn = database()
     ids = [1, 2, 3, 900, 4, 5, 5, 6]
-    assert blobs.decode_manifest(blobs.encode_manifest(ids)) == ids
-    assert blobs.Manifest(blobs.encode_manifest(ids)).ids(2, 5) == [3, 900, 4]
+    assert blobs.decode_manifest(conn, blobs.encode_manifest(conn, ids)) == ids
+    assert blobs.Manifest(conn, blobs.encode_manifest(conn, ids)).ids(2, 5) == [3, 900, 4]
     many = [i * 7 % 5003 for i in range(5000)]
-    chunked = blobs.Manifest(blobs.encode_manifest(many))
+    chunked = blobs.Manifest(conn, blobs.encode_manifest(conn, many))
     assert chunked.ids() == many and chunked.ids(1000, 3100) == many[1000:3100]
-    assert chunked.ids(4999) == many[4999:] and chunked.ids(1023, 1025) == many[1023:1025]
+    assert chunked.ids(4999) == many[4999:] and chunked.ids(255, 257) == many[255:257]
+    assert chunked.ids(7, 7) == [] and len(chunked) == 5000
     import zlib
 
     legacy = zlib.compress(blobs._varints(ids), 9)  # the first format, as old sidecars hold it
-    assert blobs.decode_manifest(legacy) == ids
-    assert blobs.Manifest(legacy).ids(3, 4) == [900]
-    # a run of 10,000 ids costs a few hundred bytes
-    assert len(blobs.encode_manifest(list(range(1, 10_001)))) < 600
-    assert blobs.decode_manifest(blobs.encode_manifest([2**40, 1])) == [2**40, 1]
+    assert blobs.decode_manifest(conn, legacy) == ids
+    assert blobs.Manifest(conn, legacy).ids(3, 4) == [900]
+    inline, _ = blobs.encode_chunks(many, "i", 1024, relative=True)  # the inline chunks format
+    assert blobs.decode_manifest(conn, b"\x01" + inline) == many
+    # a run of 10,000 ids costs a few dozen bytes of manifest and a few small pieces
+    assert len(blobs.encode_manifest(conn, list(range(1, 10_001)))) < 200
+    assert blobs.decode_manifest(conn, blobs.encode_manifest(conn, [2**40, 1])) == [2**40, 1]
 
 
 @settings(max_examples=300, deadline=None)

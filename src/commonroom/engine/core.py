@@ -579,7 +579,7 @@ class Engine:
         index = load_index(self.conn, version)
         if index is not None and version != self.current_version:
             # an old version: its heading index only, no text
-            outline = StoredOutline(self.conn, blobs.Manifest(manifest), index)
+            outline = StoredOutline(self.conn, blobs.Manifest(self.conn, manifest), index)
             return self._remember(Snapshot(version, None, content_hash, outline))
         data, layout = blobs.load_layout(self.conn, manifest)
         if sha256_hex(data) != content_hash:
@@ -637,7 +637,7 @@ class Engine:
         tx.conn.execute(
             "INSERT INTO versions (version, content_hash, size, manifest, summary, participant_id,"
             " region, source, proposal_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (version, digest, len(data), layout.manifest(before.layout if before else None), summary,
+            (version, digest, len(data), layout.manifest(tx.conn, before.layout if before else None), summary,
              participant_id, region, source,
              proposal_id, tx.now_s),
         )

@@ -16,12 +16,13 @@ last boundary before the change until a boundary of the old version comes
 back; only those blocks are hashed, looked up (in one query) and stored.
 
 Manifests: the first format (still read) is zlib'd zigzag-delta varints; new
-versions write ``0x01`` (``0x02`` when ids need 64 bits) + the ids as
-little-endian 32-bit integers, byte-shuffled (all first bytes, then all second
-bytes, ...) and compressed in chunks of 1,024 (`encode_chunks`): a run of
-consecutive ids compresses to little, it encodes at C speed (a commit on a big
-document pays no Python loop over its blocks), and a region read decodes only
-the chunk that holds its blocks' ids.
+versions write ``0x03`` (``0x04`` when ids need 64 bits) + the compressed list
+of the block ids of its *pieces*: runs of 256 block ids (the first, then each
+minus the one before, as little-endian integers, byte-shuffled: all first
+bytes, then all second bytes, ...), stored as content-addressed blocks like
+the text. Versions share the pieces they have in common, so a commit stores
+about one new piece; a commit re-encodes only the pieces that changed; a
+region read decodes only the piece that holds its blocks' ids.
 """
 
 from __future__ import annotations
@@ -82,13 +83,16 @@ class Layout:
     changed: tuple[int, int, int] | None = attrs.field(default=None, eq=False)
     """(first, tail, rejoin) after `store_replacement`: blocks [first, tail) are new,
     those from `tail` on are the old ones from `rejoin` on."""
-    _pieces: list[bytes] = attrs.field(factory=list, eq=False, init=False, repr=False)
+    _pieces: list[int] = attrs.field(factory=list, eq=False, init=False, repr=False)
+    _wide: bool = attrs.field(default=False, eq=False, init=False, repr=False)
 
-    def manifest(self, previous: Layout | None = None) -> bytes:
-        """Encoded (chunks the same as in `previous`'s manifest are reused)."""
+    def manifest(self, conn: sqlite3.Connection, previous: Layout | None = None) -> bytes:
+        """Encoded, its pieces stored (those the same as in `previous`'s manifest are reused)."""
         reuse = previous if previous is not self else None
         self._pieces.clear()
-        return encode_manifest(self.ids, reuse, self._pieces)
+        encoded = encode_manifest(conn, self.ids, reuse, self._pieces)
+        object.__setattr__(self, "_wide", encoded[:1] == b"\x04")
+        return encoded
 
 
 def shuffle(values: Sequence[int], typecode: str = "q") -> bytes:
@@ -237,58 +241,107 @@ class Chunks(Sequence[int]):
         return out
 
 
-def encode_manifest(ids: Sequence[int], reuse: Layout | None = None, pieces_out: list[bytes] | None = None) -> bytes:
-    """The manifest of `ids`; chunks equal to those of `reuse`'s manifest are not compressed again."""
-    known: list[bytes | None] = []
-    if reuse is not None and reuse._pieces:
+MANIFEST_CHUNK: Final = 256  # block ids per piece of a manifest
+_MANIFEST: Final = struct.Struct("<II")  # id count, chunk size
+
+
+def encode_manifest(
+    conn: sqlite3.Connection,
+    ids: Sequence[int],
+    reuse: Layout | None = None,
+    pieces_out: list[int] | None = None,
+) -> bytes:
+    """The manifest of `ids`, its pieces stored as blocks.
+
+    Pieces of `MANIFEST_CHUNK` ids (the first id, then each minus the one
+    before, byte-shuffled) are content-addressed blocks, so versions share
+    them; a piece equal to one of `reuse`'s manifest is not even hashed. The
+    manifest itself is the compressed list of piece ids.
+    """
+    size = MANIFEST_CHUNK
+    wide = bool(ids) and (max(ids) >= 2**31 or min(ids) < 0)
+    typecode = "q" if wide else "i"
+    starts = range(0, len(ids), size)
+    known: list[int | None] = [None] * len(starts)
+    if reuse is not None and reuse._pieces and reuse._wide == wide:
         old = reuse.ids
-        for number, piece in enumerate(reuse._pieces):
-            i = number * CHUNK
-            known.append(piece if old[i : i + CHUNK] == ids[i : i + CHUNK] else None)
-    try:
-        blob, pieces = encode_chunks(ids, "i", CHUNK, relative=True, known=known)
-        kind = b"\x01"
-    except OverflowError:  # row ids past 2**31
-        blob, pieces = encode_chunks(ids, "q", CHUNK, relative=True)
-        kind = b"\x02"
+        for number, start in enumerate(starts):
+            if number < len(reuse._pieces) and old[start : start + size] == ids[start : start + size]:
+                known[number] = reuse._pieces[number]
+    todo = [number for number, piece in enumerate(known) if piece is None]
+    raws = []
+    for number in todo:
+        part = ids[number * size : (number + 1) * size]
+        raws.append(shuffle([part[0], *map(sub, part[1:], part[:-1])], typecode))
+    for number, block_id in zip(todo, _store_blocks(conn, raws), strict=True):
+        known[number] = block_id
+    pieces = [piece for piece in known if piece is not None]
     if pieces_out is not None:
         pieces_out.extend(pieces)
-    return kind + blob
+    header = _MANIFEST.pack(len(ids), size) + shuffle(pieces, "q")
+    return (b"\x04" if wide else b"\x03") + zlib.compress(header, 6)
 
 
 class Manifest:
     """A decoded manifest: the block ids of a version, sliced without decoding them all."""
 
-    __slots__ = ("_chunks", "_ids")
+    __slots__ = ("_chunks", "_conn", "_count", "_decoded", "_ids", "_pieces", "_size", "_typecode")
 
-    def __init__(self, manifest: bytes) -> None:
+    def __init__(self, conn: sqlite3.Connection | None, manifest: bytes) -> None:
+        self._conn = conn
         self._chunks: Chunks | None = None
         self._ids: list[int] | None = None
-        if manifest[:1] in (b"\x01", b"\x02"):  # 32- or 64-bit ids, in chunks
+        self._pieces: array[int] | None = None
+        self._decoded: dict[int, list[int]] = {}
+        kind = manifest[:1]
+        if kind in (b"\x03", b"\x04"):  # pieces stored as blocks
+            header = zlib.decompress(manifest[1:])
+            self._count, self._size = _MANIFEST.unpack_from(header)
+            self._pieces = unshuffle(header[_MANIFEST.size :], "q")
+            self._typecode = "q" if kind == b"\x04" else "i"
+        elif kind in (b"\x01", b"\x02"):  # 32- or 64-bit ids, chunks inline
             self._chunks = Chunks(manifest[1:], "i" if manifest[0] == 1 else "q", relative=True)
-        else:
+        else:  # the first format: zigzag-delta varints
             self._ids = _unvarints(zlib.decompress(manifest))
 
     @classmethod
     def of(cls, ids: Sequence[int]) -> Manifest:
         """The manifest of these ids, without encoding it."""
-        manifest = cls.__new__(cls)
-        manifest._chunks = None
+        manifest = cls(None, zlib.compress(b""))
         manifest._ids = list(ids)
         return manifest
 
     def __len__(self) -> int:
+        if self._pieces is not None:
+            return int(self._count)
         return len(self._chunks) if self._chunks is not None else len(self._ids or ())
 
     def ids(self, start: int = 0, stop: int | None = None) -> list[int]:
         """The ids of blocks ``[start, stop)``."""
-        if self._chunks is None:
+        if self._chunks is not None:
+            return self._chunks.slice(start, len(self._chunks) if stop is None else stop)
+        if self._pieces is None:
             return (self._ids or [])[start:stop]
-        return self._chunks.slice(start, len(self._chunks) if stop is None else stop)
+        stop = self._count if stop is None else min(stop, self._count)
+        if start >= stop:
+            return []
+        size = self._size
+        numbers = range(start // size, (stop - 1) // size + 1)
+        missing = [n for n in numbers if n not in self._decoded]
+        if missing:
+            assert self._conn is not None
+            raws = load_blocks(self._conn, [self._pieces[n] for n in missing])
+            for number, raw in zip(missing, raws, strict=True):
+                self._decoded[number] = list(accumulate(unshuffle(raw, self._typecode)))
+        out: list[int] = []
+        for number in numbers:
+            out.extend(self._decoded[number])
+        first = numbers[0] * size
+        return out[start - first : stop - first]
 
 
-def decode_manifest(manifest: bytes) -> list[int]:
-    return Manifest(manifest).ids()
+def decode_manifest(conn: sqlite3.Connection | None, manifest: bytes) -> list[int]:
+    return Manifest(conn, manifest).ids()
 
 
 def _varints(values: list[int]) -> bytes:
@@ -436,7 +489,7 @@ def changed_range(old: bytes, new: bytes) -> tuple[int, int, int]:
 
 def store_text(conn: sqlite3.Connection, data: bytes) -> bytes:
     """Store `data` as blocks (sharing existing ones); return its manifest."""
-    return store_blocks(conn, data).manifest()
+    return store_blocks(conn, data).manifest(conn)
 
 
 def load_blocks(conn: sqlite3.Connection, ids: Sequence[int]) -> list[bytes]:
@@ -456,10 +509,10 @@ def load_blocks(conn: sqlite3.Connection, ids: Sequence[int]) -> list[bytes]:
 
 def load_layout(conn: sqlite3.Connection, manifest: bytes) -> tuple[bytes, Layout]:
     """A version's bytes and where its blocks lie."""
-    ids = list(decode_manifest(manifest))
+    ids = decode_manifest(conn, manifest)
     blocks = load_blocks(conn, ids)
     return b"".join(blocks), Layout(ids, list(accumulate(map(len, blocks))))
 
 
 def load_text(conn: sqlite3.Connection, manifest: bytes) -> bytes:
-    return b"".join(load_blocks(conn, list(decode_manifest(manifest))))
+    return b"".join(load_blocks(conn, decode_manifest(conn, manifest)))
