@@ -37,7 +37,7 @@ from bisect import bisect_left
 from collections.abc import Iterator, Sequence
 from itertools import accumulate, repeat
 from operator import add, sub
-from typing import Final, overload
+from typing import Final
 
 import attrs
 
@@ -119,128 +119,6 @@ def unshuffle(data: bytes, typecode: str = "q") -> array[int]:
     return out
 
 
-CHUNK = 1024  # ids per separately compressed piece of a manifest
-_CHUNKED: Final = struct.Struct("<II")  # count, chunk size
-
-
-def encode_chunks(
-    values: Sequence[int],
-    typecode: str,
-    chunk: int,
-    *,
-    relative: bool = False,
-    based: bool = False,
-    known: Sequence[bytes | None] = (),
-) -> tuple[bytes, list[bytes]]:
-    """`values` in separately compressed chunks of `chunk`, so one of them reads alone.
-
-    Layout: count and chunk size, the end offset of each compressed chunk,
-    (`based`) the first value of each chunk, the chunks. `relative` stores the
-    first value and then each one minus the one before (a run of consecutive
-    ids is a run of ones);
-    `based` each value minus its chunk's first value (a chunk whose values all
-    moved by the same amount compresses to the same piece). `known[i]`, when
-    not None, is chunk i's piece from an earlier encoding that the caller knows
-    is still right. Returns the encoding and its pieces (for a later `known`).
-    """
-    pieces: list[bytes] = []
-    bases = array("q")
-    for number, i in enumerate(range(0, len(values), chunk)):
-        if based:
-            bases.append(values[i])
-        piece = known[number] if number < len(known) else None
-        if piece is None:
-            part = values[i : i + chunk]
-            if relative:
-                part = [part[0], *map(sub, part[1:], part[:-1])]
-            elif based:
-                part = list(map(sub, part, repeat(part[0])))
-            piece = zlib.compress(shuffle(part, typecode), 1)
-        pieces.append(piece)
-    ends = array("I", accumulate(map(len, pieces)))
-    if sys.byteorder == "big":
-        ends.byteswap()
-        bases.byteswap()
-    header = _CHUNKED.pack(len(values), chunk) + ends.tobytes() + bases.tobytes()
-    return header + b"".join(pieces), pieces
-
-
-class Chunks(Sequence[int]):
-    """Integers stored by `encode_chunks`, decoded a chunk at a time, as asked."""
-
-    __slots__ = (
-        "_base", "_bases", "_blob", "_chunk", "_count", "_decoded", "_ends", "_relative", "_typecode",
-    )
-
-    def __init__(self, blob: bytes, typecode: str, *, relative: bool = False, based: bool = False) -> None:
-        self._relative = relative
-        self._count, self._chunk = _CHUNKED.unpack_from(blob)
-        chunks = -(-self._count // self._chunk) if self._count else 0
-        at = _CHUNKED.size
-        ends = array("I")
-        ends.frombytes(blob[at : at + 4 * chunks])
-        at += 4 * chunks
-        bases = array("q")
-        if based:
-            bases.frombytes(blob[at : at + 8 * chunks])
-            at += 8 * chunks
-        if sys.byteorder == "big":
-            ends.byteswap()
-            bases.byteswap()
-        self._ends = ends
-        self._bases = bases
-        self._base = at
-        self._blob = blob
-        self._typecode = typecode
-        self._decoded: dict[int, array[int]] = {}
-
-    def __len__(self) -> int:
-        return int(self._count)
-
-    def _piece(self, number: int) -> array[int]:
-        piece = self._decoded.get(number)
-        if piece is None:
-            start = self._base + (self._ends[number - 1] if number else 0)
-            stop = self._base + self._ends[number]
-            piece = unshuffle(zlib.decompress(self._blob[start:stop]), self._typecode)
-            if self._relative:
-                piece = array("q", accumulate(piece))
-            elif self._bases:
-                piece = array("q", map(add, piece, repeat(self._bases[number])))
-            self._decoded[number] = piece
-        return piece
-
-    def at(self, index: int) -> int:
-        value: int = self._piece(index // self._chunk)[index % self._chunk]
-        return value
-
-    @overload
-    def __getitem__(self, index: int) -> int: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[int]: ...
-    def __getitem__(self, index: int | slice) -> int | list[int]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self._count)
-            assert step == 1
-            return self.slice(start, stop)
-        if not -self._count <= index < self._count:
-            raise IndexError(index)
-        return self.at(index % self._count)
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.slice(0, self._count))
-
-    def slice(self, start: int, stop: int) -> list[int]:
-        stop = min(stop, self._count)
-        out: list[int] = []
-        while start < stop:
-            number, offset = divmod(start, self._chunk)
-            take = min(stop - start, self._chunk - offset)
-            out.extend(self._piece(number)[offset : offset + take])
-            start += take
-        return out
-
-
 MANIFEST_CHUNK: Final = 256  # block ids per piece of a manifest
 _MANIFEST: Final = struct.Struct("<II")  # id count, chunk size
 
@@ -285,11 +163,10 @@ def encode_manifest(
 class Manifest:
     """A decoded manifest: the block ids of a version, sliced without decoding them all."""
 
-    __slots__ = ("_chunks", "_conn", "_count", "_decoded", "_ids", "_pieces", "_size", "_typecode")
+    __slots__ = ("_conn", "_count", "_decoded", "_ids", "_pieces", "_size", "_typecode")
 
     def __init__(self, conn: sqlite3.Connection | None, manifest: bytes) -> None:
         self._conn = conn
-        self._chunks: Chunks | None = None
         self._ids: list[int] | None = None
         self._pieces: array[int] | None = None
         self._decoded: dict[int, list[int]] = {}
@@ -299,8 +176,6 @@ class Manifest:
             self._count, self._size = _MANIFEST.unpack_from(header)
             self._pieces = unshuffle(header[_MANIFEST.size :], "q")
             self._typecode = "q" if kind == b"\x04" else "i"
-        elif kind in (b"\x01", b"\x02"):  # 32- or 64-bit ids, chunks inline
-            self._chunks = Chunks(manifest[1:], "i" if manifest[0] == 1 else "q", relative=True)
         else:  # the first format: zigzag-delta varints
             self._ids = _unvarints(zlib.decompress(manifest))
 
@@ -314,12 +189,10 @@ class Manifest:
     def __len__(self) -> int:
         if self._pieces is not None:
             return int(self._count)
-        return len(self._chunks) if self._chunks is not None else len(self._ids or ())
+        return len(self._ids or ())
 
     def ids(self, start: int = 0, stop: int | None = None) -> list[int]:
         """The ids of blocks ``[start, stop)``."""
-        if self._chunks is not None:
-            return self._chunks.slice(start, len(self._chunks) if stop is None else stop)
         if self._pieces is None:
             return (self._ids or [])[start:stop]
         stop = self._count if stop is None else min(stop, self._count)
