@@ -278,3 +278,20 @@ def test_whole_document_writes_update_the_outline_and_blocks_around_the_change(t
         assert sha256_hex(engine.snapshot(version).data) == engine.conn.execute(
             "SELECT content_hash FROM versions WHERE version = ?", (version,)).fetchone()[0]
     engine.close()
+
+
+def test_an_old_version_whose_blocks_do_not_match_its_hash_is_refused(tmp_path: Path) -> None:
+    import pytest
+
+    path = tmp_path / "doc.md"
+    path.write_text(big_document(20))
+    engine = Engine(path, clock=ManualClock())
+    host = engine.mint_host_session()
+    engine.execute("workspace.commit", host, {"base_version": 1, "summary": "x", "content": "# New\n"})
+    (manifest,) = engine.conn.execute("SELECT manifest FROM versions WHERE version = 1").fetchone()
+    first = blobs.decode_manifest(engine.conn, manifest)[0]
+    engine.conn.execute("UPDATE blocks SET data = ? WHERE id = ?", (zlib.compress(b"tampered"), first))
+    engine._snapshots.clear()
+    with pytest.raises(RuntimeError, match="content hash"):
+        _ = engine.snapshot(1).data
+    engine.close()

@@ -125,7 +125,12 @@ class Snapshot:
 
     @property
     def data(self) -> bytes:
-        return self._data if self._data is not None else encode_text(self.outline.text)
+        if self._data is not None:
+            return self._data
+        data = self.outline.data() if isinstance(self.outline, StoredOutline) else encode_text(self.text)
+        if sha256_hex(data) != self.content_hash:
+            raise RuntimeError(f"version {self.version} does not match its content hash")
+        return data
 
     @property
     def text(self) -> str:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import struct
+import threading
 import zlib
 from array import array
 from bisect import bisect_left, bisect_right
@@ -194,12 +195,10 @@ def load_index(conn: sqlite3.Connection, version: int) -> HeadingIndex | None:
     if row is None:
         return None
     chars, headings_id, positions, digest = row
-    headings = _HEADINGS.get(digest)
+    headings = _cached_headings(digest)
     if headings is None:
         (headings,) = blobs.load_blocks(conn, [int(headings_id)])
         _remember_headings(digest, headings)
-    else:
-        _HEADINGS.move_to_end(digest)
     stored = StoredPositions(conn, positions)
     return HeadingIndex(int(chars), headings, stored.column(0), stored.column(1), stored.column(2))
 
@@ -297,11 +296,23 @@ HEADINGS_CACHE_BYTES: Final = 8 * 1024 * 1024
 _HEADINGS: OrderedDict[bytes, bytes] = OrderedDict()
 
 
+_HEADINGS_LOCK: Final = threading.Lock()  # rooms in one process run on their own store threads
+
+
+def _cached_headings(digest: bytes) -> bytes | None:
+    with _HEADINGS_LOCK:
+        headings = _HEADINGS.get(digest)
+        if headings is not None:
+            _HEADINGS.move_to_end(digest)
+        return headings
+
+
 def _remember_headings(digest: bytes, headings: bytes) -> None:
-    _HEADINGS[digest] = headings
-    total = sum(map(len, _HEADINGS.values()))
-    while total > HEADINGS_CACHE_BYTES and len(_HEADINGS) > 1:
-        total -= len(_HEADINGS.popitem(last=False)[1])
+    with _HEADINGS_LOCK:
+        _HEADINGS[digest] = headings
+        total = sum(map(len, _HEADINGS.values()))
+        while total > HEADINGS_CACHE_BYTES and len(_HEADINGS) > 1:
+            total -= len(_HEADINGS.popitem(last=False)[1])
 
 
 class StoredOutline(Outline):
@@ -371,9 +382,13 @@ class StoredOutline(Outline):
 
     # -- the rest of Outline
 
+    def data(self) -> bytes:
+        """The version's bytes, from all its blocks."""
+        return b"".join(blobs.load_blocks(self._conn, self._blocks.ids()))
+
     @property
     def text(self) -> str:
-        return b"".join(blobs.load_blocks(self._conn, self._blocks.ids())).decode("utf-8", "surrogateescape")
+        return self.data().decode("utf-8", "surrogateescape")
 
     @property
     def headings(self) -> tuple[Heading, ...]:
