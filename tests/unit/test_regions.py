@@ -730,3 +730,110 @@ def test_spans_are_consistent(text: str) -> None:
         assert span == Span(h.path, h.start, h.end)
         assert outline.replace(span, outline.region_text(span)) == text
     assert len(set(outline.paths())) == len(headings)
+
+
+# -- the incremental outline: the full scan is the oracle ------------------------
+
+
+def same_outline(incremental: Outline, text: str) -> None:
+    full = Outline(text)
+    assert incremental.text == text
+    assert incremental.headings == full.headings
+    assert incremental.paths() == full.paths()
+    for heading in full.headings:
+        assert incremental.resolve(heading.path) == full.resolve(heading.path)
+        assert resolved(incremental, heading.title) == resolved(full, heading.title)
+
+
+def resolved(outline: Outline, name: str) -> Span | tuple[str, object]:
+    try:
+        return outline.resolve(name)
+    except CommonroomError as error:
+        return (error.message, error.details)
+
+
+@st.composite
+def replacement(draw: st.DrawFn) -> tuple[str, int, int, str]:
+    """A document, a span of it (a region, whole lines, or any offsets) and new content."""
+    text = draw(document())
+    outline = Outline(text)
+    kind = draw(st.sampled_from(["region", "region", "lines", "any"]))
+    if kind == "region" and outline.headings:
+        heading = draw(st.sampled_from(outline.headings))
+        start, end = heading.start, heading.end
+    elif kind == "lines":
+        line_starts = [0] + [i + 1 for i, ch in enumerate(text) if ch == "\n"] + [len(text)]
+        a = draw(st.sampled_from(line_starts))
+        b = draw(st.sampled_from([x for x in line_starts if x >= a]))
+        start, end = a, b
+    else:
+        a = draw(st.integers(0, len(text)))
+        start, end = a, draw(st.integers(a, len(text)))
+    content = draw(st.one_of(document(), st.sampled_from(
+        ["", "\n", "# X\n", "```\n", "~~~\n", "x\n===\n", "> q\n", "- item\n", "<div>\n", "<!--\n",
+         "[a]: /u\n't\n", "    code\n", "text", "\r", "\n# Y", "---\n"],
+    )))  # fmt: skip
+    return text, start, end, content
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(replacement())
+def test_incremental_outline_equals_the_full_scan(case: tuple[str, int, int, str]) -> None:
+    text, start, end, content = case
+    outline = Outline(text)
+    new_text = text[:start] + content + text[end:]
+    same_outline(outline.replaced(Span("x", start, end), content), new_text)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(replacement(), min_size=1, max_size=4))
+def test_chained_incremental_outlines_equal_the_full_scan(cases: list[tuple[str, int, int, str]]) -> None:
+    # one document edited again and again: each step builds on the previous incremental outline
+    text = cases[0][0]
+    outline = Outline(text)
+    for _, start, end, content in cases:
+        start, end = min(start, len(text)), min(end, len(text))
+        start = min(start, end)
+        text = text[:start] + content + text[end:]
+        outline = outline.replaced(Span("x", start, end), content)
+        same_outline(outline, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end", "content"),
+    [
+        # an unclosed fence in the new content swallows every later heading
+        ("# A\n\n## B\nb\n\n## C\nc\n# D\n", 4, 4, "```\n"),
+        # closing it again gives them back
+        ("# A\n```\n## B\n## C\n", 8, 8, "```\n"),
+        # a setext underline turns the paragraph before the change into a heading
+        ("# A\ntext\n# B\n", 9, 13, "===\n"),
+        # a lazy blockquote line takes a setext underline's place
+        ("# A\n> q\n# B\n", 8, 12, "lazy\n---\n"),
+        # an HTML block runs to the next blank line
+        ("# A\n\n# B\n# C\n\n# D\n", 5, 5, "<div>\n"),
+        # duplicate titles renumber after the change
+        ("# A\n# B\n# A\n# A\n", 4, 8, "# A\n"),
+        # content without a final line ending joins the next heading's line
+        ("# A\nx\n# B\n# C\n", 4, 6, "y"),
+        # front matter that the change closes
+        ("---\ntitle: x\n# A\n# B\n", 16, 20, "---\n"),
+        ("\ufeff# A\n# B\n", 0, 4, "x\n===\n"),
+        ("# A\r\nx\r\n# B\r\n", 5, 8, "y\r"),
+        # a change inside the heading line before it: that line is no restart point
+        ("x\n# B\n===\n", 3, 4, ""),
+    ],
+)
+def test_incremental_outline_examples(text: str, start: int, end: int, content: str) -> None:
+    same_outline(Outline(text).replaced(Span("x", start, end), content), text[:start] + content + text[end:])
+
+
+def test_incremental_outline_rescans_only_around_the_change() -> None:
+    sections = "".join(f"## Section {i}\n\n" + "body text\n" * 5 + "\n" for i in range(2000))
+    text = "# Top\n\n" + sections
+    outline = Outline(text)
+    span = outline.resolve("Top/Section 1000")
+    new = outline.replaced(span, "## Section 1000\n\nnew body\n\n")
+    same_outline(new, text[: span.start] + "## Section 1000\n\nnew body\n\n" + text[span.end :])
+    # the heading list's unchanged paths are shared, not rebuilt
+    assert new._by_path is outline._by_path

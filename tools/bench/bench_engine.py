@@ -19,8 +19,23 @@ Measures, in one run on this machine, printing each figure as it goes:
    1,000,000 (ring full, so every append trims one row) divided by around 100
    (target <= 1.5); batched emits per transaction and single-emit transactions.
 
-``--quick`` uses smaller counts (under a minute). The last line printed is one
-JSON object with every figure.
+5. ``commit_cost_10mb``: median time of a region commit (propose -> approve ->
+   commit, the commit timed, in-process ``engine.execute``) on the 10 MB /
+   10,000-section document divided by the median time of writing the same
+   10 MB atomically (``DocumentFile.write``: temp file, fsync, rename, folder
+   fsync), the two interleaved commit by commit (target <= 2.0); the 10 KB
+   document's commit for information.
+6. ``old_read_scaling``: median ``workspace.read`` of one region of an *old*
+   version, not in the cache (its entry dropped before each read), on the 10 MB
+   document divided by the same on the 10 KB one (target <= 3.0).
+7. ``room_rss_ratio_10mb``: a real room process (``loadgen.room_server``) on the
+   10 MB document: VmRSS after 100 region commits over HTTP (and a read of an
+   old version after each) divided by VmRSS idle (after join and one read)
+   (target <= 1.5).
+
+``--quick`` uses smaller counts (under a minute); ``--only read,commit`` runs
+some steps (read, strace, growth, ring, commit, oldread, rss). The last line
+printed is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -51,7 +66,9 @@ from commonroom.engine import dispatch, sessions  # noqa: E402
 from commonroom.engine.core import Engine  # noqa: E402
 from commonroom.engine.dispatch import open_engine  # noqa: E402
 from commonroom.protocol import events as ev  # noqa: E402
+from commonroom.protocol.invitation import TransportHint  # noqa: E402
 from commonroom.protocol.records import to_wire  # noqa: E402
+from commonroom.store.document import DocumentFile  # noqa: E402
 
 MARK_BEGIN = "/nonexistent-commonroom-bench-begin"
 MARK_END = "/nonexistent-commonroom-bench-end"
@@ -496,6 +513,158 @@ def bench_ring_trim(folder: Path, batches: int, batch: int, singles: int) -> Non
     high.close()
 
 
+
+# ------------------------------------------------- 5. commit cost on 10 MB
+
+
+def agent_of(engine: Engine, host: str) -> str:
+    """An agent session in an in-process room (the invitation needs a transport hint)."""
+    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    invite = dispatch.execute(engine, "workspace.invite", host, {})
+    joined = dispatch.execute(engine, "session.join", None, {"invite": invite.result.invitation,
+                                                   "name": "bench"})
+    if joined.error is not None:
+        raise RuntimeError(f"join failed: {joined.error}")
+    return str(joined.result.session_id)
+
+
+def region_commit(engine: Engine, host: str, agent: str, rng: random.Random, sections: int,
+                  tag: int, parts: int = 100) -> int:
+    """propose (one line of a random section changed) -> approve -> commit; ns of the commit."""
+    region = f"Part {rng.randint(1, parts)}/Section {rng.randint(1, sections)}"
+    outline = engine.current().outline
+    content = edit_one_line(rng, outline.region_text(outline.resolve(region)), tag)
+    proposed = dispatch.execute(engine, "workspace.propose", agent, {
+        "region": region, "base_version": engine.current_version, "summary": f"edit {tag}",
+        "content": content,
+    })
+    if proposed.error is not None:
+        raise RuntimeError(f"propose failed: {proposed.error}")
+    proposal_id = proposed.result.proposal_id
+    reviewed = dispatch.execute(engine, "workspace.review", host,
+                              {"proposal_id": proposal_id, "decision": "approve"})
+    if reviewed.error is not None:
+        raise RuntimeError(f"review failed: {reviewed.error}")
+    t0 = time.perf_counter_ns()
+    done = dispatch.execute(engine, "workspace.commit", agent, {"proposal_id": proposal_id})
+    elapsed = time.perf_counter_ns() - t0
+    if done.error is not None:
+        raise RuntimeError(f"commit failed: {done.error}")
+    return elapsed
+
+
+def bench_commit_cost(folder: Path, commits: int) -> None:
+    print(f"[5] commit_cost_10mb ({commits} region commits, each followed by an atomic write)",
+          flush=True)
+    big_pieces, _ = make_document(100, 100, 1000, seed=11)
+    small_pieces, _ = make_document(1, 10, 1000, seed=10)
+    big = open_engine(write_doc(folder, "big.md", "".join(big_pieces)))
+    small = open_engine(write_doc(folder, "small.md", "".join(small_pieces)))
+    big_host, small_host = sessions.mint_host_session(big), sessions.mint_host_session(small)
+    big_agent, small_agent = agent_of(big, big_host), agent_of(small, small_host)
+    target = DocumentFile(folder / "atomic.md")
+    rng = random.Random(21)
+    for n in range(3):  # warm-up
+        region_commit(big, big_host, big_agent, rng, 100, n)
+        target.write(big.current().data)
+    commit_ns: list[int] = []
+    write_ns: list[int] = []
+    small_ns: list[int] = []
+    for n in range(commits):
+        commit_ns.append(region_commit(big, big_host, big_agent, rng, 100, 100 + n))
+        data = big.current().data
+        t0 = time.perf_counter_ns()
+        target.write(data)
+        write_ns.append(time.perf_counter_ns() - t0)
+        small_ns.append(region_commit(small, small_host, small_agent, rng, 10, 100 + n, parts=1))
+    commit_ms = statistics.median(commit_ns) / 1e6
+    write_ms = statistics.median(write_ns) / 1e6
+    report("commit_10mb_region_ms", commit_ms, "ms median (propose/approve untimed)")
+    report("atomic_write_10mb_ms", write_ms, "ms median (temp, fsync, rename, dir fsync)")
+    report("commit_10kb_region_ms", statistics.median(small_ns) / 1e6, "ms median")
+    report("commit_10mb_all_ms", [round(x / 1e6, 1) for x in commit_ns])
+    report("atomic_write_all_ms", [round(x / 1e6, 1) for x in write_ns])
+    report("commit_cost_10mb", commit_ms / write_ms, "(target <= 2.0)")
+    big.close()
+    small.close()
+
+
+# ------------------------------------------- 6. old-version region reads
+
+
+def bench_old_read(folder: Path, reads: int) -> None:
+    print("[6] old_read_scaling (region of an old version, outside the cache)", flush=True)
+    rooms = []
+    for name, parts, sections, seed in (("small", 1, 10, 10), ("big", 100, 100, 11)):
+        pieces, _ = make_document(parts, sections, 1000, seed=seed)
+        engine = open_engine(write_doc(folder, f"{name}.md", "".join(pieces)))
+        host = sessions.mint_host_session(engine)
+        agent = agent_of(engine, host)
+        rng = random.Random(seed)
+        for n in range(10):  # old versions to read
+            region_commit(engine, host, agent, rng, sections, n, parts=parts)
+        rooms.append((name, engine, host, "Part 1/Section 7"))
+    perf = time.perf_counter_ns
+    samples: dict[str, list[int]] = {"small": [], "big": []}
+    for round_ in range(reads):
+        for name, engine, host, region in rooms:
+            version = 2 + round_ % 8
+            engine._snapshots.pop(version, None)  # outside the cache: a cold read
+            params = {"region": region, "version": version}
+            t0 = perf()
+            outcome = dispatch.execute(engine, "workspace.read", host, params)
+            samples[name].append(perf() - t0)
+            assert outcome.error is None, outcome.error
+    small_us, big_us = median_us(samples["small"]), median_us(samples["big"])
+    report("old_read_small_us", small_us, "µs median")
+    report("old_read_big_us", big_us, "µs median")
+    report("old_read_scaling", big_us / small_us, "(target <= 3.0)")
+    for _, engine, _, _ in rooms:
+        engine.close()
+
+
+# ----------------------------------------------------- 7. room RSS, 10 MB
+
+
+def bench_rss(folder: Path, commits: int) -> None:
+    import loadgen
+
+    print(f"[7] room_rss_ratio_10mb (a room process, {commits} region commits over HTTP)",
+          flush=True)
+    pieces, _ = make_document(100, 100, 1000, seed=11)
+    doc = write_doc(folder, "rss.md", "".join(pieces))
+    rng = random.Random(31)
+    with loadgen.room_server(doc, None) as room:
+        agent = room.join("bench")
+        http = loadgen.Http(room.port)
+        region = "Part 1/Section 1"
+        http.call("GET", f"/workspace/read?{loadgen.region_query(region)}", bearer=agent)
+        time.sleep(1.0)
+        idle_kb = loadgen.rss_kb(room.pid)
+        version = 1
+        for n in range(commits):
+            region = f"Part {rng.randint(1, 100)}/Section {rng.randint(1, 100)}"
+            read = http.call("GET", f"/workspace/read?{loadgen.region_query(region)}", bearer=agent)
+            proposal = http.call("POST", "/workspace/propose", {
+                "region": region, "base_version": read["version"], "summary": f"edit {n}",
+                "content": edit_one_line(rng, read["content"], n),
+            }, bearer=agent)
+            http.call("POST", "/workspace/proposal/review", {
+                "proposal_id": proposal["proposal_id"], "decision": "approve"},
+                bearer=room.host_session)
+            version = int(http.call("POST", "/workspace/commit",
+                                    {"proposal_id": proposal["proposal_id"]}, bearer=agent)["version"])
+            old = rng.randint(1, version - 1)
+            http.call("GET", f"/workspace/read?{loadgen.region_query(region)}&version={old}",
+                      bearer=agent)
+        time.sleep(1.0)
+        after_kb = loadgen.rss_kb(room.pid)
+        http.close()
+    report("room_rss_idle_mb", idle_kb / 1024, "MB")
+    report("room_rss_after_mb", after_kb / 1024, f"MB after {commits} commits")
+    report("room_rss_ratio_10mb", after_kb / idle_kb, "(target <= 1.5)")
+
+
 # --------------------------------------------------------------------- main
 
 
@@ -522,6 +691,7 @@ def machine() -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts (under a minute)")
+    parser.add_argument("--only", default="", help="comma-separated steps to run")
     parser.add_argument("--child-unchanged", nargs=2, metavar=("DOC", "READS"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -535,7 +705,13 @@ def main() -> None:
         ("strace", lambda d: bench_unchanged_strace(d, 1000)),
         ("growth", lambda d: bench_storage_growth(d, 100 if quick else 1000)),
         ("ring", lambda d: bench_ring_trim(d, 10 if quick else 40, 250, 200 if quick else 1000)),
+        ("commit", lambda d: bench_commit_cost(d, 15 if quick else 40)),
+        ("oldread", lambda d: bench_old_read(d, 200 if quick else 1000)),
+        ("rss", lambda d: bench_rss(d, 30 if quick else 100)),
     ]
+    if args.only:
+        wanted = set(args.only.split(","))
+        steps = [step for step in steps if step[0] in wanted]
     FIGURES["quick"] = quick
     FIGURES["machine"] = machine()
     print(f"machine: {FIGURES['machine']}", flush=True)
@@ -549,7 +725,8 @@ def main() -> None:
     keys = [
         "read_scaling", "read_small_us", "read_big_us", "open_10mb_s", "commit_10mb_ms",
         "unchanged_file_reads", "unchanged_stats_per_read", "storage_growth_mb",
-        "all_versions_exact", "commits_per_s", "ring_trim",
+        "all_versions_exact", "commits_per_s", "ring_trim", "commit_cost_10mb",
+        "old_read_scaling", "room_rss_ratio_10mb",
     ]
     final = {key: FIGURES.get(key) for key in keys}
     final.update({k: v for k, v in FIGURES.items() if k not in final})

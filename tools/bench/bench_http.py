@@ -20,15 +20,19 @@ request (``Connection: close``); then checkout -> propose -> (host) approve ->
 commit -> release cycles of one agent over keep-alive. The servers run on
 core 0 and the load on core 1 when pinning works. The bare app and the room
 run side by side and their measurements are interleaved for ``--rounds``
-rounds (each figure: the best round), so a burst of other work on a shared
-machine spoils one window rather than one whole figure. Figures are printed
-as they come; the last line is one JSON object.
+rounds, the write cycles too (one run per round), so a burst of other work on
+a shared machine spoils one window rather than one whole figure. Every ratio
+is taken within a round (room and bare measured minutes apart at most); each
+figure is the MEDIAN over the rounds, and every round's value is reported
+beside it (``by_round``): the best round would flatter the ratios. Figures are
+printed as they come; the last line is one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -65,8 +69,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--conns", type=int, default=16)
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="interleaved rounds of bare/status/read; each figure is the best")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="interleaved rounds of bare/status/read/write cycles; figures are medians")
     args = parser.parse_args()
 
     pinned = loadgen.pinning_available()
@@ -89,7 +93,8 @@ def main() -> None:
             figures[f"stock_hypercorn_{mode}"] = result
             _show(f"stock_hypercorn_{mode}", result)
 
-    rounds: dict[str, list[float]] = {}
+    rounds: dict[str, list[dict[str, Any]]] = {}
+    cycles: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="commonroom-bench-") as tmp:
         doc = Path(tmp) / "bench.md"
         doc.write_text(bench_document())
@@ -116,48 +121,64 @@ def main() -> None:
                         result = loadgen.measure_load(port, path, bearer=agent, mode=mode,
                                                       server_pid=pid, **common)
                         key = f"{name}_{mode}"
-                        rounds.setdefault(key, []).append(result["rps"])
-                        if key not in figures or result["rps"] > figures[key]["rps"]:
-                            figures[key] = result
+                        rounds.setdefault(key, []).append(result)
                         _show(f"round {round_} {key}", result)
-            cycle_args = ["cycle", "--port", str(room.port), "--agent", agent,
-                          "--host-bearer", room.host_session, "--region", SCRATCH_REGION,
-                          "--seconds", str(args.seconds), "--warmup", str(args.warmup),
-                          *loadgen.cpu_args(load_cpu)]
-            cycle = loadgen.run_child_json(cycle_args, timeout=args.seconds + args.warmup + 60)
-            _show("write_cycle", cycle)
+                cycle_args = ["cycle", "--port", str(room.port), "--agent", agent,
+                              "--host-bearer", room.host_session, "--region", SCRATCH_REGION,
+                              "--seconds", str(args.seconds), "--warmup", str(args.warmup),
+                              *loadgen.cpu_args(load_cpu)]
+                cycle = loadgen.run_child_json(cycle_args,
+                                               timeout=args.seconds + args.warmup + 60)
+                cycles.append(cycle)
+                _show(f"round {round_} write_cycle", cycle)
 
-    def ratio(name: str, mode: str) -> float:
-        value: float = figures[f"{name}_{mode}"]["rps"] / figures[f"bare_{mode}"]["rps"]
-        return round(value, 3)
+    def per_round(name: str, mode: str) -> list[float]:
+        return [round(room_["rps"] / bare_["rps"], 3)
+                for room_, bare_ in zip(rounds[f"{name}_{mode}"], rounds[f"bare_{mode}"], strict=True)]
 
-    def cpu_ratio(name: str, mode: str) -> float:
-        value: float = (figures[f"bare_{mode}"]["server_cpu_us_per_req"]
-                        / figures[f"{name}_{mode}"]["server_cpu_us_per_req"])
-        return round(value, 3)
+    def cpu_per_round(name: str, mode: str) -> list[float]:
+        return [round(bare_["server_cpu_us_per_req"] / room_["server_cpu_us_per_req"], 3)
+                for room_, bare_ in zip(rounds[f"{name}_{mode}"], rounds[f"bare_{mode}"], strict=True)
+                if room_.get("server_cpu_us_per_req") and bare_.get("server_cpu_us_per_req")]
+
+    def median(values: list[float]) -> float | None:
+        return round(statistics.median(values), 3) if values else None
+
+    by_round: dict[str, list[float]] = {}
+    for name in ("status", "read"):
+        for mode in ("keepalive", "close"):
+            by_round[f"{name}_ratio_{mode}"] = per_round(name, mode)
+    by_round["write_cycle_per_s"] = [float(c["cycles_per_s"]) for c in cycles]
+    by_round["write_cycle_ratio"] = [
+        round(float(c["cycles_per_s"]) / b["rps"], 4)
+        for c, b in zip(cycles, rounds["bare_keepalive"], strict=True)
+    ]
+    for key, results in rounds.items():
+        by_round[f"{key}_rps"] = [r["rps"] for r in results]
 
     summary: dict[str, Any] = {
-        "status_ratio_keepalive": ratio("status", "keepalive"),
-        "read_ratio_keepalive": ratio("read", "keepalive"),
-        "status_ratio_close": ratio("status", "close"),
-        "read_ratio_close": ratio("read", "close"),
-        "write_cycle_per_s": cycle["cycles_per_s"],
-        "bare_keepalive_rps": figures["bare_keepalive"]["rps"],
-        "bare_close_rps": figures["bare_close"]["rps"],
+        "status_ratio_keepalive": median(by_round["status_ratio_keepalive"]),
+        "read_ratio_keepalive": median(by_round["read_ratio_keepalive"]),
+        "status_ratio_close": median(by_round["status_ratio_close"]),
+        "read_ratio_close": median(by_round["read_ratio_close"]),
+        "write_cycle_per_s": median(by_round["write_cycle_per_s"]),
+        # cycles/s ÷ bare keep-alive req/s of the same round (target >= 0.12)
+        "write_cycle_ratio": median(by_round["write_cycle_ratio"]),
+        "bare_keepalive_rps": median(by_round["bare_keepalive_rps"]),
+        "bare_close_rps": median(by_round["bare_close_rps"]),
         "stock_hypercorn_keepalive_rps": figures["stock_hypercorn_keepalive"]["rps"],
         "stock_hypercorn_close_rps": figures["stock_hypercorn_close"]["rps"],
-        "status_keepalive_rps": figures["status_keepalive"]["rps"],
-        "status_close_rps": figures["status_close"]["rps"],
-        "read_keepalive_rps": figures["read_keepalive"]["rps"],
-        "read_close_rps": figures["read_close"]["rps"],
-        "write_cycle_step_mean_ms": cycle["step_mean_ms"],
+        "status_keepalive_rps": median(by_round["status_keepalive_rps"]),
+        "status_close_rps": median(by_round["status_close_rps"]),
+        "read_keepalive_rps": median(by_round["read_keepalive_rps"]),
+        "read_close_rps": median(by_round["read_close_rps"]),
+        "write_cycle_step_mean_ms": [c["step_mean_ms"] for c in cycles],
         # The same ratios from server CPU per request (bare / room): what the
-        # req/s ratios would be on an uncontended core.
-        "cpu_ratios": {f"{name}_{mode}": cpu_ratio(name, mode)
+        # req/s ratios would be on an uncontended core (median of the rounds).
+        "cpu_ratios": {f"{name}_{mode}": median(cpu_per_round(name, mode))
                        for name in ("status", "read") for mode in ("keepalive", "close")},
-        "server_cpu_us_per_req": {key: figures[key].get("server_cpu_us_per_req")
-                                  for key in sorted(figures)},
-        "rps_by_round": rounds,
+        "by_round": by_round,
+        "statistic": "median of rounds",
         "rounds": args.rounds,
         "connections": args.conns,
         "seconds": args.seconds,

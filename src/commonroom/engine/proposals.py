@@ -371,13 +371,16 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
             stale_error(tx, proposal.region, proposal.base_version, proposal_id)
         )
     if proposal.region == WHOLE:
-        new_text = content
+        snap = engine.write_version(
+            tx, content, summary=proposal.summary, participant_id=tx.actor.participant_id,
+            region=proposal.region, source="proposal", proposal_id=proposal_id,
+        )
     else:
-        new_text = current.outline.replace(current.outline.resolve(proposal.region), content)
-    snap = engine.write_version(
-        tx, new_text, summary=proposal.summary, participant_id=tx.actor.participant_id,
-        region=proposal.region, source="proposal", proposal_id=proposal_id,
-    )
+        snap = engine.write_replacement(
+            tx, current.outline.resolve(proposal.region), content, summary=proposal.summary,
+            participant_id=tx.actor.participant_id, region=proposal.region, source="proposal",
+            proposal_id=proposal_id,
+        )
     _move(tx, proposal, "commit", committed_version=snap.version)
     tx.emit(ev.ProposalCommitted(proposal_id, snap.version))
     return Committed(snap.version, snap.content_hash, proposal.summary, proposal.region, proposal_id)

@@ -64,6 +64,7 @@ are).
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from itertools import accumulate, repeat
 from operator import add, sub
 from typing import Final
@@ -922,8 +923,13 @@ def _front_matter_end(src: str, b: list[int], e: list[int]) -> int:
     return 0
 
 
-def _scan(text: str) -> tuple[list[tuple[int, int, str]], list[int]]:
-    """Top-level headings of `text` as (level, line index, title), and line starts."""
+def _scan(text: str, document: bool = True) -> tuple[list[tuple[int, int, str]], list[int]]:
+    """Top-level headings of `text` as (level, line index, title), and line starts.
+
+    `document=False` scans a stretch that starts at a top-level block boundary
+    inside a document (the incremental outline): no byte order mark, no front
+    matter.
+    """
     src = text.replace("\0", "\ufffd") if "\0" in text else text  # as markdown-it
     widths: list[int] | None = None  # line ending lengths, when not all 1
     if "\r" not in src:
@@ -937,7 +943,7 @@ def _scan(text: str) -> tuple[list[tuple[int, int, str]], list[int]]:
         widths = list(map(len, parts[1::2]))
     # A byte order mark is not text (markdown-it would read "\ufeff# A" as a
     # paragraph): the first line starts after it.
-    bom = 1 if src.startswith("\ufeff") else 0
+    bom = 1 if document and src.startswith("\ufeff") else 0
     if bom:
         lines[0] = lines[0][1:]
     # markdown-it has no line for the empty tail after a final line ending,
@@ -969,8 +975,40 @@ def _scan(text: str) -> tuple[list[tuple[int, int, str]], list[int]]:
     t.append(0)
     s.append(0)
     scanner = _Scanner(src, b, e, t, s)
-    scanner.tokenize(_front_matter_end(src, b, e), scanner.n)
+    scanner.tokenize(_front_matter_end(src, b, e) if document else 0, scanner.n)
     return scanner.found, b
+
+
+# -- incremental re-scan -------------------------------------------------------
+
+# A line that is an ATX heading wherever it starts a top-level block. Every
+# block rule stops at (or before) such a line and reads nothing after it, so
+# the scan up to it is a function of the text before it: a safe place to
+# restart a scan, and a safe place to rejoin the old heading list.
+_ATX_LINE: Final = re.compile(r" {0,3}#{1,6}(?:[ \t\r\n]|\Z)")
+_LINE_END: Final = re.compile(r"[\r\n]")
+_FRONT_MATTER_CLOSE: Final = re.compile(r"(?:\r\n?|\n)(?:---|\.\.\.)[ \t]*(?=[\r\n]|\Z)")
+
+
+def _after_line(text: str, pos: int) -> int:
+    """The offset just after the line ending of the line at `pos` (or the end of the text)."""
+    found = _LINE_END.search(text, pos)
+    if found is None:
+        return len(text)
+    end = found.start()
+    return end + 2 if text.startswith("\r\n", end) else end + 1
+
+
+def _front_matter_blocks(text: str, start: int) -> bool:
+    """Could an edit at `start` change the front matter (so the whole text must be re-scanned)?"""
+    bom = 1 if text.startswith("\ufeff") else 0
+    first = _LINE_END.search(text, bom)
+    first_end = len(text) if first is None else first.start()
+    if text[bom:first_end].rstrip(" \t") != "---":
+        return False
+    close = _FRONT_MATTER_CLOSE.search(text, first_end)
+    # unclosed: new text could close it; closed: an edit up to its closing line moves it
+    return close is None or start <= close.end()
 
 
 # -- the public API ----------------------------------------------------------
@@ -1005,33 +1043,75 @@ class Span:
 class Outline:
     """The parsed heading index of one document text.
 
-    Build once per version, then every lookup is O(1)-ish.
+    Build once per version (`Outline(text)`, a full scan) or from the previous
+    version's outline (`replaced`, which re-scans only around the change);
+    every lookup after that is a dict access. The headings are kept as
+    parallel lists; `headings` builds the `Heading` records on first use.
     """
 
-    __slots__ = ("_by_path", "_by_title", "headings", "text")
-
-    text: str
-    headings: tuple[Heading, ...]
+    __slots__ = (
+        "_by_path",
+        "_by_title",
+        "_changed",
+        "_ends",
+        "_headings",
+        "_levels",
+        "_lines",
+        "_paths",
+        "_starts",
+        "_text",
+        "_titles",
+    )
 
     def __init__(self, text: str) -> None:
-        self.text = text
         found, starts = _scan(text)
-        size = len(text)
-        count = len(found)
-        ends = [size] * count
-        open_: list[int] = []  # indices whose region is still open
-        for i, (level, line, _title) in enumerate(found):
-            while open_ and found[open_[-1]][0] >= level:
-                ends[open_.pop()] = starts[line]
-            open_.append(i)
+        self._build(
+            text,
+            [f[0] for f in found],
+            [f[2] for f in found],
+            [f[1] for f in found],
+            [starts[f[1]] for f in found],
+        )
 
-        by_path: dict[str, Heading] = {}
-        by_title: dict[str, list[str]] = {}
+    def _build(
+        self,
+        text: str,
+        levels: list[int],
+        titles: list[str],
+        lines: list[int],
+        starts: list[int],
+    ) -> None:
+        self._text = text
+        self._levels = levels
+        self._titles = titles
+        self._lines = lines
+        self._starts = starts
+        size = len(text)
+        ends = [size] * len(levels)
+        open_: list[int] = []  # indices whose region is still open
+        for i, level in enumerate(levels):
+            while open_ and levels[open_[-1]] >= level:
+                ends[open_.pop()] = starts[i]
+            open_.append(i)
+        self._ends = ends
+        self._set_paths()
+        self._headings: tuple[Heading, ...] | None = None
+        # (first, tail, rejoin) after `replaced`: headings [first, tail) were
+        # scanned again, those from `tail` on are the old ones from `rejoin` on
+        self._changed: tuple[int, int, int] | None = None
+
+    @property
+    def text(self) -> str:
+        """The document text."""
+        return self._text
+
+    def _set_paths(self) -> None:
+        by_path: dict[str, int] = {}
         seen: dict[str, int] = {}
         taken = set(_RESERVED)
-        headings: list[Heading] = []
+        paths: list[str] = []
         ancestors: list[tuple[int, str]] = []  # (level, path)
-        for i, (level, line, title) in enumerate(found):
+        for i, (level, title) in enumerate(zip(self._levels, self._titles, strict=True)):
             while ancestors and ancestors[-1][0] >= level:
                 ancestors.pop()
             base = f"{ancestors[-1][1]}/{title}" if ancestors else title
@@ -1042,14 +1122,159 @@ class Outline:
                 path = f"{base}#{number}"
             seen[base] = number
             taken.add(path)
-            heading = Heading(level, title, path, line + 1, starts[line], ends[i])
-            headings.append(heading)
-            by_path[path] = heading
-            by_title.setdefault(title, []).append(path)
+            paths.append(path)
+            by_path[path] = i
             ancestors.append((level, path))
-        self.headings = tuple(headings)
+        self._paths = paths
         self._by_path = by_path
-        self._by_title = by_title
+        self._by_title: dict[str, list[str]] | None = None
+
+    @property
+    def headings(self) -> tuple[Heading, ...]:
+        """Every top-level heading, in document order."""
+        if self._headings is None:
+            self._headings = tuple(
+                map(
+                    Heading,
+                    self._levels,
+                    self._titles,
+                    self._paths,
+                    [line + 1 for line in self._lines],
+                    self._starts,
+                    self._ends,
+                )
+            )
+        return self._headings
+
+    def replaced(self, span: Span, content: str, *, text: str | None = None) -> Outline:
+        """The outline of ``replace(span, content)``, re-scanning only around the change.
+
+        The scan restarts at the last ATX heading line before the change (or
+        the start of the text) and runs past the new content until it finds
+        an ATX heading the old outline has at the same place after the
+        change; from there on the old headings stand, shifted. An unclosed
+        fence (or anything else that swallows what follows) simply keeps the
+        scan going, up to the end of the text if need be. `text`, when
+        given, must be that new text (the caller has built it already).
+        """
+        old = self.text
+        start, end = span.start, span.end
+        if not 0 <= start <= end <= len(old):
+            raise ValueError(f"span {span.start}..{span.end} is outside the text")
+        new = old[:start] + content + old[end:] if text is None else text
+        delta = len(content) - (end - start)
+        if len(new) != len(old) + delta:
+            raise ValueError("text is not the replaced text")
+        if _front_matter_blocks(old, start):
+            return Outline(new)
+        starts, levels, titles, lines = self._starts, self._levels, self._titles, self._lines
+
+        # restart: the last ATX heading whose line (ending included) is before the change
+        first = bisect_left(starts, start) - 1
+        while first >= 0:
+            pos = starts[first]
+            if _ATX_LINE.match(old, pos):
+                line_end = _LINE_END.search(old, pos)
+                if line_end is not None and line_end.start() < start:
+                    break
+            first -= 1
+        if first < 0:
+            first, restart, restart_line = 0, 0, 0
+        else:
+            restart, restart_line = starts[first], lines[first]
+
+        # rejoin: an old ATX heading after the change, found again where it should be
+        count = len(starts)
+        candidate = bisect_left(starts, end)
+        line_delta = 0
+        step = 1
+        while True:
+            while candidate < count and not _ATX_LINE.match(old, starts[candidate]):
+                candidate += 1
+            if candidate >= count:
+                stop, rejoin = len(new), count
+            else:
+                stop, rejoin = _after_line(old, starts[candidate]) + delta, candidate
+            found, line_starts = _scan(new[restart:stop], restart == 0)
+            if restart and (not found or line_starts[found[0][1]] != 0):
+                return Outline(new)  # cannot happen (the restart line is a heading); be safe
+            if rejoin == count:
+                break
+            if found and restart + line_starts[found[-1][1]] == starts[rejoin] + delta:
+                # the rejoining heading itself: kept from the old list, moved
+                line_delta = restart_line + found.pop()[1] - lines[rejoin]
+                break
+            candidate += step
+            step *= 2
+
+        new_levels = [f[0] for f in found]
+        new_titles = [f[2] for f in found]
+        new_lines = [restart_line + f[1] for f in found]
+        new_starts = [restart + line_starts[f[1]] for f in found]
+        outline = Outline.__new__(Outline)
+        same_headings = new_levels == levels[first:rejoin] and new_titles == titles[first:rejoin]
+        outline._text = new
+        outline._levels = levels[:first] + new_levels + levels[rejoin:]
+        outline._titles = titles[:first] + new_titles + titles[rejoin:]
+        outline._lines = lines[:first] + new_lines + (
+            list(map(add, lines[rejoin:], repeat(line_delta))) if line_delta else lines[rejoin:]
+        )
+        outline._starts = starts[:first] + new_starts + list(map(add, starts[rejoin:], repeat(delta)))
+        outline._headings = None
+        outline._changed = (first, first + len(found), rejoin)
+        outline._ends = self._ends_after(outline, first, first + len(found), rejoin, delta)
+        if same_headings:
+            # same titles and levels everywhere: paths (and their indices) stand
+            outline._paths = self._paths
+            outline._by_path = self._by_path
+            outline._by_title = self._by_title
+        else:
+            outline._set_paths()
+        return outline
+
+    def _ends_after(self, new: Outline, first: int, tail: int, rejoin: int, delta: int) -> list[int]:
+        """The span ends of `new`, whose headings [first, tail) were re-scanned.
+
+        Headings from `tail` on are the old ones from `rejoin` on: their ends
+        only depend on what follows them, so they shift. Of the headings
+        before `first`, only those still open at the restart (at most one per
+        level) can change.
+        """
+        old_ends = self._ends
+        levels, starts = new._levels, new._starts
+        size = len(new.text)
+        ends = old_ends[:first] + [size] * (tail - first) + list(map(add, old_ends[rejoin:], repeat(delta)))
+        restart = starts[first] if first < len(starts) else size
+        pending: list[int] = []  # open at the restart, in document order
+        lowest = 7
+        i = first - 1
+        while i >= 0 and lowest > 1:
+            if levels[i] < lowest:
+                lowest = levels[i]
+                if old_ends[i] > restart:
+                    pending.append(i)
+            i -= 1
+        pending.reverse()
+        # the re-scanned stretch: a stack, as in a full build
+        for j in range(first, tail):
+            level = levels[j]
+            while pending and levels[pending[-1]] >= level:
+                ends[pending.pop()] = starts[j]
+            pending.append(j)
+        # still open after it: the first later heading of the same or a higher level
+        count = len(levels)
+        for i in pending:
+            level = levels[i]
+            j = tail
+            while j < count and levels[j] > level:
+                # everything inside heading j's span is deeper than heading j
+                next_start = ends[j]
+                if next_start >= size:
+                    j = count
+                    break
+                j = bisect_left(starts, next_start, j + 1)
+            ends[i] = starts[j] if j < count else size
+        return ends
 
     def resolve(self, region: str) -> Span:
         """The span of a requested region; raises `invalid_region`.
@@ -1061,16 +1286,16 @@ class Outline:
         in `paths()` resolves to itself.
         """
         name = region.strip()
-        heading = self._by_path.get(name)  # even a title that starts with "section:"
-        if heading is None and name.startswith(_SECTION_PREFIX):
+        index = self._lookup(name)  # even a title that starts with "section:"
+        if index is None and name.startswith(_SECTION_PREFIX):
             name = name[len(_SECTION_PREFIX) :].strip()
-            heading = self._by_path.get(name)
+            index = self._lookup(name)
         if not name:
             raise CommonroomError("invalid_region", "region is empty", region=region)
         if name in _WHOLE_ALIASES:
-            return Span(WHOLE, 0, len(self.text))
-        if heading is None:
-            candidates = self._by_title.get(name, ())
+            return Span(WHOLE, 0, self._size())
+        if index is None:
+            candidates = self._titles_index().get(name, ())
             if len(candidates) > 1:
                 raise CommonroomError(
                     "invalid_region",
@@ -1080,8 +1305,27 @@ class Outline:
                 )
             if not candidates:
                 raise CommonroomError("invalid_region", f"no heading matches region {name!r}", region=region)
-            heading = self._by_path[candidates[0]]
-        return Span(heading.path, heading.start, heading.end)
+            index = self._lookup(candidates[0])
+            assert index is not None
+        return self._span(index)
+
+    # what `resolve` needs; a stored outline answers them from its index
+    def _lookup(self, path: str) -> int | None:
+        return self._by_path.get(path)
+
+    def _size(self) -> int:
+        return len(self._text)
+
+    def _span(self, index: int) -> Span:
+        return Span(self._paths[index], self._starts[index], self._ends[index])
+
+    def _titles_index(self) -> dict[str, list[str]]:
+        if self._by_title is None:
+            by_title: dict[str, list[str]] = {}
+            for title, path in zip(self._titles, self._paths, strict=True):
+                by_title.setdefault(title, []).append(path)
+            self._by_title = by_title
+        return self._by_title
 
     def region_text(self, span: Span) -> str:
         """The text of `span`: ``text[start:end]``."""
@@ -1095,14 +1339,14 @@ class Outline:
 
     def has_path(self, path: str) -> bool:
         """Is `path` a canonical region of this text (`WHOLE` always is)?"""
-        return path in self._by_path or path == WHOLE
+        return path == WHOLE or self._lookup(path) is not None
 
     def paths(self) -> tuple[str, ...]:
         """Every heading's canonical path, in document order."""
-        return tuple(h.path for h in self.headings)
+        return tuple(self._paths)
 
     def __repr__(self) -> str:
-        return f"<Outline {len(self.text)} chars, {len(self.headings)} headings>"
+        return f"<Outline {len(self.text)} chars, {len(self._levels)} headings>"
 
 
 def related(a: str, b: str) -> bool:

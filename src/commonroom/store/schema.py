@@ -179,6 +179,19 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (sender, target)
     );
     """,
+    # 3 -> 4: the heading index of each version (engine/history.py): a region of any
+    # version is read from its blocks alone. `headings` is the blocks row of
+    # its levels, paths and titles; `positions` per heading its character
+    # offset, block ordinal and offset in that block. Versions written before
+    # this get their row the first time they are read.
+    """
+    CREATE TABLE version_index (
+        version INTEGER PRIMARY KEY,
+        chars INTEGER NOT NULL,
+        headings INTEGER NOT NULL,
+        positions BLOB NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
