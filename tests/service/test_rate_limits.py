@@ -66,3 +66,23 @@ async def test_host_and_origin_are_checked_before_the_body_size(doc: Path) -> No
         assert status == 413
         await client.aclose()
         live.stop.set()
+
+
+async def test_the_owner_port_checks_host_and_origin_before_the_body_size_too(doc: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        live = await start_room(nursery, doc)
+        port = live.ready.owner_port
+        for header in (b"Host: evil.example\r\n", b"Host: 127.0.0.1\r\nOrigin: http://evil.example\r\n"):
+            client = await RawClient.connect(port)
+            await client.send(b"POST /owner/api/workspace/propose HTTP/1.1\r\n" + header
+                              + b"Content-Type: application/json\r\nContent-Length: 5000000\r\n\r\n")
+            status, _ = await client.read_head()
+            assert status == 403, header
+            await client.aclose()
+        client = await RawClient.connect(port)
+        await client.send(b"POST /owner/api/workspace/propose HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                          b"Content-Type: application/json\r\nContent-Length: 5000000\r\n\r\n")
+        status, _ = await client.read_head()
+        assert status == 413
+        await client.aclose()
+        live.stop.set()

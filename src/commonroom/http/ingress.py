@@ -10,7 +10,6 @@ that is not a live session, so guessing secrets is slow). See `Gate`.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Container, Iterable
 from typing import Any
@@ -21,6 +20,7 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
 from commonroom import discovery
+from commonroom.engine.core import hash_secret
 from commonroom.engine.observe import StreamStart
 from commonroom.engine.operations import CALLS
 from commonroom.http import stream_views
@@ -77,7 +77,7 @@ class Gate:
 
     def admit(self, bearer: str | None, address: str) -> None:
         if bearer is not None:
-            key = hashlib.sha256(bearer.encode("utf-8", "surrogateescape")).digest()
+            key = hash_secret(bearer)  # the engine's one hash: what `live_sessions` holds
             if key in self.live_sessions:
                 wait = self.per_bearer.acquire(key)
                 if wait is not None:
@@ -101,13 +101,18 @@ def request_refusal(host: str | None, origin: str | None) -> CommonroomError | N
     return None
 
 
-def _scope_header_check(headers: Iterable[tuple[bytes, bytes]]) -> CommonroomError | None:
+def host_and_origin(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
+    """The Host and Origin of raw ASGI headers (for checks that run before the app)."""
     found: dict[bytes, str] = {}
     for name, value in headers:
         lowered = name.lower()
         if lowered in (b"host", b"origin"):
             found[lowered] = value.decode("latin-1")
-    return request_refusal(found.get(b"host"), found.get(b"origin"))
+    return found.get(b"host"), found.get(b"origin")
+
+
+def _scope_header_check(headers: Iterable[tuple[bytes, bytes]]) -> CommonroomError | None:
+    return request_refusal(*host_and_origin(headers))
 
 
 def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> QuartTrio:

@@ -31,6 +31,7 @@ import hmac
 import html
 import secrets
 from collections import OrderedDict
+from collections.abc import Iterable
 from importlib import resources
 from typing import Any, Final
 
@@ -41,7 +42,8 @@ from quart_trio import QuartTrio
 from commonroom.engine.operations import CALLS
 from commonroom.http import stream_views
 from commonroom.http.common import bearer_from_header, error_response, json_response, operation_view
-from commonroom.http.ingress import origin_allowed
+from commonroom.http.ingress import host_and_origin, origin_allowed
+from commonroom.http.serving import HEADER_CHECK
 from commonroom.protocol.errors import CommonroomError
 from commonroom.room.core import Room
 
@@ -141,10 +143,21 @@ The link works once; after that this browser keeps its login until the room stop
 def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 15.0) -> QuartTrio:
     app = QuartTrio("commonroom.owner", static_folder=None)  # our /static/ serves gui/static
 
-    def owner_host_ok() -> bool:
-        host = request.headers.get("Host", "")
+    def owner_host_ok(host: str | None = None) -> bool:
+        host = request.headers.get("Host", "") if host is None else host
         name, _, port = host.partition(":")
         return name in ("127.0.0.1", "localhost") and (port == "" or port.isdigit())
+
+    def header_check(headers: Iterable[tuple[bytes, bytes]]) -> CommonroomError | None:
+        """Host and Origin also before a too-large body is refused: 403 beats 413."""
+        host, origin = host_and_origin(headers)
+        if not owner_host_ok(host or ""):
+            return CommonroomError("permission_denied", "Host not allowed")
+        if not origin_allowed(origin):
+            return CommonroomError("permission_denied", "Origin not allowed")
+        return None
+
+    app.extensions[HEADER_CHECK] = header_check
 
     @app.before_request
     async def guard() -> Response | None:
