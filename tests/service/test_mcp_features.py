@@ -299,3 +299,26 @@ async def test_stopping_the_room_ends_the_session_stream(doc: Any) -> None:
             with trio.fail_after(5):
                 rest = [m async for m in messages if not m.is_comment]
         assert rest == []
+
+
+async def test_attachments_come_back_as_image_and_text_content(live: LiveRoom) -> None:
+    """PROTOCOL 10.1 via MCP: an image attachment is image content, a text one is text."""
+    import base64
+
+    from tests.service.mcp_helpers import tool
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 40
+    agent = (await live.join("files"))["session_id"]
+    image = await tool(live, "attachment.add", agent, file_name="shot.png", mime_type="image/png",
+                       data_base64=base64.b64encode(png).decode())
+    note = await tool(live, "attachment.add", agent, file_name="note.md", mime_type="text/markdown",
+                      data_base64=base64.b64encode(b"# Notes\n\nhello\n").decode())
+    got = await tool(live, "attachment.get", agent,
+                     attachment_id=image["structuredContent"]["attachment_id"])
+    assert got["isError"] is False
+    assert got["content"][1] == {"type": "image", "data": base64.b64encode(png).decode(),
+                                 "mimeType": "image/png"}
+    got = await tool(live, "attachment.get", agent,
+                     attachment_id=note["structuredContent"]["attachment_id"])
+    assert got["content"][1] == {"type": "text", "text": "# Notes\n\nhello\n"}
+    assert got["structuredContent"]["mime_type"] == "text/markdown"

@@ -4,6 +4,7 @@ GET/DELETE and the owner port, Origin and Host. Raw HTTP against a real room."""
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -161,6 +162,22 @@ async def test_notifications_are_202_with_an_empty_body(live: LiveRoom, rid: Any
 async def test_a_body_that_is_not_json_is_a_parse_error(live: LiveRoom) -> None:
     response = await post(live, None, {"Content-Type": "application/json"}, raw=b"{nope")
     error_of(response, 400, -32700, None)
+
+
+async def test_deep_nesting_and_huge_numbers_are_client_errors_not_500s(live: LiveRoom) -> None:
+    """The REST bodies' edge checks hold for /mcp too (issue 8, item 5)."""
+    deep = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    error_of(await post(live, None, {"Content-Type": "application/json"}, raw=deep), 400, -32700, None)
+    agent = await live.join("numbers")
+    message = envelope("tools/call", {"name": "workspace.read",
+                                      "arguments": {"region": "Goals", "version": 1}})
+    raw = json.dumps(message).replace('"version": 1', '"version": ' + "9" * 5000).encode()
+    response = await post(live, None, headers_for(message, agent["session_id"]), raw=raw)
+    assert response.status == 200, response.body
+    result = response.json()["result"]
+    assert result["isError"] is True
+    error = json.loads(result["content"][0]["text"])
+    assert error["error"] == "invalid_request" and error["details"]["field"] == "version"
 
 
 async def test_batches_and_posted_responses_are_invalid_requests(live: LiveRoom) -> None:

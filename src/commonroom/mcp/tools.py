@@ -13,6 +13,7 @@ object the HTTP API returns (recovery fields included).
 
 from __future__ import annotations
 
+import base64
 import json
 from functools import cache
 from typing import Any, Final
@@ -20,6 +21,7 @@ from typing import Any, Final
 from commonroom.engine.core import Outcome
 from commonroom.engine.observe import StreamStart
 from commonroom.engine.operations import OPERATIONS, Operation
+from commonroom.protocol import records as r
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.records import to_wire
 from commonroom.protocol.schema import json_schema
@@ -66,13 +68,29 @@ def tool_list() -> tuple[dict[str, Any], ...]:
     return tuple(tool(op) for op in TOOL_OPERATIONS)
 
 
-def success_result(answer: Any) -> dict[str, Any]:
+def success_result(answer: Any, media: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The answer as text and structured content, plus the file itself when it is one."""
     text = json.dumps(answer, separators=(",", ":"), ensure_ascii=False)
-    return {
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": answer,
-        "isError": False,
-    }
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    if media is not None:
+        content.append(media)
+    return {"content": content, "structuredContent": answer, "isError": False}
+
+
+def media_content(result: Any) -> dict[str, Any] | None:
+    """An attachment or a surface as MCP content: an image as image content, text as text.
+
+    (PROTOCOL.md 10.1 / the Free4Chat seed: a client shows the file itself, not its base64.)
+    """
+    if not isinstance(result, r.AttachmentData | r.SurfaceData) or result.data_base64 is None:
+        return None
+    mime = result.mime_type or "application/octet-stream"
+    if mime.startswith("image/"):
+        return {"type": "image", "data": result.data_base64, "mimeType": mime}
+    try:
+        return {"type": "text", "text": base64.b64decode(result.data_base64).decode("utf-8")}
+    except (ValueError, UnicodeDecodeError):
+        return None  # the room stores only text it could decode; nothing else to show
 
 
 def error_result(error: CommonroomError) -> dict[str, Any]:
@@ -90,4 +108,4 @@ async def call_tool(
     if op.kind == "stream":
         start: StreamStart = outcome.result
         return success_result(to_wire(await room.wait(start)))
-    return success_result(to_wire(outcome.result))
+    return success_result(to_wire(outcome.result), media_content(outcome.result))

@@ -36,6 +36,8 @@ from typing import Any, Final
 import attrs
 
 from commonroom import __version__
+from commonroom.engine.params import json_int
+from commonroom.http.common import MAX_JSON_DEPTH, nests_deeper_than
 
 PROTOCOL_VERSION: Final = "2026-07-28"
 SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION,)
@@ -176,10 +178,18 @@ def single_header(values: HeaderValues, name: str) -> str | None:
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """Step 1: one JSON-RPC message object."""
+    """Step 1: one JSON-RPC message object.
+
+    The same edge checks as the REST bodies (http/common.py): a body that
+    could nest deeper than `MAX_JSON_DEPTH` is refused before parsing (no
+    RecursionError), and an integer of more than 19 digits parses to a marker
+    the parameter record refuses, naming its field (no 4,300-digit ValueError).
+    """
+    if nests_deeper_than(raw, MAX_JSON_DEPTH):
+        raise McpError(PARSE_ERROR, f"Parse error: the body nests deeper than {MAX_JSON_DEPTH} levels")
     try:
-        message = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+        message = json.loads(raw, parse_int=json_int)
+    except (UnicodeDecodeError, ValueError):
         raise McpError(PARSE_ERROR, "Parse error: the body is not JSON") from None
     if isinstance(message, list):
         raise McpError(INVALID_REQUEST, "Invalid Request: batches are not accepted")
