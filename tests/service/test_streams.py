@@ -469,8 +469,10 @@ async def test_idle_streams_share_their_session_checks(
         for _ in range(50):
             nursery.start_soon(reader)
     assert beats == 200
-    # 50 streams x ~4 checks each (one a tick) went to the store in a few shared calls.
-    assert 3 <= len(calls) <= 25, calls
+    # 50 streams x ~5 checks each (the first, then one a tick) went to the store
+    # in shared calls: unshared they would be ~250 store calls. An idle machine
+    # makes 5; a loaded one splits some ticks (52 seen), hence the loose bound.
+    assert 3 <= len(calls) <= 100, calls
 
 
 # ------------------------------------------------------------ long-poll
