@@ -62,8 +62,10 @@ async def test_oversized_upload_refused_before_it_is_sent(live: LiveRoom) -> Non
 async def test_stalled_observer_does_not_hold_up_the_stop(doc: Path) -> None:
     async with trio.open_nursery() as nursery:
         live = await start_room(nursery, doc)
-        for _ in range(1500):  # enough replay to fill the socket buffers of a reader that never reads
-            await live.call("POST", "/workspace/invite", live.host_session, {"label": "x" * 60})
+        for i in range(120):  # ~500 KB of replay: fills the socket buffers of a reader that never reads
+            sent = await live.call("POST", "/workspace/message", live.host_session,
+                                   {"text": f"{i} " + "x" * 4000})
+            assert sent.status == 200, sent.body
         sock = trio.socket.socket()
         sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 2048)  # a tiny window
         await sock.connect(("127.0.0.1", live.ready.ingress_port))
