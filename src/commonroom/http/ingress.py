@@ -33,6 +33,7 @@ from commonroom.http.common import (
 )
 from commonroom.http.serving import HEADER_CHECK
 from commonroom.mcp.endpoint import register as register_mcp
+from commonroom.openapi import served_body as openapi_body
 from commonroom.protocol.errors import CommonroomError
 from commonroom.ratelimit import RateLimiter
 from commonroom.room.core import Room
@@ -160,6 +161,10 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     @app.get("/protocol")
     async def protocol_doc() -> Response:
         return json_response(discovery.protocol_document())
+
+    @app.get("/openapi.json")
+    async def openapi_json() -> Response:
+        return Response(openapi_body(), content_type="application/json")
 
     @app.get("/skills")
     async def skills() -> Response:
