@@ -1165,7 +1165,10 @@ class Outline:
         delta = len(content) - (end - start)
         if len(new) != len(old) + delta:
             raise ValueError("text is not the replaced text")
-        if _front_matter_blocks(old, start):
+        # Front matter is decided by the text's first lines, before any restart
+        # point: an edit that could open, close or move it (in the old text or
+        # in the new one) is re-scanned whole.
+        if _front_matter_blocks(old, start) or _front_matter_blocks(new, start):
             return Outline(new)
         starts, levels, titles, lines = self._starts, self._levels, self._titles, self._lines
 
