@@ -96,7 +96,8 @@ def test_a_handoff_between_agents_shows_its_status_and_task_live(page: Any, room
     assert "drafter → reviewer · Problem" in row.inner_text()  # names, not ids
     assert page.locator("#handoffs li", has_text="No handoffs yet.").count() == 0
 
-    accepted = reviewer.ok("POST", "/workspace/handoff/respond", {"handoff_id": handoff["handoff_id"], "decision": "accept"})
+    accepted = reviewer.ok("POST", "/workspace/handoff/respond", {
+        "handoff_id": handoff["handoff_id"], "decision": "accept"})
     row.locator("[data-status='accepted']").wait_for()
     row.locator("[data-task-status='working']").wait_for()
     reviewer.ok("POST", "/workspace/task/update", {
