@@ -696,13 +696,7 @@
       }
       list.append(row);
     }
-    const select = $("message-to");
-    const keep = select.value;
-    while (select.options.length > 1) select.remove(1);
-    for (const p of state.room.participants) {
-      if (!(p.capabilities || []).includes("*")) select.append(el("option", { value: p.participant_id }, p.name));
-    }
-    select.value = keep;
+    renderRecipients();
   }
 
   function confirmRevoke(row, button, participant) {
@@ -810,32 +804,132 @@
 
   // Handoffs and room text (PROTOCOL §9, §10.1): shown only when the room has them.
   // A panel whose route answered 404 (an older room) stays hidden until the page reloads.
+  // Room text only ever appends (rows are keyed by seq); a handoff row is rebuilt only when
+  // that handoff or its task changed, so nothing moves under the host's cursor.
   const optional = { handoffs: true, messages: true };
+  const rooms = { messageSeq: 0, handoffs: new Map(), loadingMessages: null };
+
+  function isHost(participantId) {
+    const p = state.names.get(participantId);
+    return !!p && (p.capabilities || []).includes("*");
+  }
 
   async function loadOptionalPanels() {
-    if (optional.handoffs) try {
-      const answer = await api("GET", "/handoffs", { limit: 50 });
-      const list = $("handoffs"); clear(list);
-      for (const h of answer.handoffs || []) {
-        list.append(el("li", {}, el("span", { class: "status" }, h.status), el("strong", {}, h.summary),
-          el("div", { class: "muted" }, `${nameOf(h.from_participant_id)} → ${nameOf(h.to_participant_id)}${h.region ? " · " + h.region : ""}${h.task_id ? " · task " + h.task_id : ""}`)));
+    await loadHandoffs(); // first: a thread's label names its handoff
+    await loadMessages();
+  }
+
+  async function loadHandoffs() {
+    if (!optional.handoffs) return;
+    let answer;
+    try { answer = await api("GET", "/handoffs", { limit: 50 }); }
+    catch (error) { $("handoffs-panel").hidden = true; if (error.status === 404) optional.handoffs = false; return; }
+    const handoffs = answer.handoffs || [];
+    const tasks = new Map();
+    await Promise.all(handoffs.filter((h) => h.task_id).map(async (h) => {
+      try { tasks.set(h.handoff_id, await api("GET", "/task", { task_id: h.task_id })); } catch (_) { /* shown without */ }
+    }));
+    const list = $("handoffs");
+    const empty = list.querySelector(".empty");
+    if (handoffs.length && empty) empty.remove();
+    if (!handoffs.length && !list.firstChild) list.append(el("li", { class: "muted empty" }, "No handoffs yet."));
+    let previous = null;
+    for (const h of handoffs) {
+      const task = tasks.get(h.handoff_id) || null;
+      const key = JSON.stringify([h.status, h.updated_at, h.result_summary, h.reason,
+        task && [task.status, task.status_message, task.updated_at], nameOf(h.from_participant_id), nameOf(h.to_participant_id)]);
+      rooms.handoffs.set(h.handoff_id, h);
+      let row = list.querySelector(`li[data-handoff="${CSS.escape(h.handoff_id)}"]`);
+      if (!row) {
+        row = el("li", { "data-handoff": h.handoff_id });
+        if (previous && previous.nextSibling) list.insertBefore(row, previous.nextSibling);
+        else if (previous) list.append(row); else list.prepend(row);
       }
-      if (!list.firstChild) list.append(el("li", { class: "muted" }, "No handoffs yet."));
-      $("handoffs-panel").hidden = false;
-    } catch (error) { $("handoffs-panel").hidden = true; if (error.status === 404) optional.handoffs = false; }
-    if (optional.messages) try {
-      const answer = await api("GET", "/messages", { limit: 50 });
-      const list = $("messages"); clear(list);
-      const hostIds = new Set(state.room.participants.filter((p) => (p.capabilities || []).includes("*")).map((p) => p.participant_id));
-      for (const m of answer.messages || []) {
-        const to = (m.to || []).map(nameOf);
-        const addressed = to.length > 0;
-        list.append(el("li", { class: addressed ? "addressed" : null }, el("strong", {}, nameOf(m.participant_id)),
-          addressed ? ` → ${to.join(", ")}` : "", hostIds.has(m.participant_id) ? " (you)" : "", el("div", {}, m.text)));
-      }
-      if (!list.firstChild) list.append(el("li", { class: "muted" }, "No room text yet."));
-      $("messages-panel").hidden = false;
-    } catch (error) { $("messages-panel").hidden = true; if (error.status === 404) optional.messages = false; }
+      if (row.dataset.key !== key) { clear(row); row.append(...handoffRow(h, task)); row.dataset.key = key; }
+      previous = row;
+    }
+    $("handoffs-panel").hidden = false;
+  }
+
+  function handoffRow(h, task) {
+    const parts = [
+      el("span", { class: `status handoff-status ${h.status}`, "data-status": h.status }, h.status), " ",
+      el("strong", { class: "summary" }, h.summary),
+      el("div", { class: "muted", title: h.region || null },
+        `${nameOf(h.from_participant_id)} → ${nameOf(h.to_participant_id)}${h.region ? " · " + shortRegion(h.region) : ""}`),
+    ];
+    if (h.details) parts.push(el("div", { class: "details" }, h.details));
+    if (task) {
+      parts.push(el("div", { class: "task", "data-task-status": task.status },
+        "task: ", el("span", { class: "task-status" }, task.status.replace("_", " ")),
+        task.status_message ? ` · ${task.status_message}` : ""));
+    }
+    if (h.result_summary) parts.push(el("div", { class: "result" }, `result: ${h.result_summary}`));
+    if (h.reason) parts.push(el("div", { class: "muted" }, `reason: ${h.reason}`));
+    return parts;
+  }
+
+  // One read at a time; a read asked for meanwhile runs right after (events come in bursts).
+  async function loadMessages() {
+    if (!optional.messages) return;
+    if (rooms.loadingMessages) { rooms.messagesAgain = true; return rooms.loadingMessages; }
+    rooms.loadingMessages = (async () => {
+      try {
+        do {
+          rooms.messagesAgain = false;
+          for (;;) {
+            const answer = await api("GET", "/messages", { after: rooms.messageSeq, limit: 200 });
+            for (const m of answer.messages || []) appendMessage(m);
+            if (!(answer.messages || []).length || rooms.messageSeq >= (answer.latest_seq || 0)) break;
+          }
+        } while (rooms.messagesAgain);
+        const list = $("messages");
+        if (!list.firstChild) list.append(el("li", { class: "muted empty" }, "No room text yet."));
+        $("messages-panel").hidden = false;
+      } catch (error) {
+        if (error.status === 404) { optional.messages = false; $("messages-panel").hidden = true; }
+      } finally { rooms.loadingMessages = null; }
+    })();
+    return rooms.loadingMessages;
+  }
+
+  function appendMessage(m) {
+    if (m.seq <= rooms.messageSeq) return;
+    rooms.messageSeq = m.seq;
+    const list = $("messages");
+    const empty = list.querySelector(".empty");
+    if (empty) empty.remove();
+    const to = m.to || [];
+    const toHost = to.some(isHost);
+    const classes = ["message", to.length ? "addressed" : null, toHost ? "to-you" : null, m.handoff_id ? "in-handoff" : null];
+    const head = el("div", { class: "message-head" }, el("strong", { class: "author" }, nameOf(m.participant_id)),
+      isHost(m.participant_id) ? " (you)" : "");
+    if (to.length) {
+      head.append(" ", el("span", { class: "addressee" }, `→ ${to.map((id) => isHost(id) ? "you" : nameOf(id)).join(", ")}`));
+    }
+    if (m.handoff_id) {
+      const h = rooms.handoffs.get(m.handoff_id);
+      head.append(" ", el("span", { class: "thread" }, `in handoff: ${h ? h.summary : m.handoff_id}`));
+    }
+    const row = el("li", { class: classes.filter(Boolean).join(" "), "data-message": m.message_id, "data-seq": m.seq,
+      "data-handoff": m.handoff_id || null }, head, el("div", { class: "message-text" }, m.text));
+    // Keep a reader at the bottom following along; a reader scrolled up stays where they are.
+    const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 8;
+    list.append(row);
+    if (atBottom) list.scrollTop = list.scrollHeight;
+  }
+
+  function renderRecipients() {
+    const box = $("message-to");
+    const agents = state.room.participants.filter((p) => !(p.capabilities || []).includes("*"));
+    const key = JSON.stringify(agents.map((p) => [p.participant_id, p.name]));
+    if (box.dataset.key === key) return; // unchanged: ticked boxes stay as the host left them
+    const ticked = new Set([...box.querySelectorAll("input:checked")].map((i) => i.value));
+    for (const old of box.querySelectorAll("label")) old.remove();
+    for (const p of agents) {
+      box.append(el("label", {}, el("input", { type: "checkbox", value: p.participant_id, checked: ticked.has(p.participant_id) }), p.name));
+    }
+    box.dataset.key = key;
   }
 
   function wireMessages() {
@@ -844,10 +938,11 @@
       const text = $("message-text").value.trim();
       if (!text) return;
       const params = { text };
-      if ($("message-to").value) params.to = [$("message-to").value];
+      const to = [...$("message-to").querySelectorAll("input:checked")].map((i) => i.value);
+      if (to.length) params.to = to;
       try { await api("POST", "/message", params); $("message-text").value = ""; }
       catch (error) { showNotice(`Could not send: ${error.message}`); }
-      loadOptionalPanels();
+      loadMessages();
     });
   }
 
