@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, run_axe
 from tests.e2e.conftest import RoomProcess, ce
+from tests.editing import save_like_an_editor
 
 PROBLEM = (
     "## Problem\n\nReaders buy books they read once and then store them for years, and the"
@@ -165,7 +166,7 @@ PAYLOAD = " ".join(XSS)
 
 def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) -> None:
     # Document text: an external edit puts the payloads into the document itself.
-    doc.write_text(doc.read_text() + "\n## Payloads\n\n" + "\n\n".join(XSS) + "\n\n" + "`" + XSS[0] + "`\n")
+    save_like_an_editor(doc, doc.read_text() + "\n## Payloads\n\n" + "\n\n".join(XSS) + "\n\n" + "`" + XSS[0] + "`\n")
     agent = room.agent(name=XSS[1])  # participant name
     room.host.ok("POST", "/workspace/invite", {"label": XSS[0]})  # invitation label
     proposal = room.propose(agent, "Problem", "## Problem\n\n" + PAYLOAD + "\n\n", XSS[1] + " summary")

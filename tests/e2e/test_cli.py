@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import RoomProcess, ce, ce_err, ce_ok, start_room
+from tests.editing import save_like_an_editor
 
 pytestmark = pytest.mark.e2e
 
@@ -354,7 +355,7 @@ def test_serve_human_hold_minutes_reaches_the_room(doc: Path) -> None:
     try:
         invitation = ce_ok("invite", str(doc))["invitation"]
         session = ce_ok("join", invitation, "--name", "agent", "--no-hold")["session_id"]
-        doc.write_text(doc.read_text().replace("## Risks\n", "## Risks\n\nTyped by the host.\n"))
+        save_like_an_editor(doc, doc.read_text().replace("## Risks\n", "## Risks\n\nTyped by the host.\n"))
         error, _ = ce_err("call", invitation, "POST", "/workspace/checkout", "--session", session,
                           "--body", '{"region": "Risks"}')
         assert error["error"] == "lease_conflict" and error["details"]["reason"] == "human_editing"

@@ -19,6 +19,7 @@ import commonroom
 from commonroom.credentials import read_credentials
 from commonroom.protocol.events import Event, ProposalCreated
 from tests.e2e.conftest import REPO, RoomProcess, start_room
+from tests.editing import save_like_an_editor
 
 pytestmark = pytest.mark.e2e
 
@@ -59,7 +60,7 @@ def _run_bot(room: RoomProcess, doc: Path) -> None:
     try:
         first, cursor = next_proposal(host, cursor)
         # Someone edits the section in their editor before the host looks at it.
-        doc.write_text(doc.read_text().replace("manual entry\n  must stay quick.",
+        save_like_an_editor(doc, doc.read_text().replace("manual entry\n  must stay quick.",
                                                "manual entry\n  must stay quick and easy."))
         assert host.proposal(first).status == "superseded"  # the read records the edit
         second, cursor = next_proposal(host, cursor)

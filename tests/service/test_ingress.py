@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import trio
@@ -136,7 +137,11 @@ async def test_unauthenticated_limit_per_address(doc: Path) -> None:
 
 async def test_external_edit_becomes_a_version_with_nobody_calling(live: LiveRoom) -> None:
     before = (await live.call("GET", "/workspace/status", live.host_session)).json()["version"]
-    live.path.write_text("# Edited in an editor\n")
+    # Saved the way editors save (a temp file renamed over it): a truncate-then-write
+    # could be seen half-way by the watcher, which would record the empty file too.
+    temp = live.path.with_name(live.path.name + ".swp")
+    temp.write_text("# Edited in an editor\n")
+    os.replace(temp, live.path)
     with trio.fail_after(3):
         while True:
             history = (await live.call("GET", "/workspace/history?limit=5",

@@ -16,6 +16,7 @@ from commonroom.protocol import limits
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import ManualClock, parse_ts
 from commonroom.room.core import Room
+from tests.editing import save_like_an_editor
 from tests.service.conftest import LiveRoom, start_room
 from tests.service.test_room import mock_wall_clock
 
@@ -260,7 +261,7 @@ async def test_the_human_editing_hold_through_a_real_file_edit(doc: Path) -> Non
             "region": "Goals", "base_version": 1, "summary": "s",
             "content": "## Goals\n\n- ship it twice\n\n"})).json()
         # The host types in their editor: a real write to the real file.
-        doc.write_text(doc.read_text().replace("Nothing yet.", "The person typing.")
+        save_like_an_editor(doc, doc.read_text().replace("Nothing yet.", "The person typing.")
                        .replace("- ship it\n", "- ship it today\n"))
         refused = await live.call("POST", "/workspace/checkout", bearer, {"region": "Risks"})
         assert refused.status == 409
