@@ -260,3 +260,22 @@ def test_proposal_detail_says_stale_before_review(room: Driver) -> None:
     assert room.call("workspace.proposal", agent, proposal_id=second["proposal_id"])["stale"] is False
     room.call("workspace.commit", agent, proposal_id=first["proposal_id"])
     assert room.call("workspace.proposal", agent, proposal_id=second["proposal_id"])["stale"] is True
+
+
+def test_listed_proposals_say_whether_they_went_stale(room: Driver) -> None:
+    """`stale` is the engine's (ce proposals and the page show it, never recompute it)."""
+    agent = room.join("a", ["read", "propose", "commit"])["session_id"]
+    first = room.call("workspace.propose", agent, region="Goals", base_version=1, summary="g",
+                      content="## Goals\n\n- ship it well\n\n")
+    room.call("workspace.review", room.host, proposal_id=first["proposal_id"], decision="approve")
+    listed = {p["proposal_id"]: p for p in room.call("workspace.proposals", agent)["proposals"]}
+    assert listed[first["proposal_id"]]["stale"] is False
+    # Goals moves on under the approved proposal (a raw host commit).
+    text = room.engine.current().text.replace("- ship it", "- ship it now")
+    room.call("workspace.commit", room.host, base_version=1, summary="edit", content=text)
+    listed = {p["proposal_id"]: p for p in room.call("workspace.proposals", agent)["proposals"]}
+    assert listed[first["proposal_id"]]["stale"] is True
+    snapshot = room.call("workspace.room", agent)
+    assert [p["stale"] for p in snapshot["proposals"]] == [True]
+    detail = room.call("workspace.proposal", agent, proposal_id=first["proposal_id"])
+    assert detail["stale"] is True

@@ -136,9 +136,8 @@ def format_revoked(answer: dict[str, Any]) -> list[str]:
 def proposals_view(doc: Path) -> dict[str, Any]:
     """`workspace.proposals` plus, per row, the author's name and whether it still applies.
 
-    `applies` (pending and approved proposals only; null otherwise) is true
-    when the region's text did not change between the proposal's base and
-    the current version, so committing it would not meet `stale_version`.
+    `applies` (pending and approved proposals only; null otherwise) is the
+    engine's `stale`, negated: the room decides, the command only shows it.
     """
     answer = check_answer(host_call(doc, "workspace.proposals", {}))
     names = _participant_names(doc)
@@ -146,11 +145,8 @@ def proposals_view(doc: Path) -> dict[str, Any]:
     for row in answer.get("proposals") or []:
         row = dict(row)
         row["author_name"] = names.get(str(row.get("participant_id")))
-        row["applies"] = None
-        if row.get("status") in ("pending", "approved"):
-            diff = check_answer(host_call(doc, "workspace.diff", {
-                "base_version": row.get("base_version"), "region": row.get("region")}))
-            row["applies"] = not diff.get("diff")
+        open_ = row.get("status") in ("pending", "approved")
+        row["applies"] = (not row.get("stale")) if open_ else None
         rows.append(row)
     return {**answer, "proposals": rows}
 

@@ -207,7 +207,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     tx.conn.execute(
         f"INSERT INTO proposals ({_COLUMNS}, content, base_region_hash)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*attrs.astuple(proposal), p.content, digest),
+        (*_stored(proposal), p.content, digest),
     )
     tx.emit(ev.ProposalCreated(proposal.proposal_id, pid, proposal.region,
                                proposal.base_version, summary))
@@ -226,42 +226,65 @@ def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
     # anyone reviews that the region's text moved on since the base, so the
     # commit would be refused; `original_content` is the author's text when a
     # reviewer amended it (edit before approve), else null.
-    stale = proposal.base_version != current.version and (
-        proposal.region == WHOLE or region_digest(current, proposal.region) != base_digest
-    )
+    stale = is_stale(current, proposal.region, proposal.base_version, base_digest)
     diff = unified_diff(
         region_text(current, proposal.region), content,
         f"{proposal.region}@{current.version}", f"{proposal.region}@proposed",
     )
+    fields = attrs.asdict(proposal, recurse=False)
+    del fields["stale"]  # computed here, for any status
     return ProposalDetail(
-        **attrs.asdict(proposal, recurse=False), content=content,
+        **fields, content=content,
         current_version=current.version, diff=diff, stale=stale, original_content=original,
     )
+
+
+def _stored(proposal: Proposal) -> tuple[Any, ...]:
+    """The proposal's `_COLUMNS` values (`stale` is computed, never stored)."""
+    return attrs.astuple(proposal, filter=lambda field, _: field.name != "stale")
+
+
+def is_stale(current: Snapshot, region: str, base_version: int, base_digest: str) -> bool:
+    """The region's text moved on since the base: committing would be refused (`stale_version`)."""
+    return base_version != current.version and (
+        region == WHOLE or region_digest(current, region) != base_digest
+    )
+
+
+def _listed(tx: Tx, rows: Any) -> list[Proposal]:
+    """Proposal rows (the `_COLUMNS`, then `base_region_hash`) with `stale` for open ones."""
+    current = tx.engine.current()
+    out: list[Proposal] = []
+    for *columns, base_digest in rows:
+        proposal = Proposal(*columns)
+        if proposal.status in ("pending", "approved"):
+            stale = is_stale(current, proposal.region, proposal.base_version, base_digest)
+            proposal = attrs.evolve(proposal, stale=stale)
+        out.append(proposal)
+    return out
 
 
 def list_proposals(tx: Tx, p: ProposalsParams) -> Proposals:
     if p.status is None:
         rows = tx.conn.execute(
-            f"SELECT {_COLUMNS} FROM proposals ORDER BY created_at DESC, proposal_id LIMIT ?",
+            f"SELECT {_COLUMNS}, base_region_hash FROM proposals"
+            " ORDER BY created_at DESC, proposal_id LIMIT ?",
             (p.limit,),
         )
     else:
         rows = tx.conn.execute(
-            f"SELECT {_COLUMNS} FROM proposals WHERE status = ?"
+            f"SELECT {_COLUMNS}, base_region_hash FROM proposals WHERE status = ?"
             " ORDER BY created_at DESC, proposal_id LIMIT ?",
             (p.status, p.limit),
         )
-    return Proposals([Proposal(*row) for row in rows])
+    return Proposals(_listed(tx, rows))
 
 
 def open_proposals(tx: Tx) -> list[Proposal]:
-    return [
-        Proposal(*row)
-        for row in tx.conn.execute(
-            f"SELECT {_COLUMNS} FROM proposals WHERE status IN ('pending', 'approved')"
-            " ORDER BY created_at, proposal_id"
-        )
-    ]
+    return _listed(tx, tx.conn.execute(
+        f"SELECT {_COLUMNS}, base_region_hash FROM proposals"
+        " WHERE status IN ('pending', 'approved') ORDER BY created_at, proposal_id"
+    ))
 
 
 def review(tx: Tx, p: ReviewParams) -> Reviewed:

@@ -157,6 +157,9 @@ class Proposal:
     reviewer_id: str | None
     review_comment: str | None
     committed_version: int | None
+    stale: bool = False
+    """Open (pending/approved) and its region's text moved on since the base: a commit
+    would be refused. Computed by the engine where proposals are listed."""
 
 
 @attrs.frozen
