@@ -39,7 +39,8 @@ from commonroom.engine import sessions
 from commonroom.engine.core import SIDECAR_SUFFIX
 from commonroom.engine.dispatch import open_engine
 from commonroom.engine.operations import BODY_LIMITS
-from commonroom.http.ingress import Gate, IngressSettings, create_ingress_app
+from commonroom.http.guards import Gate
+from commonroom.http.ingress import IngressSettings, create_ingress_app
 from commonroom.http.owner import OwnerAuth, create_owner_app
 from commonroom.http.serving import ServeConfig, serve, wait_for_stop_signal
 from commonroom.protocol import events as ev
@@ -55,7 +56,7 @@ RATE_SWEEP_SECONDS = 60.0
 # How long a reader may take nothing before its connection is dropped. Long, so
 # that an observer that stalls falls behind its 256-event buffer and is told
 # `resync` when it drains (PROTOCOL §8) rather than being cut off; the stop is
-# still prompt because shutdown shortens every write (http/serving.py).
+# still prompt because shutdown shortens every write (http/connection.py).
 STREAM_WRITE_TIMEOUT = 120.0
 
 

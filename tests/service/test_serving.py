@@ -25,12 +25,8 @@ from quart import Response, request
 from quart_trio import QuartTrio
 from quart_trio.wrappers.request import TrioRequest
 
-from commonroom.http.serving import (
-    ServeConfig,
-    harden,
-    serve,
-    streaming_response,
-)
+from commonroom.http.hardened_app import harden, streaming_response
+from commonroom.http.serving import ServeConfig, serve
 from commonroom.protocol.errors import CommonroomError, body_too_large, invalid_request
 
 LIMIT = 64 * 1024
@@ -523,7 +519,8 @@ SIGINT_SCRIPT = textwrap.dedent(
     import trio
     from quart_trio import QuartTrio
 
-    from commonroom.http.serving import ServeConfig, serve, streaming_response
+    from commonroom.http.hardened_app import streaming_response
+    from commonroom.http.serving import ServeConfig, serve
     from commonroom.http.serving import wait_for_stop_signal
 
     app = QuartTrio("sigint")

@@ -15,7 +15,7 @@ from quart import Response, request
 
 from commonroom.engine.operations import Operation
 from commonroom.engine.params import json_int
-from commonroom.http.serving import after_send
+from commonroom.http.hardened_app import after_send
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import to_wire
 from commonroom.ratelimit import retry_after

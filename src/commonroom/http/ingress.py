@@ -1,17 +1,16 @@
 """The session ingress: what a transport plugin exposes to agents.
 
 Bearer sessions only, no cookies. Every operation route comes from the
-operation table; the stream routes (observe, observe/ws, wait) call
-`commonroom.streams`. Before any view: the Host allow-list (DNS rebinding),
-the Origin check, and the rate limits -- 600 requests per bearer in any 60 s,
-60 per client address for everything else (discovery, join, and a bearer
-that is not a live session, so guessing secrets is slow). See `Gate`.
+operation table; the stream routes (observe, observe/ws, wait) open the room's
+streams. Before any view, the guards of `http/guards.py`: the Host allow-list
+(DNS rebinding), the Origin check, and the rate limits -- 600 requests per
+bearer in any 60 s, 60 per client address for everything else (discovery,
+join, and a bearer that is not a live session, so guessing secrets is slow).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -20,7 +19,6 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
 from commonroom import discovery
-from commonroom.engine.core import hash_secret
 from commonroom.engine.observe import StreamStart
 from commonroom.engine.operations import CALLS
 from commonroom.http import stream_views
@@ -29,17 +27,13 @@ from commonroom.http.common import (
     error_response,
     json_response,
     operation_view,
-    rate_limited,
 )
-from commonroom.http.serving import HEADER_CHECK
+from commonroom.http.guards import Gate, request_refusal, scope_header_check
+from commonroom.http.hardened_app import HEADER_CHECK
 from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.openapi import served_body as openapi_body
 from commonroom.protocol.errors import CommonroomError
-from commonroom.ratelimit import RateLimiter
 from commonroom.room.core import Room
-
-_HOST = re.compile(r"^(commonroom|localhost(:\d{1,5})?|127\.0\.0\.1(:\d{1,5})?)$", re.IGNORECASE)
-_ORIGIN = re.compile(r"^https?://(localhost|127\.0\.0\.1)(:\d{1,5})?$", re.IGNORECASE)
 
 
 @attrs.define
@@ -53,77 +47,19 @@ class IngressSettings:
     clock: Callable[[], float] = trio.current_time
 
 
-def host_allowed(host: str | None) -> bool:
-    return host is not None and bool(_HOST.match(host))
-
-
-def origin_allowed(origin: str | None) -> bool:
-    return origin is None or bool(_ORIGIN.match(origin))
-
-
-class Gate:
-    """Rate limits keyed by the hash of a bearer (never the bearer) or the client address.
-
-    A bearer the engine knows as a live session is charged to its own
-    window from its first request; anything else (no bearer, an unknown or
-    ended one) is charged to the client address, so guessing bearers runs at
-    the anonymous rate. `live_sessions` is the engine's set of live session
-    hashes: a set lookup, no store call, on the hot path.
-    """
-
-    def __init__(self, settings: IngressSettings, live_sessions: Container[bytes]) -> None:
-        self.per_bearer = RateLimiter(settings.requests_per_minute, 60.0, settings.clock)
-        self.per_address = RateLimiter(settings.anonymous_per_minute, 60.0, settings.clock)
-        self.live_sessions = live_sessions
-
-    def admit(self, bearer: str | None, address: str) -> None:
-        if bearer is not None:
-            key = hash_secret(bearer)  # the engine's one hash: what `live_sessions` holds
-            if key in self.live_sessions:
-                wait = self.per_bearer.acquire(key)
-                if wait is not None:
-                    raise rate_limited(wait)
-                return
-        wait = self.per_address.acquire(address)
-        if wait is not None:
-            raise rate_limited(wait)
-
-    def sweep(self) -> None:
-        self.per_bearer.sweep()
-        self.per_address.sweep()
-
-
-def request_refusal(host: str | None, origin: str | None) -> CommonroomError | None:
-    """The Host allow-list (DNS rebinding) and the Origin check, before anything else."""
-    if not host_allowed(host):
-        return CommonroomError("permission_denied", "Host not allowed")
-    if not origin_allowed(origin):
-        return CommonroomError("permission_denied", "Origin not allowed")
-    return None
-
-
-def host_and_origin(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
-    """The Host and Origin of raw ASGI headers (for checks that run before the app)."""
-    found: dict[bytes, str] = {}
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered in (b"host", b"origin"):
-            found[lowered] = value.decode("latin-1")
-    return found.get(b"host"), found.get(b"origin")
-
-
-def _scope_header_check(headers: Iterable[tuple[bytes, bytes]]) -> CommonroomError | None:
-    return request_refusal(*host_and_origin(headers))
-
-
 def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> QuartTrio:
     settings = settings or IngressSettings()
     app = QuartTrio("commonroom.ingress")
     app.config["RESPONSE_TIMEOUT"] = settings.response_timeout
-    gate = Gate(settings, room.engine.live_sessions)
+    gate = Gate(
+        per_bearer_per_minute=settings.requests_per_minute,
+        per_address_per_minute=settings.anonymous_per_minute,
+        clock=settings.clock,
+        live_sessions=room.engine.live_sessions,
+    )
     app.extensions["commonroom.gate"] = gate
-    # Also before a too-large body is refused (http/serving.py): 403 beats 413.
-    app.extensions[HEADER_CHECK] = _scope_header_check
+    # Also before a too-large body is refused (http/hardened_app.py): 403 beats 413.
+    app.extensions[HEADER_CHECK] = scope_header_check
 
     def client_address() -> str:
         return request.remote_addr or "unknown"

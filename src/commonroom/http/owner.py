@@ -42,8 +42,8 @@ from quart_trio import QuartTrio
 from commonroom.engine.operations import CALLS
 from commonroom.http import stream_views
 from commonroom.http.common import bearer_from_header, error_response, json_response, operation_view
-from commonroom.http.ingress import host_and_origin, origin_allowed
-from commonroom.http.serving import HEADER_CHECK
+from commonroom.http.guards import host_and_origin, origin_allowed
+from commonroom.http.hardened_app import HEADER_CHECK
 from commonroom.protocol.errors import CommonroomError
 from commonroom.room.core import Room
 

@@ -16,7 +16,7 @@ from quart import Response, request, websocket
 from commonroom.engine.observe import StreamStart
 from commonroom.http import framing
 from commonroom.http.common import json_response
-from commonroom.http.serving import streaming_response
+from commonroom.http.hardened_app import streaming_response
 from commonroom.protocol.records import to_wire
 from commonroom.room.core import Room
 

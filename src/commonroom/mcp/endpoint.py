@@ -28,7 +28,7 @@ from quart_trio import QuartTrio
 from commonroom import discovery
 from commonroom.engine.observe import StreamStart
 from commonroom.http.common import bearer_from_header, error_response
-from commonroom.http.serving import streaming_response
+from commonroom.http.hardened_app import streaming_response
 from commonroom.mcp import notify, resources, tasks, tools, wire
 from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError
