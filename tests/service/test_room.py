@@ -27,9 +27,8 @@ async def _room(doc_path: Path, clock: trio.testing.MockClock) -> tuple[Room, st
     engine = open_engine(doc_path, clock=mock_wall_clock(clock))  # type: ignore[arg-type]
     engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     # Only the sweeper's own deadline may be jumped to: no watcher ticks, no capped sleeps,
-    # and a jump waits for the store thread to be idle for a (real) half second.
-    room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7)
-    clock.autojump_threshold = 0.5
+    # and store calls inline, where the autojump clock sees them.
+    room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7, inline_store=True)
     host = sessions.mint_host_session(engine)
     invite = await room.call("workspace.invite", host, {})
     joined = await room.call("session.join", None, {"invite": invite["invitation"], "name": "a"})

@@ -122,9 +122,7 @@ async def test_a_held_wait_is_not_answered_by_your_own_events(
 
     engine = open_engine(doc_path, clock=mock_wall_clock(autojump_clock))  # type: ignore[arg-type]
     engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
-    room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7)
-    # Mock time jumps only after the store thread was idle for half a (real) second.
-    autojump_clock.autojump_threshold = 0.5
+    room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7, inline_store=True)
     host = sessions.mint_host_session(engine)
     people = []
     for name in ("alice", "bob"):
@@ -301,8 +299,7 @@ async def test_presence_flips_on_the_rooms_sweeper(
     with nobody calling: the sweeper does it, on the injected clock."""
     engine = open_engine(doc_path, clock=mock_wall_clock(autojump_clock))  # type: ignore[arg-type]
     engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
-    room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7)
-    autojump_clock.autojump_threshold = 0.5
+    room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7, inline_store=True)
     host = sessions.mint_host_session(engine)
     async with trio.open_nursery() as nursery:
         await nursery.start(room.run)

@@ -254,8 +254,12 @@ class _Stream:
 
     def _grid_after(self, now: float) -> float:
         # A shared grid: streams with the same interval wake together and
-        # share one liveness call.
-        return (math.floor(now / self.check_interval) + 1) * self.check_interval
+        # share one liveness call. Strictly after `now`: in floating point the
+        # next grid point can round to `now` itself (0.3 / 0.1 < 3), and a check
+        # due "now" again after every check spins until the clock moves.
+        step = self.check_interval
+        point = (math.floor(now / step) + 1) * step
+        return point if point > now else point + step
 
     async def alive(self) -> bool:
         now = trio.current_time()
@@ -312,12 +316,16 @@ class _Stream:
             if now >= self.next_check and not await self.alive():
                 yield END
                 return
-            if now - self.last_output >= self.heartbeat:
+            # One expression for "the heartbeat is due" and the wait's deadline:
+            # in floating point `now - last >= h` and `last + h <= now` can disagree,
+            # and a deadline already passed that is not "due" spins.
+            heartbeat_due = self.last_output + self.heartbeat
+            if now >= heartbeat_due:
                 yield HEARTBEAT
                 continue
 
             batch: list[Event] = []
-            with trio.move_on_at(min(self.next_check, self.last_output + self.heartbeat)):
+            with trio.move_on_at(min(self.next_check, heartbeat_due)):
                 batch = await sub.next_batch()
             for event in batch:
                 if event.event_id <= self.last:
