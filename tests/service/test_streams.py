@@ -237,6 +237,82 @@ async def test_events_not_published_through_the_hub_are_filled_from_the_ring(
         assert await event_ids_until(items, latest + 2) == [latest + 1, latest + 2]
 
 
+class _Wire:
+    """A direct writer and the stream's consumer writing to one ordered wire."""
+
+    def __init__(self, *, refuse: set[int] | None = None, partial: bool = False) -> None:
+        self.ids: list[int] = []  # event ids in the order they reached the wire
+        self.direct: list[int] = []
+        self.refuse = refuse or set()
+        self.partial = partial
+        self.owed = False
+
+    def write_event_nowait(self, event: Event, owe: Any) -> bool:
+        if event.event_id in self.refuse or self.owed:
+            return False
+        self.ids.append(event.event_id)
+        self.direct.append(event.event_id)
+        if self.partial:
+            self.owed = True
+            owe()
+        return True
+
+    def consume(self, item: StreamItem) -> None:
+        if item.kind == "flush":
+            self.owed = False
+        elif item.event is not None:
+            self.ids.append(item.event.event_id)
+
+
+async def _wire_until(env: Env, wire: _Wire, items: Items, last_id: int) -> None:
+    with trio.fail_after(5):
+        while not wire.ids or wire.ids[-1] < last_id:
+            wire.consume(await anext(items))
+
+
+async def test_the_direct_lane_takes_live_events_while_the_reader_waits(
+    autojump_clock: MockClock, env: Env
+) -> None:
+    wire = _Wire()
+    latest = env.latest
+    async with aclosing(env.observe(latest, direct=wire)) as items:
+        await env.room.record(ev.WorkspaceStarted(version=0))  # the reader is not parked yet
+        await _wire_until(env, wire, items, latest + 1)
+        async with trio.open_nursery() as nursery:
+            # The reader parks in its wait; the next events are written for it and
+            # it is not woken at all.
+            nursery.start_soon(_wire_until, env, wire, items, latest + 5)
+            await trio.testing.wait_all_tasks_blocked()
+            await env.burst(4)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+    assert wire.ids == list(range(latest + 1, latest + 6))
+    assert wire.direct == list(range(latest + 2, latest + 6))
+
+
+async def test_the_direct_lane_keeps_order_across_a_hole_a_refusal_and_a_partial_write(
+    autojump_clock: MockClock, env: Env
+) -> None:
+    latest = env.latest
+    wire = _Wire(refuse={latest + 6})
+    async with aclosing(env.observe(latest, direct=wire)) as items, trio.open_nursery() as nursery:
+        nursery.start_soon(_wire_until, env, wire, items, latest + 10)
+        await trio.testing.wait_all_tasks_blocked()
+        await env.burst(2)  # latest+1, +2: direct
+        await trio.testing.wait_all_tasks_blocked()
+        sessions.mint_host_session(env.engine)  # +3: committed behind the room's back
+        await env.burst(2)  # +4, +5: not direct (a hole before them); the reader fills +3
+        await trio.testing.wait_all_tasks_blocked()
+        await env.burst(1)  # +6: refused by the writer, the reader writes it
+        await trio.testing.wait_all_tasks_blocked()
+        await env.burst(1)  # +7: direct again
+        await trio.testing.wait_all_tasks_blocked()
+        wire.partial = True
+        await env.burst(3)  # +8 direct in part; +9, +10 wait behind the owed bytes
+    assert wire.ids == list(range(latest + 1, latest + 11))
+    assert wire.direct == [latest + 1, latest + 2, latest + 7, latest + 8]
+
+
 # ------------------------------------------------------------ resync
 
 

@@ -288,7 +288,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="status load per figure")
     parser.add_argument("--warmup", type=float, default=2.0)
     parser.add_argument("--ready-runs", type=int, default=5)
+    parser.add_argument("--fanout-only", action="store_true",
+                        help="only the fan-out figures (no ready runs, no isolation phase): "
+                             "for profiling the broadcaster")
     args = parser.parse_args()
+    if args.fanout_only:
+        args.ready_runs = 1
     started = time.monotonic()
     loadgen.raise_nofile()
 
@@ -342,6 +347,13 @@ def main() -> None:
 
                 fanout = fanout_run(committer, subs, args.commits)
                 _show("fanout", fanout)
+                if args.fanout_only:
+                    answer_ratio = fanout["answer_median_ms"] / statistics.median(answers_none)
+                    print(json.dumps({"fanout_p99_ms_1000": fanout["from_request_p99_ms"],
+                                      "fanout_median_ms": fanout["from_request_median_ms"],
+                                      "commit_answer_ratio": round(answer_ratio, 3),
+                                      "subscribers": subs.ready}), flush=True)
+                    return
 
                 plain = fanout_run(committer, subs, args.slow_commits)
                 rss_plain = loadgen.rss_kb(room.pid)

@@ -14,12 +14,19 @@
 It also writes to the kernel directly when nobody else is writing (see
 `HardenedTCPServer._write`), and closes with a lingering half-close so a client
 still sending can read its answer (say a 413) instead of a reset.
+
+A stream may write its own body bytes (`current_connection`, `send_nowait`,
+`send_stream_bytes`): after its response head went out the usual way, an SSE
+stream writes pre-framed chunks straight to the socket, skipping quart's send,
+hypercorn's stream and h11 for every event (http/stream_views.py says how the
+framing stays valid).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from contextvars import ContextVar
 from typing import Any, Final, cast
 
 import trio
@@ -30,7 +37,14 @@ from hypercorn.trio.tcp_server import MAX_RECV, TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import AppWrapper, ConnectionState
 
-__all__ = ["HardenedTCPServer"]
+__all__ = ["HardenedTCPServer", "current_connection"]
+
+_CURRENT: ContextVar[HardenedTCPServer | None] = ContextVar("commonroom_connection", default=None)
+
+
+def current_connection() -> HardenedTCPServer | None:
+    """The connection serving this request (the app's tasks inherit it), if it is ours."""
+    return _CURRENT.get()
 
 _LINGER_SECONDS: Final = 1.0
 """After answering and half-closing, how long to drain what the client still sends."""
@@ -116,6 +130,48 @@ class HardenedTCPServer(TCPServer):
         self._read_scope = trio.CancelScope()
         self._idle_timer = _IdleTimer(self, config.keep_alive_timeout)
         self.idle_task = self._idle_timer  # type: ignore[assignment]  # same protocol
+
+    async def run(self) -> None:
+        # The request tasks hypercorn spawns from here inherit this context.
+        _CURRENT.set(self)
+        await super().run()
+
+    def send_nowait(self, data: bytes) -> int | None:
+        """Write what the socket takes now: bytes written (0 while another write is
+        in progress), None when the peer is gone."""
+        if self.send_lock.locked():
+            return 0
+        return self._send_now(data)
+
+    async def send_stream_bytes(self, data: bytes) -> bool:
+        """Write a stream's own body bytes; False when the peer is gone or stalled.
+
+        Unlike `_write` not shielded: a stream's writer is cancelled when its
+        stream ends (say the room stops), and a cancelled write tears the
+        message, so the connection is then closed; the client resumes with
+        Last-Event-ID.
+        """
+        sent = self.send_nowait(data)
+        if sent is None:
+            return False
+        if sent == len(data):
+            return True
+        view = memoryview(data)[sent:]
+        try:
+            async with self.send_lock:
+                with trio.move_on_after(self._write_timeout) as scope:
+                    await self.stream.send_all(view)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.BusyResourceError):
+            return False
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True):
+                await self.stream.aclose()
+            raise
+        if scope.cancelled_caught:
+            with trio.CancelScope(shield=True):
+                await self.stream.aclose()
+            return False
+        return True
 
     async def protocol_send(self, event: ServerEvent) -> None:
         if isinstance(event, RawData):

@@ -5,7 +5,9 @@ An event's frame is built once and shared by every subscriber (the same
 frames of the newest events in a small cache keyed by the event object, so
 1,000 subscribers cost one `json.dumps` and one encode, not 1,000. An
 addressed copy is its own object and gets its own frame. `sse_chunk` frames
-a whole batch as one write.
+a whole batch as one write. `http_chunk` wraps a frame as one HTTP/1.1 chunk,
+for streams that write their own body bytes; an event's chunk is cached with
+its frame.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
 from commonroom.protocol.events import Event
 from commonroom.room.streams import StreamItem
@@ -22,20 +24,42 @@ SSE_PREAMBLE: Final = b"retry: 5000\n\n"
 HEARTBEAT_FRAME: Final = b": hb\n\n"
 _CACHE_SIZE: Final = 1024
 
-# id(event) -> (event, frame): the event is kept so its id cannot be reused meanwhile.
-_sse_frames: OrderedDict[int, tuple[Event, bytes]] = OrderedDict()
+# id(event) -> [event, frame, chunk or None]: the event is kept so its id cannot be
+# reused meanwhile; the chunk is built the first time a stream asks for it.
+_sse_frames: OrderedDict[int, list[Any]] = OrderedDict()
 
 
-def _event_frame(event: Event) -> bytes:
+def _cached(event: Event) -> list[Any]:
     key = id(event)
     cached = _sse_frames.get(key)
     if cached is not None and cached[0] is event:
-        return cached[1]
+        return cached
     frame = f"id: {event.event_id}\nevent: {event.type}\ndata: {event.wire}\n\n".encode()
-    _sse_frames[key] = (event, frame)
+    entry = _sse_frames[key] = [event, frame, None]
     if len(_sse_frames) > _CACHE_SIZE:
         _sse_frames.popitem(last=False)
+    return entry
+
+
+def _event_frame(event: Event) -> bytes:
+    frame: bytes = _cached(event)[1]
     return frame
+
+
+def http_chunk(frame: bytes) -> bytes:
+    """`frame` as one HTTP/1.1 chunk (b"" stays b"": an empty chunk would end the body)."""
+    if not frame:
+        return b""
+    return b"%x\r\n%b\r\n" % (len(frame), frame)
+
+
+def sse_event_chunk(event: Event) -> bytes:
+    """The event's frame as one HTTP/1.1 chunk, built once for every subscriber."""
+    entry = _cached(event)
+    chunk: bytes | None = entry[2]
+    if chunk is None:
+        chunk = entry[2] = http_chunk(entry[1])
+    return chunk
 
 
 def format_sse(item: StreamItem) -> bytes:
@@ -48,7 +72,7 @@ def format_sse(item: StreamItem) -> bytes:
         return f"event: resync\ndata: {data}\n\n".encode()
     if item.kind == "heartbeat":
         return HEARTBEAT_FRAME
-    return b""
+    return b""  # end, live, flush
 
 
 def sse_chunk(items: Iterable[StreamItem]) -> bytes:

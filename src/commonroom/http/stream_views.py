@@ -4,21 +4,36 @@ The stream itself is the room's (`Room.open_stream`: a pump in the room's
 nursery); these only turn its batches into bytes. Each batch is written as
 one chunk, and each event's frame is built once for all subscribers
 (`framing`). Both listeners use them (the owner page's live view too).
+
+An SSE stream over HTTP/1.1 on our own connection writes its own body
+(`SSEWriter`): the response head and the preamble go out the usual way
+(quart, hypercorn, h11 choose chunked framing for a 1.1 answer without a
+length), then the room's pump writes every item as one pre-framed HTTP chunk
+straight to the socket, and the hub writes live events for it while it waits
+(the direct lane, `room/hub.py`): a commit's fan-out skips quart's send,
+hypercorn's stream, h11 and two task switches per subscriber. When the pump is
+done the body ends the usual way, and h11 writes the final empty chunk: the
+framing h11 tracks is the same as if it had written every chunk itself. Any
+other connection (HTTP/1.0, a test client, WebSocket, MCP) takes the channel.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
+import trio
 from quart import Response, request, websocket
 
 from commonroom.engine.observe import StreamStart
 from commonroom.http import framing
 from commonroom.http.common import json_response
+from commonroom.http.connection import HardenedTCPServer, current_connection
 from commonroom.http.hardened_app import streaming_response
+from commonroom.protocol.events import Event
 from commonroom.protocol.records import to_wire
 from commonroom.room.core import Room
+from commonroom.room.streams import StreamItem
 
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
@@ -41,8 +56,71 @@ def observe_params() -> dict[str, Any]:
     return params
 
 
+class SSEWriter:
+    """A direct SSE stream's writer of its own body chunks (see the module doc)."""
+
+    def __init__(self, connection: HardenedTCPServer) -> None:
+        self._connection = connection
+        self._head_sent = trio.Event()
+        self.done = trio.Event()
+        self.cancel_scope = trio.CancelScope()
+        self._owed = b""  # the rest of a chunk the direct lane wrote in part
+        self._gone = False
+
+    # The pump's side (room/pumps.py).
+
+    async def ready(self) -> None:
+        await self._head_sent.wait()
+
+    async def write_item(self, item: StreamItem) -> bool:
+        if item.kind == "event" and item.event is not None:
+            chunk = framing.sse_event_chunk(item.event)
+        else:
+            chunk = framing.http_chunk(framing.format_sse(item))
+        data, self._owed = self._owed + chunk, b""
+        if not data:
+            return True
+        if self._gone or not await self._connection.send_stream_bytes(data):
+            self._gone = True
+            return False
+        return True
+
+    def finished(self) -> None:
+        self.done.set()
+
+    # The hub's side: a live event while the pump waits.
+
+    def write_event_nowait(self, event: Event, owe: Callable[[], None]) -> bool:
+        if self._gone or self._owed or not self._head_sent.is_set():
+            return False
+        chunk = framing.sse_event_chunk(event)
+        sent = self._connection.send_nowait(chunk)
+        if sent is None:
+            self._gone = True
+            return False
+        if sent == 0:
+            return False  # busy or full: the pump writes it, waiting
+        if sent < len(chunk):
+            self._owed = chunk[sent:]
+            owe()
+        return True
+
+    # The response's side.
+
+    def head_sent(self) -> None:
+        self._head_sent.set()
+
+    def close(self) -> None:
+        """The response is over (ended, or the client left): stop the pump."""
+        self._gone = True
+        self.cancel_scope.cancel()
+
+
 def sse_response(room: Room, start: StreamStart, *, heartbeat_seconds: float) -> Response:
     """`text/event-stream` for an authorized start, until the stream ends or the client leaves."""
+    connection = current_connection()
+    if connection is not None and request.http_version == "1.1":
+        return _writing_sse_response(room, start, connection, heartbeat_seconds=heartbeat_seconds)
     stream = room.open_stream(start, heartbeat_seconds=heartbeat_seconds)
 
     async def body() -> AsyncGenerator[bytes, None]:
@@ -55,6 +133,24 @@ def sse_response(room: Room, start: StreamStart, *, heartbeat_seconds: float) ->
                     yield chunk
                 if batch[-1].kind == "end":
                     return
+
+    return streaming_response(body(), headers=SSE_HEADERS)
+
+
+def _writing_sse_response(
+    room: Room, start: StreamStart, connection: HardenedTCPServer, *, heartbeat_seconds: float
+) -> Response:
+    writer = SSEWriter(connection)
+    room.open_writing_stream(start, writer, heartbeat_seconds=heartbeat_seconds)
+
+    async def body() -> AsyncGenerator[bytes, None]:
+        try:
+            yield framing.SSE_PREAMBLE
+            # Resumed: quart has written the head and the preamble (h11 chose chunked).
+            writer.head_sent()
+            await writer.done.wait()
+        finally:
+            writer.close()
 
     return streaming_response(body(), headers=SSE_HEADERS)
 

@@ -34,7 +34,7 @@ from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
 from commonroom.protocol.records import WaitAnswer, to_wire
 from commonroom.room.hub import EventHub
-from commonroom.room.pumps import RoomStream, open_pumped
+from commonroom.room.pumps import RoomStream, StreamWriter, open_pumped, pump_to_writer
 from commonroom.room.streams import Addressed, observe, wait_for_events
 
 WATCH_INTERVAL = 0.5
@@ -132,6 +132,22 @@ class Room:
             heartbeat_seconds=heartbeat_seconds, buffer=buffer, addressed=self.addressed,
         )
         return open_pumped(self._streams, items)
+
+    def open_writing_stream(
+        self, start: StreamStart, writer: StreamWriter, *, heartbeat_seconds: float,
+        buffer: int = 256,
+    ) -> None:
+        """Open an observe stream that writes its own bytes through `writer` (and takes
+        live events on the hub's direct lane); its pump runs in the room's nursery."""
+        if self._streams is None:
+            raise CommonroomError("transport_unavailable", "the room is not running")
+        items = observe(
+            self, session_hash=start.actor.session_hash,
+            participant_id=start.actor.participant_id, since_event_id=start.cursor,
+            heartbeat_seconds=heartbeat_seconds, buffer=buffer, addressed=self.addressed,
+            direct=writer,
+        )
+        self._streams.start_soon(pump_to_writer, items, writer)
 
     async def wait(self, start: StreamStart) -> WaitAnswer:
         """The long-poll for an authorized start (held in the caller's task, at most 25 s)."""

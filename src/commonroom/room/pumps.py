@@ -8,6 +8,12 @@ adapter reads batches from its end (`RoomStream.next_batch`: the first item,
 waiting for it, plus every item already queued), frames each batch once and
 writes it in one go.
 
+A stream that writes its own bytes (a direct SSE stream, `http/stream_views`)
+has no channel: its pump writes each item through the adapter's
+`StreamWriter`, and while it waits the hub may write live events for it
+(the direct lane, `hub`). Its writer's cancel scope ends it when the
+adapter goes away.
+
 Lifetimes: the room owns every pump, so cancelling the room's nursery (or
 closing the hub when the room stops) ends every stream; the adapter then
 sees `end`. An adapter that goes away closes its end (`aclose`), the pump's
@@ -22,11 +28,11 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Final
+from typing import Final, Protocol
 
 import trio
 
-from commonroom.room.streams import END, StreamItem
+from commonroom.room.streams import END, DirectWriter, StreamItem
 
 CHANNEL_ITEMS: Final = 64
 """Items a pump may queue ahead of its reader (a batch a reader takes at once)."""
@@ -83,6 +89,36 @@ async def pump(items: AsyncGenerator[StreamItem, None],
                     return
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return  # the reader went away
+
+
+class StreamWriter(DirectWriter, Protocol):
+    """The adapter's writer for a stream that writes its own bytes (and takes the direct lane)."""
+
+    cancel_scope: trio.CancelScope
+    """Cancelled by the adapter when its reader went away."""
+
+    async def ready(self) -> None:
+        """Returns once the stream may write (its response head is out)."""
+
+    async def write_item(self, item: StreamItem) -> bool:
+        """Write one item; False when the reader is gone."""
+        ...
+
+    def finished(self) -> None:
+        """The pump is done: the adapter may end the response."""
+
+
+async def pump_to_writer(items: AsyncGenerator[StreamItem, None], writer: StreamWriter) -> None:
+    """Run one self-writing stream in the room's nursery until it ends or its reader leaves."""
+    try:
+        with writer.cancel_scope:
+            async with aclosing(items):
+                await writer.ready()
+                async for item in items:
+                    if not await writer.write_item(item) or item.kind == "end":
+                        return
+    finally:
+        writer.finished()
 
 
 def open_pumped(nursery: trio.Nursery, items: AsyncGenerator[StreamItem, None]) -> RoomStream:

@@ -97,7 +97,7 @@ WAIT_MAX_EVENTS = limits.WAIT_MAX_EVENTS
 class StreamItem:
     """What a stream yields."""
 
-    kind: str  # "event" | "resync" | "heartbeat" | "live" | "end"
+    kind: str  # "event" | "resync" | "heartbeat" | "live" | "flush" | "end"
     event: Event | None = None
     # resync: {"reason": "cursor_expired" | "lagged", "oldest_event_id", "latest_event_id"}
     data: dict[str, Any] | None = None
@@ -107,6 +107,20 @@ HEARTBEAT = StreamItem("heartbeat")
 END = StreamItem("end")
 LIVE = StreamItem("live")
 """Only with `mark_live`: the replay is over, what follows is live."""
+FLUSH = StreamItem("flush")
+"""Only with a direct writer: it owes its socket bytes (a direct write went out in part)."""
+
+
+class DirectWriter(Protocol):
+    """A stream's writer that can take an event without the stream's task (see `hub`)."""
+
+    def write_event_nowait(self, event: Event, owe: Callable[[], None]) -> bool:
+        """Write the event's frame now, or refuse (False) and leave it to the stream.
+
+        Calls `owe()` when only part of the frame went out: the stream then
+        yields `flush` and its consumer writes the rest before anything else.
+        """
+        ...
 
 
 # ------------------------------------------------------------ the ring
@@ -237,9 +251,22 @@ class _Stream:
         liveness_seconds: float = LIVENESS_SECONDS,
         addressed: Addressed | None = None,
         mark_live: bool = False,
+        direct: DirectWriter | None = None,
     ) -> None:
         self.room = room
         self.sub = sub
+        if direct is not None:
+            write_now = direct.write_event_nowait
+
+            def deliver(event: Event) -> bool:
+                # The reader's own events (addressed copies, an end) take its task.
+                if self.ends_us(event):
+                    return False
+                if self.addressed is not None and self.addressed(event, self.participant_id):
+                    return False
+                return write_now(event, sub.poke)
+
+            sub.direct = deliver
         self.addressed = addressed
         self.mark_live = mark_live
         self.session_hash = session_hash
@@ -325,8 +352,15 @@ class _Stream:
                 continue
 
             batch: list[Event] = []
+            sub.cursor = self.last
             with trio.move_on_at(min(self.next_check, heartbeat_due)):
                 batch = await sub.next_batch()
+            # What the direct lane delivered while we were parked.
+            self.last = max(self.last, sub.cursor)
+            self.last_output = max(self.last_output, sub.delivered_at)
+            if sub.poked:
+                sub.poked = False
+                yield FLUSH
             for event in batch:
                 if event.event_id <= self.last:
                     continue  # already replayed (or filled from the ring)
@@ -391,6 +425,7 @@ async def observe(
     liveness_seconds: float = LIVENESS_SECONDS,
     addressed: Addressed | None = None,
     mark_live: bool = False,
+    direct: DirectWriter | None = None,
 ) -> AsyncGenerator[StreamItem, None]:
     """Replay retained events after the cursor, then live, with no gap and no duplicate.
 
@@ -399,13 +434,15 @@ async def observe(
     items, and `live` once when the replay is over if `mark_live`; the last
     item is `end` (session revoked, expired or left, or the room stopping),
     after which the generator returns. `addressed(event, participant_id)`
-    marks the events addressed to this reader.
+    marks the events addressed to this reader. With a `direct` writer, live
+    events may go straight to it while the stream waits (they are then not
+    yielded), and `flush` items ask the consumer to finish a direct write.
     """
     if heartbeat_seconds <= 0:
         raise ValueError("heartbeat_seconds must be positive")
     sub = room.hub.subscribe(buffer)
     stream = _Stream(room, sub, session_hash, participant_id, heartbeat_seconds, liveness_seconds,
-                     addressed, mark_live)
+                     addressed, mark_live, direct)
     try:
         async with aclosing(stream.items(since_event_id)) as items:
             async for item in items:
