@@ -17,8 +17,8 @@ from tests.conftest import SAMPLE
 from tests.service.conftest import LiveRoom
 
 
-@pytest.fixture
-def abuse_doc(tmp_path: Path) -> Path:
+@pytest.fixture(name="abuse_doc")
+def abuse_doc_fixture(tmp_path: Path) -> Path:
     """The shared sample document in a fresh folder (tests/reliability has no conftest)."""
     path = tmp_path / "idea.md"
     path.write_text(SAMPLE)

@@ -18,8 +18,8 @@ import pytest
 import trio
 
 from commonroom.protocol.timefmt import ManualClock
-from tests.reliability.abuse_support import (  # noqa: F401  (abuse_doc: a fixture)
-    abuse_doc,
+from tests.reliability.abuse_support import (
+    abuse_doc_fixture,  # noqa: F401  (the abuse_doc fixture)
     approved_proposal,
     events,
     ok,
@@ -93,6 +93,11 @@ def event_id_of(log: list[dict[str, Any]], kind: str, **payload: Any) -> int | N
     return None
 
 
+async def send(live: LiveRoom, answers: dict[str, Any], name: str, bearer: str, path: str,
+               body: Any) -> None:
+    answers[name] = await live.call("POST", path, bearer, body)
+
+
 @pytest.mark.parametrize("how", ["expired", "released"])
 @pytest.mark.parametrize("write", ["commit", "propose"])
 async def test_the_old_holders_write_races_the_new_checkout(abuse_doc: Path, how: str, write: str) -> None:
@@ -114,16 +119,13 @@ async def test_the_old_holders_write_races_the_new_checkout(abuse_doc: Path, how
                     "content": text}
             await take_away(live, clock, lease["lease_id"], how)
             answers: dict[str, Any] = {}
-
-            async def send(name: str, bearer: str, path: str, body: Any) -> None:
-                answers[name] = await live.call("POST", path, bearer, body)
-
             async with trio.open_nursery() as race:
                 # Alternate who leaves first so both orders get their chance.
                 calls = [("write", old, path, body),
                          ("checkout", new, "/workspace/checkout", {"region": "Goals", "minutes": 30})]
-                for call in calls if round_number % 2 else reversed(calls):
-                    race.start_soon(send, *call)
+                for name, bearer, call_path, call_body in (
+                        calls if round_number % 2 else reversed(calls)):
+                    race.start_soon(send, live, answers, name, bearer, call_path, call_body)
 
             taken = answers["checkout"]
             assert taken.status == 200, taken.body  # the old lease was gone before the race
