@@ -124,7 +124,7 @@ async def open_and_drop(live: LiveRoom, bearer: str, kind: str, cursor: int) -> 
     port = live.ready.ingress_port
     if kind == "ws-graceful":
         url = f"ws://127.0.0.1:{port}/workspace/observe/ws?since_event_id=0"
-        async with open_websocket_url(url, extra_headers=[("Authorization", f"Bearer {bearer}")]) as ws:
+        async with open_websocket_url(url, extra_headers=[(b"Authorization", f"Bearer {bearer}".encode())]) as ws:
             await ws.get_message()
         return
     request = {

@@ -110,6 +110,7 @@ async def test_the_old_holders_write_races_the_new_checkout(abuse_doc: Path, how
         for round_number in range(ROUNDS):
             lease = await ok(live, "POST", "/workspace/checkout", old, {"region": "Goals", "minutes": 1})
             text = f"## Goals\n\n- old holder, round {round_number}\n\n"
+            body: dict[str, Any]
             if write == "commit":
                 proposal_id = await approved_proposal(live, old, "Goals", text)
                 path, body = "/workspace/commit", {"proposal_id": proposal_id}
