@@ -91,3 +91,22 @@ async def settle(measure: Any, target: int, *, seconds: float = 5.0) -> int:
             await trio.sleep(0.02)
             value = measure()
     return value
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of process `pid` (KiB), from /proc."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise LookupError(f"no VmRSS for {pid}")
+
+
+async def peak_rss_kib(pid: int, until: trio.Event) -> int:
+    """Sample `pid`'s RSS every 5 ms until `until`; the highest."""
+    peak = rss_kib(pid)
+    while not until.is_set():
+        peak = max(peak, rss_kib(pid))
+        with trio.move_on_after(0.005):
+            await until.wait()
+    return max(peak, rss_kib(pid))

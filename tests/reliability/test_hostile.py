@@ -29,6 +29,8 @@ from tests.reliability.abuse_support import (
     abuse_doc_fixture,  # noqa: F401  (the abuse_doc fixture)
     ok,
     open_fds,
+    peak_rss_kib,
+    rss_kib,
     settle,
 )
 from tests.service.conftest import LiveRoom, start_room
@@ -241,5 +243,41 @@ async def test_after_every_attack_ce_serve_still_serves_and_stops_on_sigint(abus
         assert elapsed < 4.0, elapsed
         assert "Traceback" not in process.stderr(), process.stderr()
         assert read_credentials(abuse_doc) is None  # a clean exit removes the credential file
+    finally:
+        process.close()
+
+
+async def test_a_websocket_client_can_neither_inflate_nor_park_big_messages(abuse_doc: Path) -> None:
+    """A real `ce serve`: compression is refused, a 64 MiB message is cut, not kept.
+
+    hypercorn used to accept permessage-deflate (wsproto inflates a frame
+    whole before any size check: a 0.5 MB bomb took the room to 767 MB) and,
+    past its message limit, kept appending what the client sent.
+    """
+    process = start_ce_serve(abuse_doc, "--port-ingress", "0")
+    try:
+        port = int(process.ready["ingress_port"])
+        credentials = read_credentials(abuse_doc)
+        assert credentials is not None
+        before, peak = rss_kib(process.proc.pid), 0
+        done = trio.Event()
+
+        async def watch() -> None:
+            nonlocal peak
+            peak = await peak_rss_kib(process.proc.pid, done)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            head = await attacks.websocket_message(port, credentials.host_session, size=64 * attacks.MIB)
+            done.set()
+        assert head.startswith(b"HTTP/1.1 101"), head
+        assert b"sec-websocket-extensions" not in head.lower(), head
+        assert peak - before < 24 * 1024, f"the room grew {(peak - before) // 1024} MiB"
+        # And it still serves: status answers.
+        answer = await attacks.exchange(port, attacks.raw_request(
+            b"GET", b"/workspace/status", [attacks.bearer_header(credentials.host_session)]))
+        assert answer.status == 200
+        assert process.stop() == 0
+        assert "Traceback" not in process.stderr()
     finally:
         process.close()

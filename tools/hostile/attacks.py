@@ -403,3 +403,53 @@ async def never_reading_streams(port: int, bearer: str, *, streams: int) -> list
             raise AssertionError(f"the stream did not open: {head[:80]!r}")
         opened.append(stream)
     return opened
+
+
+WS_UPGRADE: Final = (b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                     b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n")
+
+
+async def websocket_message(port: int, bearer: str, *, size: int, offer_deflate: bool = True) -> bytes:
+    """Open the observe WebSocket (offering permessage-deflate) and send one `size`-byte message.
+
+    The frame is streamed a MiB at a time (masked with a zero key, so the
+    payload goes as is); a room that closes early is not an error. Returns the
+    handshake's response head.
+    """
+    stream = await connect(port)
+    async with stream:
+        offer = b"Sec-WebSocket-Extensions: permessage-deflate\r\n" if offer_deflate else b""
+        await stream.send_all(b"GET /workspace/observe/ws HTTP/1.1\r\nHost: commonroom\r\nAuthorization: Bearer "
+                              + bearer.encode() + b"\r\n" + WS_UPGRADE + offer + b"\r\n")
+        data = b""
+        with trio.fail_after(10):
+            while HEAD_END not in data:
+                chunk = await stream.receive_some(4096)
+                if not chunk:
+                    break
+                data += chunk
+        head = data.partition(HEAD_END)[0]
+        if not head.startswith(b"HTTP/1.1 101"):
+            return head
+
+        async def drain() -> None:  # what the room sends (events, its close) must not block it
+            try:
+                while await stream.receive_some(65536):
+                    pass
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(drain)
+            frame_head = bytes([0x82, 0x80 | 127]) + size.to_bytes(8, "big") + b"\0\0\0\0"
+            piece = b"\0" * MIB
+            await send_quietly(stream, frame_head)
+            sent = 0
+            try:
+                while sent < size:
+                    await stream.send_all(piece[: min(MIB, size - sent)])
+                    sent += MIB
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            nursery.cancel_scope.cancel()
+        return head
