@@ -18,7 +18,12 @@ not the protocol's shape). The attacks (tools/hostile/attacks.py):
 - chunked: 1 MiB + 1 byte chunked bodies, 4 at a time, for the whole window;
 - nesting: 1 MiB bodies nested as deep as they go, 4 at a time;
 - arrays: 100,000-item arrays in five places, 4 at a time;
-- utf8: non-UTF-8 bytes in every field of every operation and every header.
+- utf8: non-UTF-8 bytes in every field of every operation and every header;
+- websocket: 8 observe WebSockets offering permessage-deflate, each sending
+  64 MiB messages back to back (the room refuses compression and cuts a
+  message at 64 KiB).
+
+Each line also has the room's peak RSS during the attack (from /proc).
 
 Finally SIGINT, with the attackers of the last attack gone: exit code and
 seconds to exit. Nothing listens beyond 127.0.0.1.
@@ -43,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from tests.reliability.abuse_support import peak_rss_kib
 from tools.hostile import attacks
 
 from commonroom.credentials import read_credentials
@@ -193,9 +199,18 @@ def attack_plan(port: int, host: str, attackers: list[str], seconds: float
         await repeat(seconds, 4, once)
         tally.notes.append(f"{len(requests)} distinct requests")
 
+    async def websocket(tally: Tally) -> None:
+        async def once() -> None:
+            head = await attacks.websocket_message(port, next(bearers), size=64 * attacks.MIB)
+            tally.sent += 1
+            tally.statuses[int(head.split(b" ")[1]) if head.startswith(b"HTTP/1.1") else 0] += 1
+            if b"sec-websocket-extensions" in head.lower():
+                tally.broken.append("compression was accepted")
+        await repeat(seconds, 8, once)
+
     return {"baseline": idle, "slowloris": slowloris, "never-reader": never_reader,
             "half-open": half_open, "chunked": chunked, "nesting": nesting, "arrays": arrays,
-            "utf8": utf8}
+            "utf8": utf8, "websocket": websocket}
 
 
 async def run(seconds: float, only: list[str]) -> None:
@@ -212,7 +227,7 @@ async def run(seconds: float, only: list[str]) -> None:
             print(f"ce serve pid {process.pid}, RLIMIT_NOFILE {limit}, {seconds:g} s per attack,"
                   f" {BYSTANDERS} bystanders every {PROBE_INTERVAL} s")
             print(f"{'attack':<13} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'calls':>6} {'failed':>6}"
-                  f" {'sent':>6}  answers / notes")
+                  f" {'sent':>6} {'RSS MB':>6}  answers / notes")
             for name, attack in attack_plan(port, host, attackers, seconds).items():
                 if only and name not in only and name != "baseline":
                     continue
@@ -223,9 +238,15 @@ async def run(seconds: float, only: list[str]) -> None:
                 async def poll(bearer: str, done: trio.Event = done, latencies: list[float] = latencies) -> None:
                     latencies.extend(await attacks.probe(port, bearer, done, interval=PROBE_INTERVAL))
 
+                peak: list[int] = []
+
+                async def watch(done: trio.Event = done, peak: list[int] = peak) -> None:
+                    peak.append(await peak_rss_kib(process.pid, done))
+
                 async with trio.open_nursery() as nursery:
                     for bearer in bystanders:
                         nursery.start_soon(poll, bearer)
+                    nursery.start_soon(watch)
                     try:
                         await attack(tally)
                     finally:
@@ -234,7 +255,8 @@ async def run(seconds: float, only: list[str]) -> None:
                 answers = ", ".join(f"{status}x{count}" for status, count in sorted(tally.statuses.items()))
                 print(f"{name:<13} {attacks.percentile(ok, 0.5) * 1000:7.1f}"
                       f" {attacks.percentile(ok, 0.99) * 1000:7.1f} {max(ok, default=math.nan) * 1000:7.1f}"
-                      f" {len(latencies):6d} {len(latencies) - len(ok):6d} {tally.sent:6d}  "
+                      f" {len(latencies):6d} {len(latencies) - len(ok):6d} {tally.sent:6d}"
+                      f" {peak[0] / 1024:6.0f}  "
                       + "; ".join(x for x in [answers, *tally.notes] if x))
                 for problem in tally.broken:
                     print(f"    CONTRACT BROKEN: {problem}")
