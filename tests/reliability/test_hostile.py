@@ -37,7 +37,7 @@ from tests.service.conftest import LiveRoom, start_room
 
 T = TypeVar("T")
 KEEP_ALIVE = 0.5
-PROMPT = 1.0
+PROMPT = 2.0
 """The well-behaved client's worst call during an attack (2 shared cores, so generous)."""
 
 
