@@ -73,6 +73,9 @@ class ServeOptions:
     requests_per_minute: int = 600
     anonymous_per_minute: int = 60
     human_hold_minutes: float = HUMAN_HOLD_MINUTES  # an external edit holds what it changed
+    # A connection idle this long is closed; it also bounds how long a request's
+    # head may take to arrive (slowloris). Tests shorten it.
+    keep_alive_timeout: float = 5.0
     # Injected time for tests: the engine's wall clock and the rate limiter's monotonic one.
     clock: Clock = system_clock
     rate_clock: Callable[[], float] = trio.current_time
@@ -205,7 +208,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                 wanted = wanted or 0
             try:
                 ingress_port = await listeners.start(partial(
-                    serve, ingress_app, ServeConfig(port=wanted, write_timeout=STREAM_WRITE_TIMEOUT),
+                    serve, ingress_app, ServeConfig(port=wanted, write_timeout=STREAM_WRITE_TIMEOUT,
+                                                keep_alive_timeout=options.keep_alive_timeout),
                     shutdown_trigger=stop.wait))
             except OSError:
                 if options.ingress_port is not None and options.ingress_port != 0:
@@ -214,7 +218,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                         f"ingress port {options.ingress_port} is not free",
                     ) from None
                 ingress_port = await listeners.start(partial(
-                    serve, ingress_app, ServeConfig(port=0, write_timeout=STREAM_WRITE_TIMEOUT),
+                    serve, ingress_app, ServeConfig(port=0, write_timeout=STREAM_WRITE_TIMEOUT,
+                                                keep_alive_timeout=options.keep_alive_timeout),
                     shutdown_trigger=stop.wait))
                 notes.append(f"ingress port {wanted} was taken; bound {ingress_port}")
             owner_port = await _start_owner(listeners, owner_app, options, room, stop, notes)
@@ -254,7 +259,8 @@ async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOp
         wanted = await room.run_sync(room.engine.saved_port, "owner_port") or 0
     try:
         port: int = await listeners.start(partial(
-            serve, owner_app, ServeConfig(port=wanted), shutdown_trigger=stop.wait))
+            serve, owner_app, ServeConfig(port=wanted, keep_alive_timeout=options.keep_alive_timeout),
+            shutdown_trigger=stop.wait))
     except OSError as exc:
         if options.owner_port:
             raise CommonroomError(
@@ -264,7 +270,8 @@ async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOp
                 {"port": options.owner_port},
             ) from None
         port = await listeners.start(partial(
-            serve, owner_app, ServeConfig(port=0), shutdown_trigger=stop.wait))
+            serve, owner_app, ServeConfig(port=0, keep_alive_timeout=options.keep_alive_timeout),
+            shutdown_trigger=stop.wait))
         notes.append(f"owner port {wanted} was taken; bound {port} (open the new link)")
     await room.run_sync(room.engine.save_port, "owner_port", port)
     return port

@@ -42,8 +42,12 @@ does about each, so that no other module has to think about it:
    what the client is still sending for at most a second (a lingering close)
    so the client can read the 413 instead of a reset.
 
+7. A WebSocket client's compressed frames are inflated whole before any size
+   check (a decompression bomb): the handshake refuses ``permessage-deflate``
+   and a message from a client is at most ``websocket_max_message_bytes``.
+
 Where each fix lives: the app-level ones (1's shield, 2, 6, JSON errors) in
-`hardened_app.py`, the connection-level ones (1's idle timer, 3) in
+`hardened_app.py`, the connection-level ones (1's idle timer, 3, 7) in
 `connection.py`, 4 and 5 here with `ServeConfig` and the serve loop.
 hypercorn's own error answers (malformed HTTP) have empty bodies, never HTML.
 
@@ -69,7 +73,7 @@ from hypercorn.typing import ConnectionState, LifespanState
 from hypercorn.utils import wrap_app
 from quart_trio import QuartTrio
 
-from commonroom.http.connection import HardenedTCPServer
+from commonroom.http.connection import HardenedTCPServer, refuse_websocket_compression
 from commonroom.http.hardened_app import harden
 
 __all__ = ["ServeConfig", "serve", "wait_for_stop_signal"]
@@ -116,6 +120,9 @@ class ServeConfig:
     behind its stream's event buffer (and be told `resync`) after ~1,000 events."""
     graceful_timeout: float = attrs.field(default=2.0, validator=_check_positive)
     """After the shutdown trigger, open requests get this long before being cancelled."""
+    websocket_max_message_bytes: int = attrs.field(default=64 * 1024, validator=_check_positive)
+    """The largest message a WebSocket client may send (the room's WebSocket only talks;
+    hypercorn queues ~20 messages per connection, so this bounds what a client can park)."""
 
 
 
@@ -127,6 +134,7 @@ def _hypercorn_config(config: ServeConfig) -> HypercornConfig:
     hyper.accesslog = None
     hyper.errorlog = logging.getLogger("hypercorn.error")
     hyper.include_server_header = False
+    hyper.websocket_max_message_size = config.websocket_max_message_bytes
     return hyper
 
 
@@ -147,6 +155,7 @@ async def serve(
     Several servers may run in one nursery.
     """
     harden(app, max_body_bytes=config.max_body_bytes)
+    refuse_websocket_compression()
     hyper = _hypercorn_config(config)
     asgi = wrap_app(app, hyper.wsgi_max_body_size, "asgi")
     listeners = await trio.open_tcp_listeners(config.port, host=config.host, backlog=_BACKLOG)

@@ -16,8 +16,9 @@ adapter goes away.
 
 Lifetimes: the room owns every pump, so cancelling the room's nursery (or
 closing the hub when the room stops) ends every stream; the adapter then
-sees `end`. An adapter that goes away closes its end (`aclose`), the pump's
-next send fails and the pump returns, releasing its hub subscription. A
+sees `end`. An adapter that goes away closes its end (`aclose`), which
+cancels its pump at once (even one waiting for a live event), releasing its
+hub subscription. A
 reader that stops reading fills the channel; the pump then blocks, the hub
 keeps offering events to the subscriber's bounded buffer, and when that
 overflows the subscriber is lagged and told `resync` on its next read:
@@ -41,8 +42,10 @@ CHANNEL_ITEMS: Final = 64
 class RoomStream:
     """The adapter's end of one open stream."""
 
-    def __init__(self, receive: trio.MemoryReceiveChannel[StreamItem]) -> None:
+    def __init__(self, receive: trio.MemoryReceiveChannel[StreamItem],
+                 pump_scope: trio.CancelScope) -> None:
         self._receive = receive
+        self._pump_scope = pump_scope
         self._ended = False
 
     async def next_batch(self) -> list[StreamItem]:
@@ -67,8 +70,13 @@ class RoomStream:
         return batch
 
     async def aclose(self) -> None:
-        """The reader is done: the pump stops at its next send."""
+        """The reader is done: the pump stops now.
+
+        Not at its next send: a pump waiting for a live event would otherwise
+        hold its task and hub subscription until the next event or heartbeat.
+        """
         self._ended = True
+        self._pump_scope.cancel()
         await self._receive.aclose()
 
     async def __aenter__(self) -> RoomStream:
@@ -79,16 +87,17 @@ class RoomStream:
 
 
 async def pump(items: AsyncGenerator[StreamItem, None],
-               send: trio.MemorySendChannel[StreamItem]) -> None:
+               send: trio.MemorySendChannel[StreamItem], scope: trio.CancelScope) -> None:
     """Run one stream in the room's nursery until it ends or its reader leaves."""
-    async with send, aclosing(items):
-        try:
-            async for item in items:
-                await send.send(item)
-                if item.kind == "end":
-                    return
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return  # the reader went away
+    with scope:  # the reader's aclose cancels it
+        async with send, aclosing(items):
+            try:
+                async for item in items:
+                    await send.send(item)
+                    if item.kind == "end":
+                        return
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return  # the reader went away
 
 
 class StreamWriter(DirectWriter, Protocol):
@@ -123,5 +132,6 @@ async def pump_to_writer(items: AsyncGenerator[StreamItem, None], writer: Stream
 
 def open_pumped(nursery: trio.Nursery, items: AsyncGenerator[StreamItem, None]) -> RoomStream:
     send, receive = trio.open_memory_channel[StreamItem](CHANNEL_ITEMS)
-    nursery.start_soon(pump, items, send)
-    return RoomStream(receive)
+    scope = trio.CancelScope()
+    nursery.start_soon(pump, items, send, scope)
+    return RoomStream(receive, scope)
