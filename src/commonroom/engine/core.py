@@ -316,6 +316,7 @@ class Engine:
         # (`engine.sessions`); set membership and add/discard are atomic under the GIL.
         self.live_sessions: set[bytes] = set()
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
+        self._expiry_cache: tuple[int, datetime | None] | None = None
         # Why the file cannot take a version right now (it is not UTF-8 text
         # any more, it vanished and cannot be restored, it cannot be read):
         # reads keep serving the last version, writes are refused with it.
@@ -658,8 +659,19 @@ class Engine:
         return events, min(times) if times else None
 
     def next_expiry(self) -> datetime | None:
-        """The earliest moment a hook has something to expire (None: nothing pending)."""
-        return self._earliest(self.hooks.next_expiry)
+        """The earliest moment a hook has something to expire (None: nothing pending).
+
+        Asked before every operation; the answer only changes when a row does, so
+        it is kept until the connection's `total_changes` moves (any write, even
+        one rolled back, so never stale).
+        """
+        stamp = self.conn.total_changes
+        cached = self._expiry_cache
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        due = self._earliest(self.hooks.next_expiry)
+        self._expiry_cache = (stamp, due)
+        return due
 
     def _earliest(self, finders: tuple[Callable[[Tx], datetime | None], ...]) -> datetime | None:
         tx = Tx(self, self.conn, self.clock())
