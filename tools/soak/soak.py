@@ -38,6 +38,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -104,6 +105,7 @@ class SoakConfig:
     reconnect_every_s: float = 15.0  # mean time between an observer's reconnects
     expiry_slack_s: float = 2.0  # lease.expired at most this late (PROTOCOL: within 1 s)
     stream_end_slack_s: float = 2.0  # a revoked session's stream ends at most this late (1 s)
+    stall_s: float = 30.0  # observer 0 stops reading (at most this long) 30 % into the run (0: never)
     drain_s: float = 5.0  # after the load, wait for the leases expiring within this many seconds
     max_rss_slope_kb_per_min: float | None = None  # a violation above it (None: report only)
     workdir: Path | None = None  # None: a temp folder, removed afterwards
@@ -264,7 +266,7 @@ class Wire:
             ok_shape = (isinstance(parsed, dict) and isinstance(parsed.get("error"), str)
                         and isinstance(parsed.get("message"), str)
                         and isinstance(parsed.get("details"), dict))
-            if not ok_shape and op != "mcp":  # MCP errors are JSON-RPC envelopes
+            if not ok_shape and not op.startswith("mcp"):  # MCP errors are JSON-RPC envelopes
                 self.violations.append(f"{op}: a {response.status} error not in the protocol's shape")
             self.codes[(op, str(parsed.get("error") if isinstance(parsed, dict) else "?"))] += 1
         else:
@@ -275,9 +277,13 @@ class Wire:
             self.violations.append(f"{op}: HTTP {response.status} {text[:200]}")
         return Answer(response.status, parsed)
 
-    async def stream(self, port: int, path: str, headers: dict[str, str]
+    async def stream(self, port: int, path: str, headers: dict[str, str], *, small_window: bool = False
                      ) -> tuple[int, AsyncIterator[byteclient.SSEMessage] | bytes]:
         stream = await trio.open_tcp_stream("127.0.0.1", port)
+        if small_window:
+            # A small receive window, so a reader that stops reading backs up into the room
+            # within seconds instead of into megabytes of loopback buffers.
+            stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         status, _, chunks = await byteclient.open_stream(stream, path, headers=headers)
         self.requests += 1
         if status != 200:
@@ -304,6 +310,7 @@ class Agent:
     session: str = ""
     participant_id: str = ""
     edits: int = 0
+    leaving: bool = False  # its leave is in flight: others may see it gone already
 
     @property
     def name(self) -> str:
@@ -319,6 +326,8 @@ class Observer:
     session: str = ""
     participant_id: str = ""
     revoked_at: float | None = None  # perf_counter when the host's revoke was answered
+    sleepy: bool = False  # stops reading once for `stall_s`: the room must drop it to `resync`
+    stalled: bool = False
 
 
 @dataclass
@@ -498,7 +507,7 @@ class Soak:
             await trio.sleep(self.config.revoke_every_s)
             if self.observers and self.rng.random() < 0.3:
                 observer = self.rng.choice(self.observers)
-                if not observer.session or observer.revoked_at is not None:
+                if not observer.session or observer.revoked_at is not None or observer.sleepy:
                     continue
                 bearer = observer.session
                 answer = await self.host("session.revoke", {"participant_id": observer.participant_id})
@@ -552,6 +561,7 @@ class Soak:
         agent.generation += 1
         joined = await self.join(await self.invitation(), agent.name)
         agent.session, agent.participant_id = str(joined["session_id"]), str(joined["participant_id"])
+        agent.leaving = False
 
     async def run_agent(self, agent: Agent) -> None:
         try:
@@ -659,7 +669,8 @@ class Soak:
 
     def check_target(self, agent: Agent, answer: Answer, target: Agent | None, pid: str) -> None:
         """invalid_request is fine only when the addressed participant left meanwhile."""
-        if answer.code == "invalid_request" and (target is None or target.participant_id == pid):
+        if answer.code == "invalid_request" and (target is None or (target.participant_id == pid
+                                                                   and not target.leaving)):
             self.violate(f"{agent.name}: invalid_request addressing a present participant: {_message(answer)}")
 
     async def request_handoff(self, agent: Agent) -> None:
@@ -691,14 +702,36 @@ class Soak:
                     expect=("handoff_conflict",))
 
     async def read_around(self, agent: Agent) -> None:
+        if agent.rng.random() < 0.2:
+            await self.mcp_tool(agent, agent.rng.choice(["workspace.status", "workspace.leases",
+                                                         "workspace.participants"]))
+            return
         op = agent.rng.choice(["workspace.status", "workspace.summary", "workspace.participants",
                                "workspace.leases", "workspace.room", "workspace.diagnostics",
                                "workspace.messages", "workspace.history", "workspace.proposals"])
         params = {"limit": 20} if op in ("workspace.messages", "workspace.history") else None
         await self.call(agent, op, params)
 
+    async def mcp_tool(self, agent: Agent, name: str) -> None:
+        """The same reads over MCP (`tools/call` on POST /mcp), as an MCP agent does."""
+        message = mcp_message("tools/call", {"name": name, "arguments": {}})
+        headers = mcp_headers("tools/call", agent.session) | {"Mcp-Name": name}
+        while True:
+            answer = await self.wire.call(f"mcp {name}", self.ingress, "POST", "/mcp", headers=headers,
+                                          raw=json.dumps(message).encode())
+            if answer.status != 429:
+                break
+            self.figures.rate_limited += 1
+            await trio.sleep(1)
+        if answer.status == 401:
+            raise SessionEnded("unauthorized")
+        result = answer.body.get("result") if isinstance(answer.body, dict) else None
+        if answer.status != 200 or not isinstance(result, dict) or result.get("isError"):
+            self.violate(f"{agent.name} MCP {name}: {answer.status} {json.dumps(answer.body)[:200]}")
+
     async def leave_and_rejoin(self, agent: Agent) -> None:
         bearer = agent.session
+        agent.leaving = True
         left = await self.call(agent, "workspace.leave")
         if left.ok:
             self.ended_sessions[bearer] = time.perf_counter()
@@ -739,6 +772,8 @@ class Soak:
         return dict(data)
 
     events_raw: dict[int, str]
+    started: float = 0.0
+    stall_at: float = 0.0
 
     async def run_observer(self, observer: Observer) -> None:
         try:
@@ -762,7 +797,8 @@ class Soak:
                 headers["Last-Event-ID"] = str(last)
             else:
                 path += f"?since_event_id={last}"
-            status, messages = await self.wire.stream(self.ingress, path, headers)
+            status, messages = await self.wire.stream(self.ingress, path, headers,
+                                                      small_window=observer.sleepy)
             if isinstance(messages, bytes):
                 if status == 401:
                     observer.session = ""  # revoked before the stream opened: rejoin
@@ -781,11 +817,17 @@ class Soak:
     async def read_stream(self, observer: Observer, messages: AsyncIterator[byteclient.SSEMessage]) -> bool:
         """True when the observer has seen everything (the soak is over)."""
         drop_after = observer.rng.expovariate(1 / self.config.reconnect_every_s)
+        if observer.sleepy:
+            drop_after = float("inf")  # it keeps its one stream, to fall behind on it
         with trio.move_on_after(drop_after) as scope:
             async with aclosing(messages) as stream:  # type: ignore[type-var]
                 try:
                     async for message in stream:
                         self.take(observer.log, message)
+                        if (observer.sleepy and not observer.stalled
+                                and time.perf_counter() - self.started > self.stall_at):
+                            observer.stalled = True
+                            await self.stall(observer)
                         if self.final_target is not None and observer.log.last_id >= self.final_target:
                             return True
                 except CommonroomError:
@@ -803,6 +845,14 @@ class Soak:
             await self.check_ended(observer.session)
         observer.session = ""
         return False
+
+    async def stall(self, observer: Observer) -> None:
+        """Stop reading (at most `stall_s`) until the room published 1,000 events meanwhile:
+        far more than a stream's buffer (256) and its small socket window hold."""
+        mark = observer.log.last_id
+        with trio.move_on_after(self.config.stall_s):
+            while self.owner_log.last_id - mark < 1000:
+                await trio.sleep(0.5)
 
     def observer_finished(self) -> None:
         self.observers_done += 1
@@ -822,7 +872,8 @@ class Soak:
     async def run(self) -> dict[str, Any]:
         self.events_raw = {}
         config = self.config
-        started = time.perf_counter()
+        started = self.started = time.perf_counter()
+        self.stall_at = config.minutes * 60 * 0.3
         async with trio.open_nursery() as room_nursery:
             await self.room.start(room_nursery)
             try:
@@ -833,7 +884,8 @@ class Soak:
                     await observing.start(self.reviewer)
                     for index in range(config.observers):
                         observer = Observer(index, ObserverLog(f"observer {index}", 0),
-                                            random.Random(config.seed * 7919 + index))
+                                            random.Random(config.seed * 7919 + index),
+                                            sleepy=index == 0 and config.stall_s > 0)
                         self.observers.append(observer)
                         observing.start_soon(self.run_observer, observer)
                     async with trio.open_nursery() as load:
@@ -915,14 +967,8 @@ class Soak:
         for method in ("initialize", "server/discover", "tools/list", "resources/list",
                        "resources/templates/list", "prompts/list"):
             for bearer in ([None, agent.session] if agent is not None else [None]):
-                message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"_meta": {
-                    "io.modelcontextprotocol/protocolVersion": MCP_VERSION,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                    "io.modelcontextprotocol/clientInfo": {"name": "soak", "version": "0"}}}}
-                headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                           "MCP-Protocol-Version": MCP_VERSION, "Mcp-Method": method}
-                if bearer is not None:
-                    headers["Authorization"] = f"Bearer {bearer}"
+                message = mcp_message(method, {})
+                headers = mcp_headers(method, bearer)
                 answer = await self.wire.call("mcp", self.ingress, "POST", "/mcp", headers=headers,
                                               raw=json.dumps(message).encode(), audit=False)
                 if method != "initialize" and answer.status != 200:
@@ -962,6 +1008,7 @@ class Soak:
             "rss_kb_first": self.rss[0][1] if self.rss else None,
             "rss_kb_last": self.rss[-1][1] if self.rss else None,
             "rss_slope_kb_per_min": None if slope is None else round(slope, 1),
+            "rss_kb_every_30s": list({int(t // 30): kb for t, kb in reversed(self.rss)}.values())[::-1],
             "p99_ms": {op: v["p99_ms"] for op, v in latency.items()}, "latency": latency,
             "secrets_handed_out": len({s.value for s in self.secrets}),
             "texts_audited": len(texts), "audited_bytes": sum(len(t) for _, t in texts),
@@ -969,6 +1016,21 @@ class Soak:
             "codes": {f"{op} {code}": n for (op, code), n in sorted(self.wire.codes.items())},
             "final": final, "room_exit": returncode,
         }
+
+
+def mcp_message(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    meta = {"io.modelcontextprotocol/protocolVersion": MCP_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "soak", "version": "0"}}
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+
+
+def mcp_headers(method: str, bearer: str | None) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": MCP_VERSION, "Mcp-Method": method}
+    if bearer is not None:
+        headers["Authorization"] = f"Bearer {bearer}"
+    return headers
 
 
 def _message(answer: Answer) -> str:
@@ -1036,7 +1098,7 @@ def print_figures(result: dict[str, Any]) -> None:
           f" {figures['rejoins']}, revokes {figures['revokes']} (stream ended <= {figures['max_stream_end_s']:.2f} s"
           f" after), 429s waited out {figures['rate_limited']}")
     print(f"  RSS {result['rss_kb_first']} -> {result['rss_kb_last']} kB, slope after warm-up"
-          f" {result['rss_slope_kb_per_min']} kB/min")
+          f" {result['rss_slope_kb_per_min']} kB/min; every 30 s: {result['rss_kb_every_30s']}")
     for op, stats in result["latency"].items():
         print(f"  {op:28} n={stats['n']:6} p50={stats['p50_ms']:7.1f} ms p99={stats['p99_ms']:7.1f} ms"
               f" max={stats['max_ms']:7.1f} ms")
