@@ -326,6 +326,9 @@ class Observer:
     session: str = ""
     participant_id: str = ""
     revoked_at: float | None = None  # perf_counter when the host's revoke was answered
+    # Set when the host starts revoking: the room may end the stream before the host has
+    # read its answer (events are published once the answer is written).
+    revoke_done: trio.Event | None = None
     sleepy: bool = False  # stops reading once for `stall_s`: the room must drop it to `resync`
     stalled: bool = False
 
@@ -507,14 +510,16 @@ class Soak:
             await trio.sleep(self.config.revoke_every_s)
             if self.observers and self.rng.random() < 0.3:
                 observer = self.rng.choice(self.observers)
-                if not observer.session or observer.revoked_at is not None or observer.sleepy:
+                if not observer.session or observer.revoke_done is not None or observer.sleepy:
                     continue
                 bearer = observer.session
+                done = observer.revoke_done = trio.Event()
                 answer = await self.host("session.revoke", {"participant_id": observer.participant_id})
                 if answer.ok:
                     observer.revoked_at = time.perf_counter()
                     self.ended_sessions[bearer] = observer.revoked_at
                     self.figures.revokes += 1
+                done.set()
                 continue
             agent = self.rng.choice(self.agents)
             if not agent.session:
@@ -726,6 +731,11 @@ class Soak:
         if answer.status == 401:
             raise SessionEnded("unauthorized")
         result = answer.body.get("result") if isinstance(answer.body, dict) else None
+        if isinstance(result, dict) and result.get("isError"):
+            # A tool's commonroom error is a result (PROTOCOL.md 12): its text is the error object.
+            error = json.loads(result["content"][0]["text"])
+            if error.get("error") in ("unauthorized", "session_expired"):
+                raise SessionEnded(str(error["error"]))
         if answer.status != 200 or not isinstance(result, dict) or result.get("isError"):
             self.violate(f"{agent.name} MCP {name}: {answer.status} {json.dumps(answer.body)[:200]}")
 
@@ -789,7 +799,7 @@ class Soak:
                                          f"observer-{observer.index}-g{observer.generation}")
                 observer.session = str(joined["session_id"])
                 observer.participant_id = str(joined["participant_id"])
-                observer.revoked_at = None
+                observer.revoked_at = observer.revoke_done = None
             headers = {"Authorization": f"Bearer {observer.session}"}
             path = "/workspace/observe"
             last = observer.log.last_id
@@ -835,10 +845,15 @@ class Soak:
         if scope.cancelled_caught:
             return False  # our own reconnect
         # The room ended the stream: only a revoked session may see that.
+        ended_at = time.perf_counter()
+        if observer.revoke_done is not None:
+            with trio.move_on_after(REQUEST_TIMEOUT):
+                await observer.revoke_done.wait()
         if observer.revoked_at is None:
-            self.violate(f"{observer.log.name}: the room ended a live session's stream")
+            self.violate(f"{observer.log.name}: the room ended a live session's stream after event"
+                         f" {observer.log.last_id} (revoke in flight: {observer.revoke_done is not None})")
         else:
-            late = time.perf_counter() - observer.revoked_at
+            late = ended_at - observer.revoked_at  # negative: ended before the host read its answer
             self.figures.max_stream_end_s = max(self.figures.max_stream_end_s, late)
             if late > 1 + self.config.stream_end_slack_s:
                 self.violate(f"{observer.log.name}: stream ended {late:.2f} s after the revoke")
