@@ -106,7 +106,12 @@ def join(tx: Tx, p: JoinParams) -> Joined:
         raise CommonroomError("invitation_expired", "this invitation has expired")
     if max_uses is not None and used_count >= max_uses:
         raise CommonroomError("invitation_redeemed", "this invitation has been used up")
-    count = tx.conn.execute("SELECT count(*) FROM participants").fetchone()[0]
+    # Those in the room: a participant who left is history, not a member (else a room
+    # where agents leave and rejoin locks out for ever after 256 joins); the host is
+    # not a guest, as for the session limit.
+    count = tx.conn.execute(
+        "SELECT count(*) FROM participants WHERE left_at IS NULL AND is_host = 0"
+    ).fetchone()[0]
     if count >= limits.MAX_PARTICIPANTS:
         raise CommonroomError(
             "limit_exceeded",
