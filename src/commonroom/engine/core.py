@@ -60,7 +60,7 @@ from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import Clock, format_ts, system_clock
-from commonroom.store import blobs
+from commonroom.store import blobs, faults
 from commonroom.store.document import DocumentFile
 from commonroom.store.schema import migrate
 from commonroom.store.undo import UndoLog
@@ -494,6 +494,8 @@ class Engine:
                     raise write_refused(self.path, exc) from None
             self.conn.execute("COMMIT")
             tx.committed = True
+            if tx.staged is not None:
+                faults.reached("after_commit")
         except CommitThenFail as deferred:
             assert tx.staged is None, "a failing operation never changes the document"
             self.undo_log.disarm()
@@ -532,6 +534,7 @@ class Engine:
                 self.conn.execute(
                     "UPDATE versions SET file_written = 1 WHERE version = ?", (tx.staged.version,)
                 )
+            faults.reached("after_mark_written")
         self.undo_log.forget()
         for hook in tx.after_commit:
             hook()
@@ -742,6 +745,7 @@ class Engine:
              participant_id, region, source,
              proposal_id, tx.now_s),
         )
+        faults.reached("after_version_row")
         if outline is None:
             outline = Outline(decode_text(data))
         previous = before.index if before is not None else None
