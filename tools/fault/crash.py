@@ -239,6 +239,7 @@ class Agent:
     baseline: str = ""  # what the section is known to hold: last acknowledged or checked
     in_flight: str | None = None  # section text whose commit got no answer
     errors: list[str] = field(default_factory=list)
+    down: str = ""  # why its last round ended
 
     @property
     def region(self) -> str:
@@ -250,8 +251,8 @@ def agent_round(agent: Agent, room: Room, agents: int, stop: threading.Event, to
     """Commit to the agent's section until the room goes away (or `stop`)."""
     try:
         _commit_loop(agent, room, agents, stop, token)
-    except RoomDown:
-        pass  # killed: the round is over
+    except RoomDown as down:
+        agent.down = str(down)  # killed (the round is over), or the room failed us: see below
     except CheckFailed as failure:
         agent.errors.append(str(failure))
 
@@ -536,9 +537,16 @@ def _drive_until_killed(room: Room, crew: list[Agent], rng: random.Random, delay
             label = room.fault.partition(":")[0]
             deadline = time.monotonic() + DEATH_TIMEOUT
             while room.proc.poll() is None:
+                if not any(t.is_alive() for t in threads):
+                    # The agents saw their connections close: the kernel closes a killed
+                    # process's sockets a moment before its parent can reap it.
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        room.proc.wait(2.0)
+                    if room.proc.poll() is not None:
+                        break
                 if time.monotonic() > deadline or not any(t.is_alive() for t in threads):
                     raise CheckFailed(f"fault point {room.fault} not reached: the agents stopped"
-                                      f" or {DEATH_TIMEOUT} s passed")
+                                      f" ({[a.down for a in crew]}) or {DEATH_TIMEOUT} s passed")
                 time.sleep(0.005)
             _expect_fault_kill(room, label)
     finally:
