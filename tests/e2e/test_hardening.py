@@ -6,11 +6,14 @@ root (the suite runs as root here, so mode bits would prove nothing).
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import json
 import shutil
 import sqlite3
 import subprocess
+import threading
+import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -212,3 +215,82 @@ def test_ephemeral_writes_nothing_next_to_the_document(doc: Path) -> None:
         room.close()
     assert beside() == before
     assert read_credentials(doc) is None
+
+
+def test_a_folder_made_immutable_mid_run_refuses_commits_then_recovers(tmp_path: Path) -> None:
+    """Issue 14: the folder turns immutable while an agent commits as fast as it can
+    (the temp file cannot be created): each commit either lands whole (200) or
+    commits nothing (503 storage_unavailable); once writable, commits resume."""
+    folder = tmp_path / "room"
+    folder.mkdir()
+    doc = folder / "idea.md"
+    doc.write_text("# Idea\n\n## Goals\n\nfirst\n")
+    if not _chattr("+i", folder):
+        pytest.skip("chattr +i is not available on this filesystem")
+    _chattr("-i", folder)
+    room = start_room(doc, "--port-ingress", "0")
+    answers: list[tuple[int, Any, str]] = []
+    stop = threading.Event()
+    try:
+        port = room.ready["ingress_port"]
+        host = read_credentials(doc).host_session  # type: ignore[union-attr]
+        _, joined = _http(port, "POST", "/session/join",
+                          body={"invite": room.ready["invitation"], "name": "writer"})
+        agent = joined["session_id"]
+
+        def commit_loop() -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                _, read = _http(port, "GET", "/workspace/read?region=Goals", agent)
+                text = f"## Goals\n\ncommit {n}\n"
+                status, proposal = _http(port, "POST", "/workspace/propose", agent, {
+                    "region": "Goals", "base_version": read["version"], "summary": f"c{n}",
+                    "content": text})
+                assert status == 200, proposal
+                _http(port, "POST", "/workspace/proposal/review", host,
+                      {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+                status, answer = _http(port, "POST", "/workspace/commit", agent,
+                                       {"proposal_id": proposal["proposal_id"]})
+                answers.append((status, answer, text))
+
+        def count(code: int) -> int:
+            return sum(1 for status, _, _ in answers if status == code)
+
+        def until(condition: Any) -> None:
+            deadline = time.monotonic() + 20
+            while not condition():
+                assert thread.is_alive() and time.monotonic() < deadline, answers[-3:]
+                time.sleep(0.01)
+
+        thread = threading.Thread(target=commit_loop, daemon=True)
+        thread.start()
+        until(lambda: count(200) >= 3)
+        assert _chattr("+i", folder)
+        until(lambda: count(503) >= 3)
+        assert _chattr("-i", folder)
+        landed = count(200)
+        until(lambda: count(200) >= landed + 3)
+        stop.set()
+        thread.join(20)
+        assert {status for status, _, _ in answers} <= {200, 503}, answers
+        for status, answer, text in answers:
+            if status == 503:
+                assert answer["error"] == "storage_unavailable" and answer["details"]["file"] == "idea.md"
+                continue
+            # every acknowledged commit is there, byte-exact
+            _, whole = _http(port, "GET", f"/workspace/read?region=workspace&version={answer['version']}",
+                             agent)
+            assert hashlib.sha256(whole["content"].encode()).hexdigest() == answer["content_hash"]
+            assert text in whole["content"]
+        # versions are only the acknowledged ones (a refused commit left no row), file = current
+        _, status_now = _http(port, "GET", "/workspace/status", agent)
+        assert status_now["version"] == 1 + count(200)
+        assert hashlib.sha256(doc.read_bytes()).hexdigest() == status_now["content_hash"]
+        assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
+    finally:
+        stop.set()
+        _chattr("-i", folder)
+        code = room.stop()
+        room.close()
+    assert code == 0

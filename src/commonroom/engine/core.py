@@ -61,7 +61,7 @@ from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import Clock, format_ts, system_clock
-from commonroom.store import blobs
+from commonroom.store import blobs, faults
 from commonroom.store.document import DocumentFile
 from commonroom.store.schema import migrate
 from commonroom.store.undo import UndoLog
@@ -112,6 +112,27 @@ def write_refused(path: Path, exc: OSError) -> CommonroomError:
         f"could not write {path.name}: {reason}; nothing was committed"
         " (is the file or its folder read-only or full?)",
         {"file": path.name, "errno": exc.errno},
+    )
+
+
+# SQLite's primary result codes that mean the disk, not the statement, failed.
+_STORAGE_FAULTS: Final = frozenset({
+    sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN,
+})
+
+
+def is_storage_fault(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in _STORAGE_FAULTS
+
+
+def sidecar_refused(path: Path, exc: sqlite3.Error) -> CommonroomError:
+    """The sidecar could not take the transaction (full disk, I/O error): it was rolled back."""
+    return CommonroomError(
+        "storage_unavailable",
+        f"could not write the sidecar {path.name}: {exc}; nothing was committed"
+        " (is its disk full or read-only?)",
+        {"file": path.name},
     )
 
 
@@ -240,6 +261,8 @@ class Tx:
         self.actor_or_none: Actor | None = None
         self.events: list[Event] = []
         self.staged: StagedWrite | None = None
+        # What to go back to if the transaction does not stand (`_forget_uncommitted`).
+        self.version_at_start: int = engine.current_version
         self.committed = False
         # Run once the transaction (and its file write) committed, in order.
         self.after_commit: list[Callable[[], None]] = []
@@ -500,21 +523,35 @@ class Engine:
                     raise write_refused(self.path, exc) from None
             self.conn.execute("COMMIT")
             tx.committed = True
+            if tx.staged is not None:
+                faults.reached("after_commit")
         except CommitThenFail as deferred:
             assert tx.staged is None, "a failing operation never changes the document"
             self.undo_log.disarm()
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if self.conn.in_transaction:
+                    self.conn.execute("ROLLBACK")
+                if is_storage_fault(exc):
+                    raise sidecar_refused(self.sidecar_path, exc) from None
+                raise
             tx.committed = True
             self.undo_log.forget()
             for hook in tx.after_commit:
                 hook()
             raise deferred.error from None
-        except BaseException:
+        except BaseException as exc:
             self.undo_log.disarm()
-            self.conn.execute("ROLLBACK")
+            # SQLite rolls back by itself on some errors (a full disk): ROLLBACK
+            # then fails with "no transaction is active" and would hide the cause.
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
             if tx.staged is not None and tx.staged.temp_path is not None:
                 self.doc.discard(tx.staged.temp_path)
             self._forget_uncommitted(tx)
+            if isinstance(exc, sqlite3.OperationalError) and is_storage_fault(exc):
+                raise sidecar_refused(self.sidecar_path, exc) from None
             raise
         self.undo_log.disarm()
         if tx.staged is not None:
@@ -539,6 +576,7 @@ class Engine:
                 self.conn.execute(
                     "UPDATE versions SET file_written = 1 WHERE version = ?", (tx.staged.version,)
                 )
+            faults.reached("after_mark_written")
         self.undo_log.forget()
         for hook in tx.after_commit:
             hook()
@@ -556,10 +594,15 @@ class Engine:
             os.close(fd)
 
     def _forget_uncommitted(self, tx: Tx) -> None:
-        if tx.staged is not None:
-            self._snapshots.pop(tx.staged.version, None)
-            row = self.conn.execute("SELECT max(version) FROM versions").fetchone()
-            self.current_version = int(row[0])
+        """The transaction did not stand: drop the versions it made from memory.
+
+        Any version, not only a staged one: an external edit stages no file write,
+        and a refused one must not stay the current version in memory only.
+        """
+        if self.current_version != tx.version_at_start:
+            for version in [v for v in self._snapshots if v > tx.version_at_start]:
+                del self._snapshots[version]
+            self.current_version = tx.version_at_start
 
     # ------------------------------------------------------------- the room
 
@@ -632,8 +675,14 @@ class Engine:
                 # overwrite the edit, until the file is UTF-8 text again.
                 self.file_problem = f"{name} is not UTF-8 text any more"
                 return []
-            with self.transaction(now) as tx:
-                self._record_external_edit(tx, data)
+            try:
+                with self.transaction(now) as tx:
+                    self._record_external_edit(tx, data)
+            except BaseException:
+                # Not recorded (say the sidecar's disk is full): forget the stamp, so
+                # the next look sees the edit again instead of taking it as known.
+                self.doc.stamp = None
+                raise
             self.file_problem = None
             return tx.events
         self.file_problem = None
@@ -772,6 +821,7 @@ class Engine:
              participant_id, region, source,
              proposal_id, tx.now_s),
         )
+        faults.reached("after_version_row")
         if outline is None:
             outline = Outline(decode_text(data))
         previous = before.index if before is not None else None

@@ -20,6 +20,7 @@ so the order holds.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -39,6 +40,11 @@ from commonroom.room.streams import Addressed, observe, wait_for_events
 
 WATCH_INTERVAL = 0.5
 MAX_SWEEP_SLEEP = 30.0
+# After a sweep or watch the sidecar refused (a full disk), retry this much later: the
+# room keeps serving reads meanwhile and recovers once the host frees space.
+STORAGE_RETRY = 1.0
+
+log = logging.getLogger(__name__)
 # Events that may bring the next expiry closer: the sweeper re-reads its deadline.
 _EXPIRY_EVENTS = frozenset({ev.LeaseAcquired.TYPE, ev.LeaseRenewed.TYPE, ev.SessionCreated.TYPE})
 
@@ -209,7 +215,12 @@ class Room:
     async def _sweeper(self) -> None:
         while True:
             self._sweep_wakeup = trio.Event()
-            events, due = await self.run_sync(self.engine.sweep)
+            try:
+                events, due = await self.run_sync(self.engine.sweep)
+            except CommonroomError as error:
+                log.warning("the sweep was refused (%s); retrying", error.code)
+                await trio.sleep(STORAGE_RETRY)
+                continue
             self.publish(events)
             delay = self.max_sweep_sleep
             if due is not None:
@@ -223,7 +234,10 @@ class Room:
             await trio.sleep(self.watch_interval)
             # The stat runs on the store thread too: the trio thread never touches the file.
             if await self.run_sync(engine.doc.changed):
-                self.publish(await self.run_sync(lambda: engine.refresh(engine.clock())))
+                try:
+                    self.publish(await self.run_sync(lambda: engine.refresh(engine.clock())))
+                except CommonroomError as error:
+                    log.warning("an external edit could not be recorded yet (%s)", error.code)
 
 
 def seconds_until(moment: datetime, now: datetime) -> float:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import attrs
 
+from commonroom.store import faults
+
 
 @attrs.frozen
 class FileStamp:
@@ -64,9 +66,11 @@ class DocumentFile:
             with os.fdopen(fd, "wb") as handle:
                 handle.write(data)
                 handle.flush()
+                faults.reached("after_temp_write")
                 if mode is not None:
                     os.fchmod(handle.fileno(), mode)
                 os.fsync(handle.fileno())
+                faults.reached("after_fsync")
         except BaseException:
             self.discard(Path(tmp))
             raise
@@ -84,6 +88,7 @@ class DocumentFile:
         calling that a failure would make the caller undo a write that landed.
         """
         os.replace(temp, self.path)
+        faults.reached("after_rename")
         with contextlib.suppress(OSError):
             dir_fd = os.open(self.path.parent, os.O_RDONLY)
             try:

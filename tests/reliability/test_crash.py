@@ -1,0 +1,101 @@
+"""Issue 14, crash harness, CI-sized: SIGKILL a real `ce serve` at every write point x 5
+and at 100 random moments; nothing acknowledged is lost (tools/fault/crash.py).
+
+The two modes run at once, each on its own document and room, to keep the
+file within its budget (a restart of `ce serve` is ~0.7 s of imports).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from tools.fault import crash
+from tools.fault.crash import POINTS, Agent, CheckFailed, Ledger, Room
+
+from commonroom.store import faults
+
+pytestmark = pytest.mark.e2e
+
+POINT_KILLS = 5 * len(POINTS)
+RANDOM_KILLS = 100
+
+
+def test_every_write_point_and_random_kills_lose_no_acknowledged_version(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(2) as pool:
+        points = pool.submit(crash.run, "points", POINT_KILLS, seed=14, folder=tmp_path / "points")
+        randoms = pool.submit(crash.run, "random", RANDOM_KILLS, seed=15, folder=tmp_path / "random")
+        at_points, at_random = points.result(), randoms.result()
+    for figures in (at_points, at_random):
+        assert figures.failures == [], figures.as_json()
+        assert figures.lost == 0
+    # Every point was reached 5 times, in a commit or while a restart rolled one forward.
+    reached = {p: at_points.per_point.get(p, 0) + at_points.per_point.get(f"{p} (in recovery)", 0)
+               for p in POINTS}
+    assert all(count >= 5 for count in reached.values()), at_points.per_point
+    assert at_points.kills >= POINT_KILLS
+    assert at_random.per_point == {"random": RANDOM_KILLS}
+    # The agents got commits through between the kills (the run is not vacuous).
+    assert at_points.acknowledged >= POINT_KILLS // 2, at_points.as_json()
+    assert at_random.acknowledged >= RANDOM_KILLS, at_random.as_json()
+
+
+def test_the_checks_catch_a_silent_revert(tmp_path: Path) -> None:
+    """The harness's checks can fail: put an old file back while the room is down and
+    the restart records it as an edit, which is the revert the checks exist for."""
+    doc = tmp_path / "crash.md"
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    doc.write_text(crash.initial_document(1))
+    before = doc.read_bytes()
+    agent = Agent(0, baseline=crash.initial_section(0, 1))
+    room = Room(doc, runtime, None)
+    try:
+        assert room.wait_ready()
+        agent.session = crash.ok(room.port, "POST", "/session/join",
+                                 body={"invite": room.invitation, "name": "a"})["session_id"]
+        ledger = Ledger()
+        crash.check_room(room, [agent], ledger)
+        _commit_once(agent, room)  # one acknowledged commit, then a kill
+        assert len(agent.acked) == 1
+        crash.check_room(room, [agent], ledger)
+        room.kill()
+        room.close()
+        doc.write_bytes(before)  # the acknowledged commit is gone from the file
+        room = Room(doc, runtime, None)
+        assert room.wait_ready()
+        with pytest.raises(CheckFailed, match="reverted"):
+            crash.check_room(room, [agent], ledger)
+    finally:
+        room.close()
+
+
+def _commit_once(agent: Agent, room: Room) -> None:
+    text = "## Agent 0\n\ncommitted once\n"
+    read = crash.ok(room.port, "GET", "/workspace/read", agent.session, params={"region": agent.region})
+    proposal = crash.ok(room.port, "POST", "/workspace/propose", agent.session, {
+        "region": agent.region, "base_version": read["version"], "summary": "s", "content": text})
+    crash.ok(room.port, "POST", "/workspace/proposal/review", room.host,
+             {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+    answer = crash.ok(room.port, "POST", "/workspace/commit", agent.session,
+                      {"proposal_id": proposal["proposal_id"]})
+    agent.acked.append(crash.Ack(answer["version"], answer["content_hash"], 0, text))
+    agent.baseline = text
+    assert hashlib.sha256(room.doc.read_bytes()).hexdigest() == answer["content_hash"]
+
+
+def test_a_malformed_fault_variable_is_refused_not_ignored() -> None:
+    for bad in ("after_fsync", "after_fsync:0", "after_fsync:x", "nowhere:1"):
+        with pytest.raises(ValueError, match=faults.ENV):
+            faults.parse(bad)
+    assert faults.parse("after_rename:3") == ("after_rename", 3)
+    # A room process given a typo fails at once instead of running without its crash.
+    result = subprocess.run(
+        [sys.executable, "-c", "import commonroom.store.faults"],
+        env={faults.ENV: "after_fsyncc:1", "PATH": ""}, capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode != 0 and "unknown point 'after_fsyncc'" in result.stderr
