@@ -43,6 +43,7 @@ import secrets
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from functools import partial
@@ -261,6 +262,9 @@ class Tx:
         self.actor_or_none: Actor | None = None
         self.events: list[Event] = []
         self.staged: StagedWrite | None = None
+        # The new bytes' temp file, being written on the engine's writer thread
+        # while this thread hashes and stores them (`Engine._write_version`).
+        self.prepared: tuple[bytes, Future[Path]] | None = None
         # What to go back to if the transaction does not stand (`_forget_uncommitted`).
         self.version_at_start: int = engine.current_version
         self.committed = False
@@ -340,6 +344,7 @@ class Engine:
         self.live_sessions: set[bytes] = set()
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
         self._expiry_cache: tuple[int, datetime | None] | None = None
+        self._writer: ThreadPoolExecutor | None = None
         # Why the file cannot take a version right now (it is not UTF-8 text
         # any more, it vanished and cannot be restored, it cannot be read):
         # reads keep serving the last version, writes are refused with it.
@@ -389,7 +394,15 @@ class Engine:
     # ------------------------------------------------------------------ setup
 
     def close(self) -> None:
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
         self.conn.close()
+
+    def _doc_writer(self) -> ThreadPoolExecutor:
+        """The one thread that writes temp files of new versions (started on first use)."""
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-doc")
+        return self._writer
 
     def _meta(self, key: str) -> str | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -518,7 +531,7 @@ class Engine:
                         {"file": self.path.name},
                     )
                 try:
-                    tx.staged.temp_path = self.doc.prepare(tx.staged.data)
+                    tx.staged.temp_path = self._take_prepared(tx, tx.staged.data)
                 except OSError as exc:
                     raise write_refused(self.path, exc) from None
             self.conn.execute("COMMIT")
@@ -549,6 +562,7 @@ class Engine:
                 self.conn.execute("ROLLBACK")
             if tx.staged is not None and tx.staged.temp_path is not None:
                 self.doc.discard(tx.staged.temp_path)
+            self._discard_prepared(tx)
             self._forget_uncommitted(tx)
             if isinstance(exc, sqlite3.OperationalError) and is_storage_fault(exc):
                 raise sidecar_refused(self.sidecar_path, exc) from None
@@ -580,6 +594,28 @@ class Engine:
         self.undo_log.forget()
         for hook in tx.after_commit:
             hook()
+
+    def _take_prepared(self, tx: Tx, data: bytes) -> Path:
+        """The staged bytes' fsynced temp file: the one being written, or a new one."""
+        prepared, tx.prepared = tx.prepared, None
+        if prepared is not None:
+            prepared_data, future = prepared
+            if prepared_data is data:
+                return future.result()  # raises the write's OSError
+            self._discard_future(future)
+        return self.doc.prepare(data)
+
+    def _discard_prepared(self, tx: Tx) -> None:
+        prepared, tx.prepared = tx.prepared, None
+        if prepared is not None:
+            self._discard_future(prepared[1])
+
+    def _discard_future(self, future: Future[Path]) -> None:
+        try:
+            temp = future.result()
+        except OSError:
+            return  # nothing was left behind: prepare removes its temp file on failure
+        self.doc.discard(temp)
 
     def _sync_journal(self) -> None:
         """fsync the sidecar's WAL: every transaction committed so far survives power loss.
@@ -918,6 +954,11 @@ class Engine:
         proposal_id: str | None,
     ) -> Snapshot:
         before = self.current()
+        if source != "external" and self.file_problem is None and tx.prepared is None:
+            # The temp file is written and fsynced on the writer thread while this
+            # one hashes the bytes (sha256 of 10 MB: as long as the write itself)
+            # and stores them; the transaction waits for it before COMMIT.
+            tx.prepared = (data, self._doc_writer().submit(self.doc.prepare, data))
         snap = self._insert_version(
             tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit
         )
