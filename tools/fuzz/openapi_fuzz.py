@@ -84,6 +84,8 @@ class FuzzReport:
     failures: list[str] = attrs.field(factory=list)
     stateful_scenarios: int = 0
     stateful_steps: int = 0
+    linked_steps: Counter[str] = attrs.field(factory=Counter)
+    """Stateful steps whose input a link carried from the previous answer, by link, and status."""
     secrets: set[str] = attrs.field(factory=set)
     answers: list[tuple[str, int, bytes]] = attrs.field(factory=list)
     """Every answer as (method and path, status, body), for the secrets audit."""
@@ -98,7 +100,8 @@ class FuzzReport:
         return (f"requests sent: {self.requests}\n"
                 f"5xx seen: {len(self.server_errors)}\n"
                 f"check failures: {len(self.failures)}\n"
-                f"stateful: {self.stateful_scenarios} scenarios, {self.stateful_steps} steps\n"
+                f"stateful: {self.stateful_scenarios} scenarios, {self.stateful_steps} steps,"
+                f" {sum(self.linked_steps.values())} of them fed by a link\n"
                 f"statuses: {statuses}")
 
 
@@ -279,6 +282,9 @@ class Fuzzer:
 
     def stateful(self, scenarios: int, steps: int) -> None:
         fuzzer = self
+        # Schema-valid inputs only: a scenario walks on from an answer, and invalid
+        # input was the stateless phase's job (negative cases there).
+        self.schema.config.generation.update(modes=[GenerationMode.POSITIVE])
         base = self.schema.as_state_machine()
 
         class Workflow(base):  # type: ignore[misc, valid-type]
@@ -287,6 +293,9 @@ class Fuzzer:
                     return None
                 fuzzer.report.stateful_steps += 1
                 response = fuzzer.send(input.case, CHECKS)
+                if input.transition is not None and input.is_applied:
+                    link = input.transition.id.rsplit(" -> ", 1)[0].split(" ")[-1]
+                    fuzzer.report.linked_steps[f"{link} {response.status_code}"] += 1
                 from schemathesis.generation.stateful.state_machine import StepOutput
                 return StepOutput(response, input.case)
 
@@ -378,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         trio.run(session)
     report = reports[0]
     print(report.summary())
+    print("stateful steps fed by a link:", ", ".join(
+        f"{key}: {n}" for key, n in sorted(report.linked_steps.items())))
     for line in report.server_errors + report.failures:
         print("FAIL", line)
     return 1 if report.server_errors or report.failures else 0

@@ -51,7 +51,8 @@ STATUSES: Final = (
 
 @attrs.frozen
 class ProposeParams:
-    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace"})
+    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
+                                        "pattern": NONBLANK})
     base_version: int = attrs.field(metadata={"min": 1})
     summary: str = attrs.field(metadata={"doc": f"1-{limits.SUMMARY_MAX} characters",
                                          "pattern": NONBLANK})
