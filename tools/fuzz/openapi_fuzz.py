@@ -280,7 +280,7 @@ class Fuzzer:
 
     # -- stateful: schemathesis's state machine over the document's links
 
-    def stateful(self, scenarios: int, steps: int) -> None:
+    def stateful(self, scenarios: int, steps: int, *, derandomize: bool = False) -> None:
         fuzzer = self
         # Schema-valid inputs only: a scenario walks on from an answer, and invalid
         # input was the stateless phase's job (negative cases there).
@@ -304,23 +304,26 @@ class Fuzzer:
 
         Workflow.run(settings=hypothesis.settings(
             max_examples=scenarios, stateful_step_count=steps, database=None, deadline=None,
+            derandomize=derandomize,
             phases=[Phase.generate], suppress_health_check=list(HealthCheck),
         ))
 
 
 def run_fuzz(base_url: str, host_bearer: str, *, examples: int, scenarios: int, steps: int = 10,
-             seed: int = 14, only: set[str] | None = None,
+             seed: int = 14, only: set[str] | None = None, derandomize: bool = False,
              progress: Callable[[str], None] | None = None) -> FuzzReport:
     """Both phases against a running room; blocking (the suite runs it in a worker thread).
 
-    `only` limits the stateless phase to these operation ids and skips the stateful one.
+    The stateless phase is seeded (`seed`); the stateful one draws fresh scenarios unless
+    `derandomize` (the suite's: the same scenarios every run). `only` limits the stateless
+    phase to these operation ids and skips the stateful one.
     """
     fuzzer = Fuzzer(base_url, host_bearer, seed=seed, only=None if only is None else frozenset(only))
     fuzzer.stateless(examples)
     if progress is not None:
         progress(f"stateless done: {fuzzer.report.requests} requests")
     if only is None:
-        fuzzer.stateful(scenarios, steps)
+        fuzzer.stateful(scenarios, steps, derandomize=derandomize)
     return fuzzer.report
 
 
