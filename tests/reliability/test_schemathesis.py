@@ -70,8 +70,7 @@ async def test_schemathesis_finds_nothing_and_no_secret_leaks(
     caplog.set_level(logging.DEBUG)
     async with trio.open_nursery() as nursery:
         live = await start_room(nursery, fuzz_doc, **UNLIMITED)
-        report = await _fuzz(live, examples=EXAMPLES_PER_OPERATION, scenarios=STATEFUL_SCENARIOS,
-                             derandomize=True)
+        report = await _fuzz(live, examples=EXAMPLES_PER_OPERATION, scenarios=STATEFUL_SCENARIOS)
         secrets = report.secrets | _room_secrets(live)
         live.stop.set()
     print(f"\n{report.summary()}")  # the figures docs/reliability.md records (pytest -s)

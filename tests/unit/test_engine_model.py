@@ -456,14 +456,14 @@ def test_the_engine_agrees_with_its_model() -> None:
     STEPS_RUN.clear()
     OUTCOMES.clear()
     run_state_machine_as_test(EngineModel, settings=settings(
-        max_examples=MODEL_RUNS or 120, derandomize=not MODEL_RUNS, stateful_step_count=50,
+        max_examples=MODEL_RUNS or 100, derandomize=not MODEL_RUNS, stateful_step_count=50,
         deadline=None, database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     ))
     steps = sum(s for s, _ in STEPS_RUN)
     operations = sum(o for _, o in STEPS_RUN)
     print(f"\nengine model: {len(STEPS_RUN)} runs, {steps} steps, {operations} operations checked")
-    assert len(STEPS_RUN) >= (MODEL_RUNS or 120)
+    assert len(STEPS_RUN) >= (MODEL_RUNS or 100)
     assert steps > 3000
     # The runs reached what the model is about, not only refusals.
     for reached in ("workspace.commit ok", "workspace.propose stale_version", "workspace.checkout lease_conflict",

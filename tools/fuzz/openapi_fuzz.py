@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import threading
 from collections import Counter
@@ -48,6 +49,8 @@ from hypothesis import HealthCheck, Phase, given
 from schemathesis import Case, GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.core.failures import FailureGroup
+from schemathesis.core.result import Ok
+from schemathesis.generation.stateful.state_machine import StepOutput
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     negative_data_rejection,
@@ -72,6 +75,7 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance]
 NEGATIVE_CHECKS = [*CHECKS, negative_data_rejection]
 REQUEST_TIMEOUT = 30.0
+STATEFUL_BATCH = 25
 HANDS_OUT_SECRETS = frozenset({"POST /session/join", "POST /workspace/invite"})
 
 
@@ -84,6 +88,8 @@ class FuzzReport:
     failures: list[str] = attrs.field(factory=list)
     stateful_scenarios: int = 0
     stateful_steps: int = 0
+    stateful_batches_cut: int = 0
+    """Stateful batches Hypothesis stopped early (`Flaky`: the room answered a replay differently)."""
     linked_steps: Counter[str] = attrs.field(factory=Counter)
     """Stateful steps whose input a link carried from the previous answer, by link, and status."""
     secrets: set[str] = attrs.field(factory=set)
@@ -101,7 +107,8 @@ class FuzzReport:
                 f"5xx seen: {len(self.server_errors)}\n"
                 f"check failures: {len(self.failures)}\n"
                 f"stateful: {self.stateful_scenarios} scenarios, {self.stateful_steps} steps,"
-                f" {sum(self.linked_steps.values())} of them fed by a link\n"
+                f" {sum(self.linked_steps.values())} of them fed by a link,"
+                f" {self.stateful_batches_cut} batches cut short\n"
                 f"statuses: {statuses}")
 
 
@@ -168,9 +175,20 @@ class Credentials:
                 if data is None:
                     return
                 headers = case.headers if case.headers is not None else {}
-                # A bearer a link carried (join -> its session) is kept.
                 headers["Authorization"] = f"Bearer {data}"
                 case.headers = headers
+
+
+def _carry_linked_bearer(step: Any) -> None:
+    """Send the bearer a link carried (join -> its session) instead of the fuzzer's own.
+
+    The auth provider runs when a case is drawn, before the link's values are applied.
+    """
+    if step.transition is None:
+        return
+    carried = step.transition.parameters.get("headers", {}).get("Authorization")
+    if carried is not None and isinstance(carried.value, Ok) and isinstance(carried.value.ok(), str):
+        step.case.headers = {**(step.case.headers or {}), "Authorization": carried.value.ok()}
 
 
 def _operation_id(operation: Any) -> str:
@@ -280,7 +298,13 @@ class Fuzzer:
 
     # -- stateful: schemathesis's state machine over the document's links
 
-    def stateful(self, scenarios: int, steps: int, *, derandomize: bool = False) -> None:
+    def stateful(self, scenarios: int, steps: int) -> None:
+        """`scenarios` scenarios in seeded batches.
+
+        A scenario's next rules depend on what the room answered, so Hypothesis can find a
+        replayed prefix drawing differently and stop its run (`Flaky`); a batch is one run,
+        and a stopped one only ends that batch (every request it sent was checked already).
+        """
         fuzzer = self
         # Schema-valid inputs only: a scenario walks on from an answer, and invalid
         # input was the stateless phase's job (negative cases there).
@@ -292,38 +316,47 @@ class Fuzzer:
                 if _operation_id(input.case.operation) in EXCLUDED_OPERATIONS:
                     return None
                 fuzzer.report.stateful_steps += 1
+                _carry_linked_bearer(input)
                 response = fuzzer.send(input.case, CHECKS)
                 if input.transition is not None and input.is_applied:
                     link = input.transition.id.rsplit(" -> ", 1)[0].split(" ")[-1]
                     fuzzer.report.linked_steps[f"{link} {response.status_code}"] += 1
-                from schemathesis.generation.stateful.state_machine import StepOutput
                 return StepOutput(response, input.case)
 
             def teardown(self) -> None:
                 fuzzer.report.stateful_scenarios += 1
 
-        Workflow.run(settings=hypothesis.settings(
-            max_examples=scenarios, stateful_step_count=steps, database=None, deadline=None,
-            derandomize=derandomize,
-            phases=[Phase.generate], suppress_health_check=list(HealthCheck),
-        ))
+        batch = 0
+        most_batches = 4 * (scenarios // STATEFUL_BATCH + 1)  # cut batches still end the phase
+        while self.report.stateful_scenarios < scenarios and batch < most_batches:
+            # hypothesis.seed on the class: run_state_machine_as_test copies it to its run.
+            hypothesis.seed(self.seed * 1000 + batch)(Workflow)
+            batch += 1
+            try:
+                Workflow.run(settings=hypothesis.settings(
+                    max_examples=min(STATEFUL_BATCH, scenarios - self.report.stateful_scenarios),
+                    stateful_step_count=steps, database=None, deadline=None,
+                    phases=[Phase.generate], suppress_health_check=list(HealthCheck),
+                ))
+            except hypothesis.errors.Flaky:
+                self.report.stateful_batches_cut += 1
 
 
 def run_fuzz(base_url: str, host_bearer: str, *, examples: int, scenarios: int, steps: int = 10,
-             seed: int = 14, only: set[str] | None = None, derandomize: bool = False,
+             seed: int = 14, only: set[str] | None = None,
              progress: Callable[[str], None] | None = None) -> FuzzReport:
     """Both phases against a running room; blocking (the suite runs it in a worker thread).
 
-    The stateless phase is seeded (`seed`); the stateful one draws fresh scenarios unless
-    `derandomize` (the suite's: the same scenarios every run). `only` limits the stateless
-    phase to these operation ids and skips the stateful one.
+    Both phases are seeded by `seed`: the same seed draws the same cases (what the room
+    answers can still differ, e.g. its ids). `only` limits the stateless phase to these
+    operation ids and skips the stateful one.
     """
     fuzzer = Fuzzer(base_url, host_bearer, seed=seed, only=None if only is None else frozenset(only))
     fuzzer.stateless(examples)
     if progress is not None:
         progress(f"stateless done: {fuzzer.report.requests} requests")
     if only is None:
-        fuzzer.stateful(scenarios, steps, derandomize=derandomize)
+        fuzzer.stateful(scenarios, steps)
     return fuzzer.report
 
 
@@ -357,8 +390,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=200, help="cases per operation (stateless)")
     parser.add_argument("--scenarios", type=int, default=300, help="stateful scenarios")
     parser.add_argument("--steps", type=int, default=10, help="at most this many steps a scenario")
-    parser.add_argument("--seed", type=int, default=14)
+    parser.add_argument("--seed", type=int, default=None, help="replay a run (default: a fresh one)")
     args = parser.parse_args(argv)
+    if args.seed is None:
+        args.seed = random.randrange(10**6)
+    print(f"seed: {args.seed}")
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "idea.md"
