@@ -59,6 +59,92 @@ _ERROR_DESCRIPTIONS: dict[int, str] = {
 _ANY_ROUTE_STATUSES = (400, 403, 429, 500, 503)  # what any route can answer
 
 
+# OpenAPI links (3.1 "Link Object"): how one answer feeds the next call, so a
+# stateful client (schemathesis's stateful phase) can walk join -> read ->
+# lease -> propose -> review -> commit with real ids instead of random ones.
+# Source operation -> link name -> target operation and what to carry; a body
+# field is carried by `requestBody` (merged into the generated body), a query
+# or header parameter by `parameters`. Values are runtime expressions, never
+# secrets: the session bearer is carried from the join answer as a template.
+_BEARER_FROM_JOIN = {"header.Authorization": "Bearer {$response.body#/session_id}"}
+LINKS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
+    "workspace.invite": {
+        "JoinWithInvitation": ("session.join", {"body": {"invite": "$response.body#/invitation"}}),
+        "RevokeInvitation": ("workspace.revoke_invitation",
+                             {"body": {"invite_id": "$response.body#/invite_id"}}),
+    },
+    "session.join": {
+        "StatusAsJoined": ("workspace.status", {"parameters": _BEARER_FROM_JOIN}),
+        "RegionsAsJoined": ("workspace.regions", {"parameters": _BEARER_FROM_JOIN}),
+        "LeaveAsJoined": ("workspace.leave", {"parameters": _BEARER_FROM_JOIN}),
+    },
+    "workspace.regions": {
+        "ReadFirstRegion": ("workspace.read",
+                            {"parameters": {"region": "$response.body#/regions/0/region"}}),
+        "LeaseFirstRegion": ("workspace.checkout",
+                             {"body": {"region": "$response.body#/regions/0/region"}}),
+    },
+    "workspace.read": {
+        "ProposeOnRead": ("workspace.propose", {"body": {
+            "region": "$response.body#/region", "base_version": "$response.body#/version",
+            "content": "$response.body#/content"}}),
+        "LeaseRead": ("workspace.checkout", {"body": {"region": "$response.body#/region"}}),
+    },
+    "workspace.checkout": {
+        "RenewLease": ("workspace.renew", {"body": {"lease_id": "$response.body#/lease_id"}}),
+        "ReleaseLease": ("workspace.release", {"body": {"lease_id": "$response.body#/lease_id"}}),
+        "ReadLeased": ("workspace.read", {"parameters": {"region": "$response.body#/region"}}),
+    },
+    "workspace.propose": {
+        "ReviewProposal": ("workspace.review",
+                           {"body": {"proposal_id": "$response.body#/proposal_id"}}),
+        "WithdrawProposal": ("workspace.withdraw",
+                             {"body": {"proposal_id": "$response.body#/proposal_id"}}),
+        "GetProposal": ("workspace.proposal",
+                        {"parameters": {"proposal_id": "$response.body#/proposal_id"}}),
+    },
+    "workspace.review": {
+        "CommitReviewed": ("workspace.commit",
+                           {"body": {"proposal_id": "$response.body#/proposal_id"}}),
+    },
+    "workspace.participants": {
+        "HandOffToFirst": ("handoff.request", {"body": {
+            "to_participant_id": "$response.body#/participants/0/participant_id"}}),
+        "SurfaceOfFirst": ("surface.read", {"parameters": {
+            "participant_id": "$response.body#/participants/0/participant_id"}}),
+    },
+    "handoff.request": {
+        "RespondToHandoff": ("handoff.respond",
+                             {"body": {"handoff_id": "$response.body#/handoff_id"}}),
+        "ReportHandoff": ("handoff.result", {"body": {"handoff_id": "$response.body#/handoff_id"}}),
+        "CancelHandoff": ("handoff.cancel", {"body": {"handoff_id": "$response.body#/handoff_id"}}),
+        "GetHandoff": ("workspace.handoff",
+                       {"parameters": {"handoff_id": "$response.body#/handoff_id"}}),
+    },
+    "handoff.respond": {
+        "GetTask": ("task.get", {"parameters": {"task_id": "$response.body#/task_id"}}),
+        "UpdateTask": ("task.update", {"body": {"task_id": "$response.body#/task_id"}}),
+        "CancelTask": ("task.cancel", {"body": {"task_id": "$response.body#/task_id"}}),
+    },
+    "attachment.add": {
+        "GetAttachment": ("attachment.get",
+                          {"parameters": {"attachment_id": "$response.body#/attachment_id"}}),
+    },
+}
+
+
+def _links(op: Operation) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, (target, carry) in LINKS.get(op.name, {}).items():
+        link: dict[str, Any] = {"operationId": target}
+        if "parameters" in carry:
+            link["parameters"] = carry["parameters"]
+        if "body" in carry:
+            link["requestBody"] = carry["body"]
+        out[name] = link
+    return out
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -124,8 +210,12 @@ def _success(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
     schema = json_schema(op.result)
     if schemas.setdefault(name, schema) != schema:
         raise RuntimeError(f"two result records are named {name!r}")
-    return {"200": {"description": f"A `{name}` record.",
-                    "content": {"application/json": {"schema": _ref(name)}}}}
+    ok: dict[str, Any] = {"description": f"A `{name}` record.",
+                          "content": {"application/json": {"schema": _ref(name)}}}
+    links = _links(op)
+    if links:
+        ok["links"] = links
+    return {"200": ok}
 
 
 def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
@@ -237,6 +327,11 @@ def _mcp_path() -> dict[str, Any]:
 def openapi_document() -> dict[str, Any]:
     """The whole document; the same for every room (nothing room-specific in it)."""
     schemas: dict[str, Any] = {"Error": error_schema(), "Event": dict(EVENT_SCHEMA)}
+    names = {op.name for op in OPERATIONS}
+    for source, links in LINKS.items():
+        unknown = {source, *(target for target, _ in links.values())} - names
+        if unknown:
+            raise RuntimeError(f"OpenAPI links name unknown operations: {sorted(unknown)}")
     paths: dict[str, dict[str, Any]] = {}
     for op in OPERATIONS:
         item = paths.setdefault(op.path, {})

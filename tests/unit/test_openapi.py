@@ -112,3 +112,28 @@ def test_the_committed_copy_is_what_the_generator_writes() -> None:
     """Regenerate with `.venv/bin/python tools/gen_openapi.py`."""
     assert COMMITTED.read_text(encoding="utf-8") == openapi_text()
     assert json.loads(openapi_text()) == openapi_document()
+
+
+def test_links_carry_only_what_their_targets_take() -> None:
+    """Each OpenAPI link names a real target and only parameters or body fields it declares."""
+    doc = openapi_document()
+    by_id = {entry["operationId"]: entry for item in doc["paths"].values() for entry in item.values()}
+    found = 0
+    for entry in by_id.values():
+        for name, link in entry["responses"].get("200", {}).get("links", {}).items():
+            found += 1
+            target = by_id[link["operationId"]]
+            query = {p["name"] for p in target.get("parameters", [])}
+            for key in link.get("parameters", {}):
+                assert key == "header.Authorization" or key in query, (name, key)
+                if key == "header.Authorization":
+                    assert target["security"] == [{"bearer": []}]
+            body = target.get("requestBody", {}).get("content", {}).get("application/json", {})
+            for key, expression in link.get("requestBody", {}).items():
+                assert key in body["schema"]["properties"], (name, key)
+                assert expression.startswith("$response.body#/"), (name, expression)
+    assert found >= 20
+    # The join answer's bearer is carried as a template, never as a value.
+    join_links = by_id["session.join"]["responses"]["200"]["links"]
+    assert all(link["parameters"] == {"header.Authorization": "Bearer {$response.body#/session_id}"}
+               for link in join_links.values())

@@ -6,13 +6,20 @@ property tests at the end hold the scanner to it on generated documents.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
+
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
+from commonroom.engine.dispatch import open_engine
 from commonroom.engine.regions import WHOLE, Heading, Outline, Span, related
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.invitation import TransportHint
+from commonroom.protocol.timefmt import ManualClock
+from tests.conftest import Driver
 
 
 def heads(text: str, *, judge: bool = True) -> list[tuple[int, str]]:
@@ -841,3 +848,78 @@ def test_incremental_outline_rescans_only_around_the_change() -> None:
     same_outline(new, text[: span.start] + "## Section 1000\n\nnew body\n\n" + text[span.end :])
     # the heading list's unchanged paths are shared, not rebuilt
     assert new._by_path is outline._by_path
+
+
+# -- every heading path round-trips through the engine (issue 14) -------------------
+#
+# `test_spans_are_consistent` holds the Outline to its own spans; these hold the
+# engine's answers to the file's bytes: what `workspace.read` returns for a path
+# is exactly that slice of the file, and committing a region's own text back
+# leaves the file byte-for-byte as it was.
+
+
+def _engine_on(folder: Path, text: str) -> tuple[Driver, str]:
+    path = folder / "idea.md"
+    path.write_bytes(text.encode("utf-8"))
+    engine = open_engine(path, clock=ManualClock())
+    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    room = Driver(engine, ManualClock())
+    return room, room.join("reader", ["read", "propose", "commit"])["session_id"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(document())
+def test_every_heading_path_reads_back_as_its_slice_of_the_file(text: str) -> None:
+    outline = Outline(text)
+    with tempfile.TemporaryDirectory() as folder:
+        room, reader = _engine_on(Path(folder), text)
+        try:
+            on_disk = room.engine.path.read_bytes().decode("utf-8")
+            assert on_disk == text
+            titles = [h.title for h in outline.headings]
+            for heading in outline.headings:
+                answer = room.call("workspace.read", reader, region=heading.path)
+                assert answer["region"] == heading.path
+                assert answer["content"] == on_disk[heading.start:heading.end]
+                assert answer["truncated"] is False
+                # `section:` and surrounding blanks name the same region.
+                prefixed = room.call("workspace.read", reader, region=f" section:{heading.path} ")
+                assert prefixed["content"] == answer["content"]
+                if titles.count(heading.title) == 1 and heading.title.strip() and not room.engine.snapshot(
+                        room.version).outline.has_path(heading.title):
+                    by_title = room.call("workspace.read", reader, region=heading.title)
+                    assert by_title["region"] == heading.path
+            whole = room.call("workspace.read", reader, region="workspace")
+            assert whole["content"] == on_disk
+        finally:
+            room.engine.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(document(), st.data())
+def test_committing_a_regions_own_text_changes_nothing(text: str, data: st.DataObject) -> None:
+    outline = Outline(text)
+    assume(outline.headings)
+    heading = data.draw(st.sampled_from(outline.headings))
+    span = outline.resolve(heading.path)
+    own = outline.region_text(span)
+    # The outline of the text with the region replaced by itself is the same outline,
+    # whether scanned again or updated incrementally.
+    assert outline.replace(span, own) == text
+    assert outline.replaced(span, own).headings == outline.headings
+    with tempfile.TemporaryDirectory() as folder:
+        room, agent = _engine_on(Path(folder), text)
+        try:
+            read = room.call("workspace.read", agent, region=heading.path)
+            proposal = room.call("workspace.propose", agent, region=heading.path,
+                                 base_version=read["version"], summary="same", content=read["content"])
+            room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
+                      decision="approve")
+            room.call("workspace.commit", agent, proposal_id=proposal["proposal_id"])
+            assert room.engine.path.read_bytes() == text.encode("utf-8")
+            after = room.call("workspace.read", agent, region=heading.path)
+            assert after["content"] == own
+            assert [r["region"] for r in room.call("workspace.regions", agent)["regions"]] == list(
+                outline.paths())
+        finally:
+            room.engine.close()

@@ -33,6 +33,7 @@ from commonroom.protocol.records import (
     Participants,
     SessionsRevoked,
 )
+from commonroom.protocol.schema import NONBLANK
 from commonroom.protocol.timefmt import format_ts
 
 # ------------------------------------------------------------------ params
@@ -41,7 +42,7 @@ from commonroom.protocol.timefmt import format_ts
 @attrs.frozen
 class JoinParams:
     invite: str = attrs.field(metadata={"doc": "the invitation secret or the full commonroom:// URI"})
-    name: str = attrs.field(metadata={"doc": "display name, 1-64 characters"})
+    name: str = attrs.field(metadata={"doc": "display name, 1-64 characters", "pattern": NONBLANK})
     kind: str = attrs.field(default="agent", metadata={"choices": ("agent", "human")})
     transport: str | None = attrs.field(default=None, metadata={"doc": "how the client dialled (informational)"})
 

@@ -38,6 +38,7 @@ from commonroom.protocol import limits
 from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Handoff, Handoffs
+from commonroom.protocol.schema import NONBLANK
 
 STATUSES: Final = ("requested", "accepted", "declined", "completed", "failed", "cancelled")
 OPEN: Final = ("requested", "accepted")
@@ -77,7 +78,8 @@ PARTICIPANT_LEFT: Final = "participant_left"
 @attrs.frozen
 class RequestParams:
     to_participant_id: str = attrs.field(metadata={"doc": "who you ask (a participant id)"})
-    summary: str = attrs.field(metadata={"doc": "what you ask for, 1-500 characters"})
+    summary: str = attrs.field(metadata={"doc": "what you ask for, 1-500 characters",
+                                         "pattern": NONBLANK})
     details: str | None = None
     region: str | None = attrs.field(default=None, metadata={"doc": "the region it is about"})
     attachment_ids: list[str] | None = None

@@ -25,6 +25,7 @@ from commonroom.protocol import limits
 from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Lease, Leases, Released
+from commonroom.protocol.schema import NONBLANK
 from commonroom.protocol.timefmt import format_ts
 
 _MINUTES = {"min": 1, "max": limits.LEASE_MAX_MINUTES}
@@ -32,7 +33,8 @@ _MINUTES = {"min": 1, "max": limits.LEASE_MAX_MINUTES}
 
 @attrs.frozen
 class CheckoutParams:
-    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace"})
+    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
+                                        "pattern": NONBLANK})
     minutes: int = attrs.field(default=limits.LEASE_DEFAULT_MINUTES, metadata=_MINUTES)
 
 

@@ -21,11 +21,13 @@ from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.errors import invalid_request
 from commonroom.protocol.records import Message, Messages
+from commonroom.protocol.schema import NONBLANK
 
 
 @attrs.frozen
 class MessageParams:
-    text: str = attrs.field(metadata={"doc": f"1-{limits.MESSAGE_MAX_CHARS} characters"})
+    text: str = attrs.field(metadata={"doc": f"1-{limits.MESSAGE_MAX_CHARS} characters",
+                                      "pattern": NONBLANK})
     to: list[str] | None = attrs.field(
         default=None, metadata={"doc": "participant ids this turn is addressed to"}
     )

@@ -33,6 +33,7 @@ from commonroom.protocol.records import (
     Reviewed,
     to_wire,
 )
+from commonroom.protocol.schema import NONBLANK
 
 # action -> {from status: to status}
 TRANSITIONS: Final[dict[str, dict[str, str]]] = {
@@ -50,9 +51,11 @@ STATUSES: Final = (
 
 @attrs.frozen
 class ProposeParams:
-    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace"})
+    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
+                                        "pattern": NONBLANK})
     base_version: int = attrs.field(metadata={"min": 1})
-    summary: str
+    summary: str = attrs.field(metadata={"doc": f"1-{limits.SUMMARY_MAX} characters",
+                                         "pattern": NONBLANK})
     content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included"})
 
 

@@ -37,13 +37,15 @@ from commonroom.protocol.records import (
     Summary,
     TransportInfo,
 )
+from commonroom.protocol.schema import NONBLANK
 
 _LIMIT = {"min": 1, "max": limits.LIST_MAX}
 
 
 @attrs.frozen
 class ReadParams:
-    region: str = attrs.field(default=WHOLE, metadata={"doc": "heading path, bare unique title, or workspace"})
+    region: str = attrs.field(default=WHOLE, metadata={"doc": "heading path, bare unique title, or workspace",
+                                                       "pattern": NONBLANK})
     version: int | None = attrs.field(default=None, metadata={"min": 1})
     max_lines: int | None = attrs.field(default=None, metadata={"min": 1})
     max_bytes: int | None = attrs.field(default=None, metadata={"min": 1})
@@ -53,7 +55,7 @@ class ReadParams:
 class DiffParams:
     base_version: int = attrs.field(metadata={"min": 1})
     to_version: int | None = attrs.field(default=None, metadata={"min": 1})
-    region: str | None = None
+    region: str | None = attrs.field(default=None, metadata={"pattern": NONBLANK})
 
 
 @attrs.frozen

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Any, Final
 
 import attrs
@@ -19,6 +20,7 @@ from commonroom.protocol.timefmt import parse_ts
 
 PREFIX: Final = "commonroom://join/"
 MAX_RAW_BYTES: Final = 8192
+BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
 TRANSPORT_TYPES: Final = ("loopback", "tailcat", "local")
 TRANSPORT_MODES: Final = ("private", "local")
 KEYS: Final = (
@@ -97,8 +99,13 @@ def decode(text: str) -> Invitation:
     # anything longer before decoding it.
     if len(body) > 10928:
         raise invalid_request(f"invitation JSON is over {MAX_RAW_BYTES} bytes", "invitation")
+    # The decoder below silently drops characters outside the alphabet, so a
+    # damaged token could decode; only base64url with optional padding is one.
+    unpadded = body.rstrip("=")
+    if BASE64URL.fullmatch(unpadded) is None or len(body) - len(unpadded) >= 3 or len(unpadded) % 4 == 1:
+        raise invalid_request("invitation is not base64url", "invitation")
     try:
-        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        raw = base64.urlsafe_b64decode(unpadded + "=" * (-len(unpadded) % 4))
     except (binascii.Error, ValueError):
         raise invalid_request("invitation is not base64url", "invitation") from None
     if not raw or len(raw) > MAX_RAW_BYTES:
@@ -107,6 +114,9 @@ def decode(text: str) -> Invitation:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise invalid_request("invitation payload is not JSON", "invitation") from None
+    except RecursionError:
+        # 8192 bytes of `[` nest deeper than the JSON parser recurses.
+        raise invalid_request("invitation payload is nested too deeply", "invitation") from None
     if not isinstance(obj, dict):
         raise invalid_request("invitation payload is not a JSON object", "invitation")
     # The version is checked first: a future version may change every other key.

@@ -3,7 +3,8 @@
 One generator for both, so MCP's `inputSchema`/`outputSchema`, `/protocol`
 and the OpenAPI document describe exactly what the code accepts and answers.
 Parameter fields may carry metadata: `doc` (description), `choices` (enum),
-`min`/`max` (bounds). A field with a default is not required; `X | None` is
+`min`/`max` (bounds), `pattern` (a regular expression the string must
+contain a match of, e.g. `NONBLANK`). A field with a default is not required; `X | None` is
 nullable.
 """
 
@@ -18,6 +19,8 @@ import attrs
 from commonroom.protocol.events import Event
 
 _HINTS: dict[type[Any], dict[str, Any]] = {}
+NONBLANK = r"\S"
+"""`pattern` of a text the engine strips and then refuses when empty (summaries, names, text)."""
 
 
 def hints(cls: type[Any]) -> dict[str, Any]:
@@ -106,6 +109,8 @@ def json_schema(cls: type[Any], *, params: bool = False) -> dict[str, Any]:
             schema["minimum"] = meta["min"]
         if "max" in meta:
             schema["maximum"] = meta["max"]
+        if "pattern" in meta:
+            schema["pattern"] = meta["pattern"]
         if "doc" in meta:
             schema["description"] = meta["doc"]
         props[field.name] = schema
