@@ -21,7 +21,7 @@ so the order holds.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +36,7 @@ from commonroom.protocol.events import Event
 from commonroom.protocol.records import WaitAnswer, to_wire
 from commonroom.room.hub import EventHub
 from commonroom.room.pumps import RoomStream, StreamWriter, open_pumped, pump_to_writer
-from commonroom.room.streams import Addressed, observe, wait_for_events
+from commonroom.room.streams import Addressed, StreamItem, observe, wait_for_events
 
 WATCH_INTERVAL = 0.5
 MAX_SWEEP_SLEEP = 30.0
@@ -151,14 +151,8 @@ class Room:
         self, start: StreamStart, *, heartbeat_seconds: float, buffer: int = 256,
     ) -> RoomStream:
         """Open an observe stream for an authorized start; its pump runs in the room's nursery."""
-        if self._streams is None:
-            raise CommonroomError("transport_unavailable", "the room is not running")
-        items = observe(
-            self, session_hash=start.actor.session_hash,
-            participant_id=start.actor.participant_id, since_event_id=start.cursor,
-            heartbeat_seconds=heartbeat_seconds, buffer=buffer, addressed=self.addressed,
-        )
-        return open_pumped(self._streams, items)
+        nursery = self._streams_nursery()
+        return open_pumped(nursery, self._observe(start, heartbeat_seconds, buffer, None))
 
     def open_writing_stream(
         self, start: StreamStart, writer: StreamWriter, *, heartbeat_seconds: float,
@@ -166,15 +160,24 @@ class Room:
     ) -> None:
         """Open an observe stream that writes its own bytes through `writer` (and takes
         live events on the hub's direct lane); its pump runs in the room's nursery."""
+        nursery = self._streams_nursery()
+        nursery.start_soon(pump_to_writer, self._observe(start, heartbeat_seconds, buffer, writer),
+                           writer)
+
+    def _streams_nursery(self) -> trio.Nursery:
         if self._streams is None:
             raise CommonroomError("transport_unavailable", "the room is not running")
-        items = observe(
+        return self._streams
+
+    def _observe(
+        self, start: StreamStart, heartbeat_seconds: float, buffer: int, direct: StreamWriter | None,
+    ) -> AsyncGenerator[StreamItem, None]:
+        return observe(
             self, session_hash=start.actor.session_hash,
             participant_id=start.actor.participant_id, since_event_id=start.cursor,
             heartbeat_seconds=heartbeat_seconds, buffer=buffer, addressed=self.addressed,
-            direct=writer,
+            direct=direct,
         )
-        self._streams.start_soon(pump_to_writer, items, writer)
 
     async def wait(self, start: StreamStart) -> WaitAnswer:
         """The long-poll for an authorized start (held in the caller's task, at most 25 s)."""
