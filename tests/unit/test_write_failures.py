@@ -169,3 +169,26 @@ def test_undo_log_reverses_inserts_updates_and_deletes_exactly(tmp_path: Path) -
     log.undo()
     assert dump() == before
     conn.close()
+
+
+def test_an_edit_recorded_before_a_refused_expiry_still_reaches_the_outcome(
+    room: Driver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """refresh commits an external edit, then the expiry after it is refused (say a full
+    disk): the caller's outcome is the refusal *and* the edit's committed events, so
+    the room publishes them instead of leaving them to the next stream's ring read."""
+    agent = room.join(caps=["read", "checkout"])["session_id"]
+    room.call("workspace.checkout", agent, region="Goals")
+    path = room.engine.path
+    path.write_text(path.read_text() + "\nAn external line.\n")
+    room.clock.advance(hours=1)  # the lease is due
+
+    def refuse(_self: Engine, _tx: object) -> None:
+        from commonroom.protocol.errors import CommonroomError
+        raise CommonroomError("storage_unavailable", "the sidecar's disk is full")
+
+    monkeypatch.setattr(Engine, "_expire", refuse)
+    outcome = dispatch.execute(room.engine, "workspace.status", agent, {})
+    assert outcome.error is not None and outcome.error.code == "storage_unavailable"
+    committed = [e for e in outcome.events if e.type == "change.committed"]
+    assert [e.payload.source for e in committed] == ["external"]  # type: ignore[attr-defined]

@@ -671,9 +671,14 @@ class Engine:
             (key, str(port)),
         )
 
-    def refresh(self, now: datetime) -> list[Event]:
-        """External edits and due expiries, each committed on its own; returns their events."""
-        events: list[Event] = []
+    def refresh(self, now: datetime, events: list[Event] | None = None) -> list[Event]:
+        """External edits and due expiries, each committed on its own; returns their events.
+
+        Each step's events are appended to `events` as soon as it committed, so a
+        caller that passes its own list keeps them when a later step raises (an
+        external edit recorded, then the expiry refused by a full disk).
+        """
+        events = [] if events is None else events
         if self.doc.changed():
             events.extend(self._notice_file_change(now))
         if self._expiry_due(now):

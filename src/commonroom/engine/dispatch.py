@@ -76,7 +76,7 @@ def execute(
         op = operation(name)
         params = parse_params(op.params, raw_params, from_query=from_query)
         now = engine.clock()
-        events.extend(engine.refresh(now))
+        engine.refresh(now, events)  # committed steps stay in `events` if a later one fails
         with engine.transaction(now, write=not op.read_only) as tx:
             if op.capability is not None:
                 tx.actor_or_none = sessions.authenticate(tx, bearer)
