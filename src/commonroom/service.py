@@ -179,6 +179,7 @@ def _check_document(doc: Path) -> None:
 async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                on_ready: Callable[[Ready], None], stop: trio.Event) -> None:
     engine = room.engine
+    await room.run_sync(sessions.end_stale_host_sessions, engine)
     host_session = await room.run_sync(sessions.mint_host_session, engine)
     settings = IngressSettings(
         requests_per_minute=options.requests_per_minute,

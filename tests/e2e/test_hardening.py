@@ -294,3 +294,28 @@ def test_a_folder_made_immutable_mid_run_refuses_commits_then_recovers(tmp_path:
         code = room.stop()
         room.close()
     assert code == 0
+
+
+def test_a_killed_rooms_host_session_ends_when_the_room_starts_again(doc: Path) -> None:
+    """SIGKILL leaves no chance to end the host session; the next start ends it, so the
+    old bearer (its credential file replaced) is not valid for the rest of its day."""
+    room = start_room(doc, "--port-ingress", "0")
+    try:
+        creds = read_credentials(doc)
+        assert creds is not None
+        old_host = creds.host_session
+        assert _http(room.ready["ingress_port"], "GET", "/workspace/status", old_host)[0] == 200
+        room.proc.kill()
+        room.proc.wait()
+    finally:
+        room.close()
+    again = start_room(doc, "--port-ingress", "0")
+    try:
+        port = again.ready["ingress_port"]
+        creds = read_credentials(doc)
+        assert creds is not None and creds.host_session != old_host
+        status, error = _http(port, "GET", "/workspace/status", old_host)
+        assert status == 401, error
+        assert _http(port, "GET", "/workspace/status", creds.host_session)[0] == 200
+    finally:
+        again.close()

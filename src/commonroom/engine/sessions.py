@@ -131,6 +131,29 @@ def mint_host_session(engine: Engine, minutes: int = limits.SESSION_MAX_MINUTES)
     return bearer
 
 
+def end_stale_host_sessions(engine: Engine) -> int:
+    """A room starts: host sessions an earlier run left open end now; returns how many.
+
+    A room ends its host session when it stops; one that was killed (SIGKILL,
+    a power cut) could not, and its bearer would stay valid for a day in the
+    sidecar although the credential file that carried it is replaced. Cookies
+    of the owner page live in memory only, so nothing else of the host's
+    survives a restart either.
+    """
+    with engine.transaction(engine.clock()) as tx:
+        stale = [bytes(row[0]) for row in tx.conn.execute(
+            "SELECT session_hash FROM sessions WHERE participant_id = ? AND ended_at IS NULL",
+            (engine.host_participant_id,),
+        )]
+        tx.conn.execute(
+            "UPDATE sessions SET ended_at = ?, end_reason = 'stopped'"
+            " WHERE participant_id = ? AND ended_at IS NULL",
+            (tx.now_s, engine.host_participant_id),
+        )
+        engine.sessions_ended(tx, stale)
+    return len(stale)
+
+
 def end_host_session(engine: Engine, bearer: str) -> None:
     """The room stops: its host session ends with it (the credential file is gone too)."""
     with engine.transaction(engine.clock()) as tx:
