@@ -22,6 +22,11 @@ from commonroom.protocol.errors import CommonroomError
     (b'["\\\\", ' + b"[" * 17 + b"1" + b"]" * 17 + b"]", True),  # an escaped backslash does
     (b"[{]" * 20, True),
     (b"{[{[{[{[]}]}]}]}" + b"[]" * 30, False),
+    (b"[[]" * 8 + b"]" * 8, False),  # depth 9: an empty sibling at every level
+    (b"[[]" * 40 + b"]" * 40, True),  # the same, 41 deep: a run of openers once peeled
+    (b"[" * 17 + b"]" * 16, True),
+    (b"[" * 16 + b"[]" * 3 + b"]" * 16, True),  # 17 deep through the siblings
+    (b"[" * 15 + b"[]" * 3 + b"]" * 15, False),
 ])
 def test_depth_bound(body: bytes, deep: bool) -> None:
     assert nests_deeper_than(body, MAX_JSON_DEPTH) is deep
