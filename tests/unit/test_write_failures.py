@@ -192,3 +192,37 @@ def test_an_edit_recorded_before_a_refused_expiry_still_reaches_the_outcome(
     assert outcome.error is not None and outcome.error.code == "storage_unavailable"
     committed = [e for e in outcome.events if e.type == "change.committed"]
     assert [e.payload.source for e in committed] == ["external"]  # type: ignore[attr-defined]
+
+
+def test_a_folder_made_immutable_between_commit_and_rename_commits_nothing(
+    room: Driver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The temp file is written, the sidecar commits, then the folder turns immutable:
+    the rename fails and so does removing the temp file. The commit must still be
+    undone (was: the failed unlink escaped as a 500 and the version stayed)."""
+    from commonroom.store import faults
+
+    folder = room.engine.path.parent
+    if not _chattr("+i", folder):
+        pytest.skip("chattr +i is not available on this filesystem")
+    _chattr("-i", folder)
+    agent, proposal_id = _approved(room)
+    version, original = room.version, room.engine.path.read_bytes()
+    real_reached = faults.reached
+
+    def lock_the_folder(point: str) -> None:
+        if point == "after_commit":
+            assert _chattr("+i", folder)
+        real_reached(point)
+
+    monkeypatch.setattr(faults, "reached", lock_the_folder)
+    try:
+        error = room.error("workspace.commit", agent, proposal_id=proposal_id)
+    finally:
+        _chattr("-i", folder)
+    assert error.code == "storage_unavailable"
+    assert room.version == version and room.engine.path.read_bytes() == original
+    monkeypatch.setattr(faults, "reached", real_reached)
+    assert room.call("workspace.commit", agent, proposal_id=proposal_id)["version"] == version + 1
+    # The temp file the immutable folder kept went with the next write.
+    assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []

@@ -34,6 +34,9 @@ class DocumentFile:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.stamp: FileStamp | None = None  # what the file was when we last read or wrote it
+        # Temp files the folder refused to remove (`discard`, from either thread:
+        # list.append is atomic); the next install retries them.
+        self._leftovers: list[Path] = []
 
     def changed(self) -> bool:
         """One stat; True when the file may differ from what we last saw."""
@@ -77,8 +80,20 @@ class DocumentFile:
         return Path(tmp)
 
     def discard(self, temp: Path) -> None:
-        with contextlib.suppress(FileNotFoundError):
+        """Remove a temp file that will not be installed; never raises.
+
+        The folder may refuse the unlink for the very reason the rename failed
+        (made immutable or read-only meanwhile): the caller is undoing a
+        refused write then and must get to the undo. A temp file left behind
+        is removed by the next successful install (or when the room next opens
+        the document).
+        """
+        try:
             os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self._leftovers.append(temp)
 
     def install(self, temp: Path) -> None:
         """Rename the prepared temp file over the document and fsync the folder.
@@ -89,6 +104,9 @@ class DocumentFile:
         """
         os.replace(temp, self.path)
         faults.reached("after_rename")
+        leftovers, self._leftovers = self._leftovers, []
+        for leftover in leftovers:
+            self.discard(leftover)  # the folder takes writes again
         with contextlib.suppress(OSError):
             dir_fd = os.open(self.path.parent, os.O_RDONLY)
             try:
