@@ -21,7 +21,17 @@ from commonroom.protocol.events import Event
 from tests.service.conftest import LiveRoom
 
 
-async def _sse(live: LiveRoom, bearer: str, path: str = "/workspace/observe") -> Any:
+async def _latest(live: LiveRoom, bearer: str) -> int:
+    """The room's newest event id (a long-poll that does not wait)."""
+    answer = await live.call("GET", "/workspace/wait?cursor=0&timeout_seconds=0", bearer)
+    latest: int = answer.json()["latest_event_id"]
+    return latest
+
+
+async def _sse(live: LiveRoom, bearer: str) -> Any:
+    """An observe stream from the newest event on: it misses nothing made after this
+    call, however late its pump subscribes (no sleep to wait for it)."""
+    path = f"/workspace/observe?since_event_id={await _latest(live, bearer)}"
     stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
     status, _, chunks = await byteclient.open_stream(
         stream, path, headers={"Authorization": f"Bearer {bearer}"})
@@ -73,9 +83,7 @@ async def test_live_events_take_the_direct_lane(live: LiveRoom, monkeypatch: pyt
     agent = await live.join()
     watcher = await live.join("watcher")
     chunks = await _sse(live, watcher["session_id"])
-    # The stream is live once its first heartbeat-free wait began; events from
-    # now on reach it, most of them without its task.
-    await trio.sleep(0.2)
+    # Events from now on reach it, most of them without its task.
     await _pairs(live, agent["session_id"], 10)
     events = await _events_until(chunks, "lease.released", 10)
     ids = [event["event_id"] for event in events]
@@ -99,7 +107,6 @@ async def test_direct_writes_that_go_out_in_part_are_finished_in_order(
     agent = await live.join()
     watcher = await live.join("watcher")
     chunks = await _sse(live, watcher["session_id"])
-    await trio.sleep(0.2)
     await _pairs(live, agent["session_id"], 15)
     events = await _events_until(chunks, "lease.released", 15)
     ids = [event["event_id"] for event in events]
@@ -114,7 +121,6 @@ async def test_an_event_addressed_to_the_reader_takes_its_task(
     sender = await live.join("sender")
     reader = await live.join("reader")
     chunks = await _sse(live, reader["session_id"])
-    await trio.sleep(0.2)
     await live.call("POST", "/workspace/message", sender["session_id"], {"text": "for all"})
     await live.call("POST", "/workspace/message", sender["session_id"],
                     {"text": "for you", "to": [reader["participant_id"]]})
@@ -131,12 +137,12 @@ async def test_an_http_1_0_stream_is_close_delimited_and_takes_the_channel(
     delivered = _count_direct(monkeypatch)
     agent = await live.join()
     stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
-    request = (f"GET /workspace/observe HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+    since = await _latest(live, agent["session_id"])
+    request = (f"GET /workspace/observe?since_event_id={since} HTTP/1.0\r\nHost: 127.0.0.1\r\n"
                f"Authorization: Bearer {agent['session_id']}\r\n\r\n").encode()
     received = b""
     async with stream:
         await stream.send_all(request)
-        await trio.sleep(0.2)
         await _pairs(live, agent["session_id"], 2)
         with trio.fail_after(10):
             while received.count(b"event: lease.released") < 2:
