@@ -647,8 +647,12 @@ class Soak:
             renewed = await self.call(agent, "workspace.renew", {"lease_id": lease_id, "minutes": 1},
                                       expect=("invalid_request",))
             self.figures.renewals += renewed.ok
-        committed = await self.call(agent, "workspace.commit", {"proposal_id": proposal_id},
-                                    expect=("stale_version",))
+        # Shielded (each request is bounded by REQUEST_TIMEOUT): the end of the load phase
+        # cancels the agents, and a commit the room made but whose answer was cancelled
+        # would leave a version nobody counted as acknowledged.
+        with trio.CancelScope(shield=True):
+            committed = await self.call(agent, "workspace.commit", {"proposal_id": proposal_id},
+                                        expect=("stale_version",))
         if committed.ok:
             self.figures.commits += 1
             self.acks.append(Ack(int(committed["version"]), str(committed["region"]), agent.participant_id))
