@@ -64,6 +64,7 @@ from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import Clock, format_ts, system_clock
 from commonroom.store import blobs, faults
 from commonroom.store.document import DocumentFile
+from commonroom.store.private import make_private
 from commonroom.store.schema import migrate
 from commonroom.store.undo import UndoLog
 
@@ -361,6 +362,7 @@ class Engine:
                 {"file": self.path.name},
             ) from None
         try:
+            make_private(self.sidecar_path)  # before SQLite creates its -wal and -shm beside it
             self.conn = sqlite3.connect(
                 self.sidecar_path, isolation_level=None, check_same_thread=False
             )
@@ -373,10 +375,11 @@ class Engine:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.execute("PRAGMA foreign_keys=ON")
             migrate(self.conn)
-        except sqlite3.OperationalError as exc:
+        except (sqlite3.OperationalError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)  # never the path
             raise CommonroomError(
                 "storage_unavailable",
-                f"cannot open the sidecar {self.sidecar_path.name} ({exc}): its folder must be"
+                f"cannot open the sidecar {self.sidecar_path.name} ({reason}): its folder must be"
                 " writable (or serve with --ephemeral)",
                 {"file": self.sidecar_path.name},
             ) from None
