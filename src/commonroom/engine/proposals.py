@@ -56,7 +56,8 @@ class ProposeParams:
     base_version: int = attrs.field(metadata={"min": 1})
     summary: str = attrs.field(metadata={"doc": f"1-{limits.SUMMARY_MAX} characters",
                                          "pattern": NONBLANK})
-    content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included"})
+    content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included",
+                                         "document": True})
 
 
 @attrs.frozen
@@ -65,7 +66,8 @@ class ReviewParams:
     decision: str = attrs.field(metadata={"choices": ("approve", "reject")})
     comment: str | None = None
     content: str | None = attrs.field(default=None, metadata={
-        "doc": "approve only: the text to approve instead of the proposed one (edit before approve)"
+        "doc": "approve only: the text to approve instead of the proposed one (edit before approve)",
+        "document": True,
     })
 
 
@@ -85,7 +87,7 @@ class CommitParams:
     proposal_id: str | None = None
     base_version: int | None = attrs.field(default=None, metadata={"min": 1})
     summary: str | None = None
-    content: str | None = None
+    content: str | None = attrs.field(default=None, metadata={"document": True})
 
 
 _COLUMNS = (
