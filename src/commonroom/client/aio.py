@@ -248,10 +248,11 @@ class AsyncClient:
 
     async def invite(self, *, capabilities: list[str] | None = None,
                expires_in_minutes: int | None = None, max_uses: int | None = None,
-               label: str | None = None) -> r.InvitationCreatedAnswer:
+               label: str | None = None, max_sessions: int | None = None,
+               ) -> r.InvitationCreatedAnswer:
         return await self._call("workspace.invite", r.InvitationCreatedAnswer, {
             "capabilities": capabilities, "expires_in_minutes": expires_in_minutes,
-            "max_uses": max_uses, "label": label})
+            "max_uses": max_uses, "label": label, "max_sessions": max_sessions})
 
     async def revoke_invitation(self, invite_id: str) -> r.InvitationInfo:
         return await self._call("workspace.revoke_invitation", r.InvitationInfo,

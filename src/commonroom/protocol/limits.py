@@ -48,6 +48,11 @@ SURFACE_MAX_BYTES: Final = 768 * 1024
 GUARD_MAX_SENDS: Final = 20
 GUARD_WINDOW_SECONDS: Final = 5 * 60
 HUMAN_HOLD_MINUTES: Final = 2.0
+# The room's rules against a hostile agent (issue 24; docs/protocol.md "Room rules").
+AGENT_INVITATION_MAX_MINUTES: Final = 60  # an invitation minted by anyone but the host
+AGENT_INVITATION_MAX_USES: Final = 5
+INVITATION_SESSIONS_DEFAULT: Final = 8  # active sessions joined through one invitation
+INVITATION_SESSIONS_MAX: Final = MAX_ACTIVE_SESSIONS
 
 
 @attrs.frozen

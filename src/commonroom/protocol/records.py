@@ -95,6 +95,8 @@ class InvitationCreatedAnswer:
     expires_at: str
     capabilities: list[str]
     max_uses: int | None
+    max_sessions: int
+    """How many sessions joined through it may be active at once (issue 24)."""
 
 
 @attrs.frozen
@@ -109,6 +111,7 @@ class InvitationInfo:
     revoked_at: str | None
     label: str | None
     state: str  # active | expired | revoked | used_up
+    max_sessions: int
 
 
 @attrs.frozen
