@@ -19,7 +19,7 @@ import attrs
 
 from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
 from commonroom.engine.leases import raise_if_blocked
-from commonroom.engine.regions import WHOLE
+from commonroom.engine.regions import WHOLE, Outline
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.capabilities import require
@@ -172,6 +172,31 @@ def _check_size(content: str) -> None:
         )
 
 
+OUTLINE_OUTSIDE_REGION: Final = "outline_outside_region"
+
+
+def check_outline(current: Snapshot, region: str, content: str) -> None:
+    """A region proposal may change its own region only (issue 24, item 8), at propose and commit.
+
+    An unclosed code fence at the end of a one-region proposal shows as a
+    one-line diff, yet once committed it swallowed the sections after it
+    (their leases ended, their reads answered `invalid_region`).
+    """
+    if region == WHOLE:
+        return
+    outline = current.outline
+    assert isinstance(outline, Outline)  # the current version's outline is always a full one
+    if outline.changes_outside(outline.resolve(region), content):
+        error = invalid_request(
+            f"the proposed text of {region!r} changes the document's headings outside it"
+            " (an unclosed code fence or HTML block, a missing newline at its end, a heading"
+            " that adopts the sections after it, or text before its heading): keep the change"
+            " inside the region, or propose on the whole document", "content",
+        )
+        error.details.update(reason=OUTLINE_OUTSIDE_REGION, region=region)
+        raise error
+
+
 def propose(tx: Tx, p: ProposeParams) -> Proposal:
     summary = _check_summary(p.summary)
     _check_size(p.content)
@@ -193,6 +218,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
         engine.current(), span.region
     ) != digest:
         raise stale_error(tx, span.region, p.base_version, None)
+    check_outline(engine.current(), span.region, p.content)
     pid = tx.actor.participant_id
     raise_if_blocked(tx, span.region, pid)
     pending = tx.conn.execute(
@@ -398,6 +424,9 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
         raise tx.fail_after_commit(
             stale_error(tx, proposal.region, proposal.base_version, proposal_id)
         )
+    # Again at commit: other regions may have changed since the propose (and a
+    # reviewer's amendment too), and the text must stay inside its region here.
+    check_outline(current, proposal.region, content)
     if proposal.region == WHOLE:
         snap = engine.write_version(
             tx, content, summary=proposal.summary, participant_id=tx.actor.participant_id,
