@@ -37,7 +37,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from commonroom.engine import dispatch, sessions
 from commonroom.engine.dispatch import open_engine
-from commonroom.protocol import limits
+from commonroom.protocol import capabilities, limits
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.records import to_wire
 from commonroom.protocol.timefmt import ManualClock, format_ts
@@ -450,6 +450,13 @@ class EngineModel(RuleBasedStateMachine):
 # below are reached every time). By hand, COMMONROOM_MODEL_RUNS=2000 draws that many
 # fresh random runs.
 MODEL_RUNS = int(os.environ.get("COMMONROOM_MODEL_RUNS", "0"))
+
+
+@pytest.fixture(autouse=True)
+def agents_lease_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model leases "workspace" like any region: its agents' invitations carry
+    wide_lease (issue 24 made such a lease a grant of the host's)."""
+    monkeypatch.setattr(capabilities, "DEFAULT_AGENT", (*capabilities.DEFAULT_AGENT, "wide_lease"))
 
 
 def test_the_engine_agrees_with_its_model() -> None:

@@ -198,7 +198,8 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
     # ... and nothing of the migrations after the index one (schema 5, issue 24); on a
     # connection of its own (the engine's undo triggers name every column)
     with contextlib.closing(sqlite3.connect(engine.sidecar_path)) as older:
-        for index in ("sessions_invitation", "invitations_creator", "proposals_author"):
+        for index in ("sessions_invitation", "invitations_creator", "proposals_author",
+                      "messages_sender"):
             older.execute(f"DROP INDEX {index}")
         for table, column in (("sessions", "invite_id"), ("invitations", "max_sessions"),
                               ("proposals", "content_bytes"), ("proposals", "pruned_at")):

@@ -1279,6 +1279,17 @@ class Outline:
             ends[i] = starts[j] if j < count else size
         return ends
 
+    def subsections(self, span: Span) -> int:
+        """How many headings lie inside `span` after its own (all levels)."""
+        if span.region == WHOLE:
+            return len(self._starts)
+        starts = self._starts
+        return bisect_left(starts, span.end) - bisect_left(starts, span.start) - 1
+
+    def is_root(self, span: Span) -> bool:
+        """Does `span` hold every heading of the document (the whole document, or its one top heading)?"""
+        return span.region == WHOLE or (bool(self._starts) and self.subsections(span) == len(self._starts) - 1)
+
     def changes_outside(self, span: Span, content: str) -> bool:
         """Would replacing region `span` with `content` change the outline outside the span?
 

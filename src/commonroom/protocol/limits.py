@@ -53,6 +53,13 @@ AGENT_INVITATION_MAX_MINUTES: Final = 60  # an invitation minted by anyone but t
 AGENT_INVITATION_MAX_USES: Final = 5
 INVITATION_SESSIONS_DEFAULT: Final = 8  # active sessions joined through one invitation
 INVITATION_SESSIONS_MAX: Final = MAX_ACTIVE_SESSIONS
+# A lease on the whole document, on the root heading (the one whose region holds every
+# other heading) or on a region with more than this many sub-sections needs `wide_lease`.
+WIDE_LEASE_SUBSECTIONS: Final = 8
+# Room text per participant (the host excepted), addressed or not, in any window: 300
+# messages of 4 KB a minute cycled the 2,000-event ring.
+MESSAGE_BUDGET: Final = 60
+MESSAGE_BUDGET_WINDOW_SECONDS: Final = 5 * 60
 
 
 @attrs.frozen

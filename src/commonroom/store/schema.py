@@ -197,7 +197,8 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     # limit) and an invitation its limit; invitations are found by their creator
     # (revoked with it). A proposal records the bytes of text it holds
     # (`content_bytes`, the author's quota) and when a terminal one's text was
-    # pruned (`pruned_at`; the row and its summary stay).
+    # pruned (`pruned_at`; the row and its summary stay). Messages are counted per
+    # sender (the room-text budget).
     """
     ALTER TABLE sessions ADD COLUMN invite_id TEXT;
     CREATE INDEX sessions_invitation ON sessions (invite_id) WHERE invite_id IS NOT NULL;
@@ -208,6 +209,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     UPDATE proposals SET content_bytes = length(CAST(content AS BLOB))
         + coalesce(length(CAST(original_content AS BLOB)), 0);
     CREATE INDEX proposals_author ON proposals (participant_id, pruned_at);
+    CREATE INDEX messages_sender ON messages (participant_id, created_at);
     """,
 )
 
