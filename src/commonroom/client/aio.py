@@ -367,6 +367,11 @@ class AsyncClient:
         """One attachment with its data."""
         return await self._call("attachment.get", r.AttachmentData, {"attachment_id": attachment_id})
 
+    async def delete_attachment(self, attachment_id: str) -> r.AttachmentDeleted:
+        """Delete an attachment you uploaded (the host deletes any)."""
+        return await self._call("attachment.delete", r.AttachmentDeleted,
+                          {"attachment_id": attachment_id})
+
     async def publish_surface(self, data_base64: str, *, mime_type: str | None = None) -> r.Surface:
         """Publish (replace) your one snapshot image of your own workspace."""
         return await self._call("surface.publish", r.Surface, {"data_base64": data_base64, "mime_type": mime_type})

@@ -368,6 +368,11 @@ class Client:
         """One attachment with its data."""
         return self._call("attachment.get", r.AttachmentData, {"attachment_id": attachment_id})
 
+    def delete_attachment(self, attachment_id: str) -> r.AttachmentDeleted:
+        """Delete an attachment you uploaded (the host deletes any)."""
+        return self._call("attachment.delete", r.AttachmentDeleted,
+                          {"attachment_id": attachment_id})
+
     def publish_surface(self, data_base64: str, *, mime_type: str | None = None) -> r.Surface:
         """Publish (replace) your one snapshot image of your own workspace."""
         return self._call("surface.publish", r.Surface, {"data_base64": data_base64, "mime_type": mime_type})
@@ -467,6 +472,7 @@ OPERATION_METHODS: Final[dict[str, str]] = {
     "workspace.advertise": "advertise",
     "attachment.add": "add_attachment",
     "attachment.get": "attachment",
+    "attachment.delete": "delete_attachment",
     "surface.publish": "publish_surface",
     "surface.read": "surface",
     "surface.clear": "clear_surface",

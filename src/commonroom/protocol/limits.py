@@ -60,6 +60,11 @@ WIDE_LEASE_SUBSECTIONS: Final = 8
 # messages of 4 KB a minute cycled the 2,000-event ring.
 MESSAGE_BUDGET: Final = 60
 MESSAGE_BUDGET_WINDOW_SECONDS: Final = 5 * 60
+# Attachments: what one participant (the host excepted) may hold in the sidecar, and how
+# long a handoff's attachments outlive it (or live at most, while it stays open).
+ATTACHMENT_QUOTA_BYTES: Final = 8 * 1024 * 1024
+HANDOFF_ATTACHMENT_GRACE_MINUTES: Final = 60
+HANDOFF_ATTACHMENT_TTL_MINUTES: Final = 24 * 60
 
 
 @attrs.frozen

@@ -293,6 +293,14 @@ class Attachment:
 
 
 @attrs.frozen
+class AttachmentDeleted:
+    """`attachment.delete`: the attachment is gone (`attachment.removed`, reason `deleted`)."""
+
+    attachment_id: str
+    deleted: bool
+
+
+@attrs.frozen
 class AttachmentData:
     attachment_id: str
     file_name: str
