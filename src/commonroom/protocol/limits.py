@@ -65,6 +65,12 @@ MESSAGE_BUDGET_WINDOW_SECONDS: Final = 5 * 60
 ATTACHMENT_QUOTA_BYTES: Final = 8 * 1024 * 1024
 HANDOFF_ATTACHMENT_GRACE_MINUTES: Final = 60
 HANDOFF_ATTACHMENT_TTL_MINUTES: Final = 24 * 60
+# Proposal text the sidecar keeps: terminal proposals (rejected, committed, conflicted,
+# withdrawn, superseded) keep their row and summary, but only the newest keep their text;
+# one participant's (the host excepted) stored proposal text is bounded.
+TERMINAL_TEXTS_PER_PARTICIPANT: Final = 5
+TERMINAL_TEXTS_TOTAL: Final = 100
+PROPOSAL_BYTES_PER_PARTICIPANT: Final = 2 * 1024 * 1024
 
 
 @attrs.frozen

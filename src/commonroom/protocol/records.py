@@ -192,6 +192,8 @@ class ProposalDetail:
     """The region's text moved on since the base: a commit would be refused."""
     original_content: str | None
     """The author's text when a reviewer amended it before approving, else null."""
+    pruned: bool = False
+    """The room dropped this terminal proposal's text (issue 24): `content` and `diff` are empty."""
 
 
 @attrs.frozen
