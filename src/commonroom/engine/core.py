@@ -373,10 +373,10 @@ class Engine:
             # version also survives power loss. Leases, proposals and messages cost
             # no fsync; a power cut may lose the last of them, never a version.
             self.conn.execute("PRAGMA synchronous=NORMAL")
-            # The WAL is checkpointed at 256 pages (1 MiB, not SQLite's 4 MiB) and cut back to
+            # The WAL is checkpointed at 512 pages (2 MiB, not SQLite's 4 MiB) and cut back to
             # 1 MiB after a checkpoint: a burst of large writes (issue 24: proposal churn)
-            # leaves at most about 1 MiB of journal beside the database.
-            self.conn.execute("PRAGMA wal_autocheckpoint=256")
+            # leaves at most about 2 MiB of journal beside the database.
+            self.conn.execute("PRAGMA wal_autocheckpoint=512")
             self.conn.execute(f"PRAGMA journal_size_limit={1024 * 1024}")
             self.conn.execute("PRAGMA foreign_keys=ON")
             migrate(self.conn)
