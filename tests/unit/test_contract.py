@@ -208,6 +208,7 @@ def test_every_call_answers_what_its_schema_says(room: Driver) -> None:
     call("surface.publish", pal_bearer, data_base64=png)
     call("surface.read", bearer, participant_id=pal["participant_id"])
     call("surface.clear", pal_bearer)
+    call("attachment.delete", host, attachment_id=att["attachment_id"])
     second = room.join("second")
     call("session.revoke", host, participant_id=second["participant_id"])
     call("workspace.leave", bearer)

@@ -37,7 +37,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from commonroom.engine import dispatch, sessions
 from commonroom.engine.dispatch import open_engine
-from commonroom.protocol import limits
+from commonroom.protocol import capabilities, limits
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.records import to_wire
 from commonroom.protocol.timefmt import ManualClock, format_ts
@@ -452,23 +452,46 @@ class EngineModel(RuleBasedStateMachine):
 MODEL_RUNS = int(os.environ.get("COMMONROOM_MODEL_RUNS", "0"))
 
 
-def test_the_engine_agrees_with_its_model() -> None:
-    STEPS_RUN.clear()
-    OUTCOMES.clear()
+@pytest.fixture(autouse=True)
+def agents_lease_wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model leases "workspace" like any region: its agents' invitations carry
+    wide_lease (issue 24 made such a lease a grant of the host's)."""
+    monkeypatch.setattr(capabilities, "DEFAULT_AGENT", (*capabilities.DEFAULT_AGENT, "wide_lease"))
+
+
+# What the runs must reach (what the model is about, not only refusals).
+REACHED = ("workspace.commit ok", "workspace.propose stale_version", "workspace.checkout lease_conflict",
+           "workspace.renew ok", "workspace.release ok", "workspace.withdraw ok",
+           "workspace.review ok", "workspace.leave ok", "workspace.status session_expired")
+# Extra batches of fresh random runs while something of REACHED is missing: the
+# derandomized batch's choices shift with unrelated source changes (6 constants added
+# to protocol/limits.py made it miss every successful commit), so one fixed batch
+# reaching everything is luck. Every batch checks the engine against the model.
+EXTRA_BATCHES = 4
+
+
+def _model_batch(examples: int, derandomize: bool) -> None:
     run_state_machine_as_test(EngineModel, settings=settings(
-        max_examples=MODEL_RUNS or 100, derandomize=not MODEL_RUNS, stateful_step_count=50,
+        max_examples=examples, derandomize=derandomize, stateful_step_count=50,
         deadline=None, database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     ))
+
+
+def test_the_engine_agrees_with_its_model() -> None:
+    STEPS_RUN.clear()
+    OUTCOMES.clear()
+    _model_batch(MODEL_RUNS or 100, not MODEL_RUNS)
     steps = sum(s for s, _ in STEPS_RUN)
     operations = sum(o for _, o in STEPS_RUN)
     print(f"\nengine model: {len(STEPS_RUN)} runs, {steps} steps, {operations} operations checked")
     assert len(STEPS_RUN) >= (MODEL_RUNS or 100)
     assert steps > 3000
-    # The runs reached what the model is about, not only refusals.
-    for reached in ("workspace.commit ok", "workspace.propose stale_version", "workspace.checkout lease_conflict",
-                    "workspace.renew ok", "workspace.release ok", "workspace.withdraw ok",
-                    "workspace.review ok", "workspace.leave ok", "workspace.status session_expired"):
+    for _ in range(EXTRA_BATCHES):
+        if all(OUTCOMES[reached] > 0 for reached in REACHED):
+            break
+        _model_batch(25, False)
+    for reached in REACHED:
         assert OUTCOMES[reached] > 0, (reached, OUTCOMES)
     print(dict(sorted(OUTCOMES.items())))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import tempfile
 import zlib
@@ -193,9 +194,19 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
         conn.execute("UPDATE versions SET manifest = ? WHERE version = ?",
                      (zlib.compress(blobs._varints(ids), 9), version))
     conn.execute("DROP TABLE version_index")
-    # the schema just before the index migration (the last one)
-    conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION - 1}")
     engine.close()
+    # ... and nothing of the migrations after the index one (schema 5, issue 24); on a
+    # connection of its own (the engine's undo triggers name every column)
+    with contextlib.closing(sqlite3.connect(engine.sidecar_path)) as older:
+        for index in ("sessions_invitation", "invitations_creator", "proposals_author",
+                      "messages_sender"):
+            older.execute(f"DROP INDEX {index}")
+        for table, column in (("sessions", "invite_id"), ("invitations", "max_sessions"),
+                              ("proposals", "content_bytes"), ("proposals", "pruned_at")):
+            older.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        # the schema just before the index migration (3 -> 4)
+        older.execute("PRAGMA user_version = 3")
+        older.commit()
 
     reopened = open_engine(path, clock=ManualClock())
     assert reopened.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION

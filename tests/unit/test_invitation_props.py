@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import (
+    ADDRESS,
     KEYS,
     MAX_RAW_BYTES,
     PREFIX,
@@ -38,6 +39,8 @@ timestamps = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(999
                           timezones=st.just(UTC)).map(format_ts)
 nonempty = st.text(min_size=1, max_size=40)
 ports = st.integers(min_value=1, max_value=65535)
+# A well-formed address is a host name or an IP address (issue 24: it reaches a command line).
+addresses = st.from_regex(ADDRESS, fullmatch=True)
 
 
 @st.composite
@@ -46,8 +49,8 @@ def hints(draw: st.DrawFn) -> TransportHint:
     mode = draw(st.sampled_from(TRANSPORT_MODES))
     encrypted = draw(st.booleans())
     if kind == "local":
-        return TransportHint(kind, encrypted, mode, draw(st.none() | nonempty), draw(st.none() | ports))
-    return TransportHint(kind, encrypted, mode, draw(nonempty), draw(ports))
+        return TransportHint(kind, encrypted, mode, draw(st.none() | addresses), draw(st.none() | ports))
+    return TransportHint(kind, encrypted, mode, draw(addresses), draw(ports))
 
 
 invitations = st.builds(

@@ -43,7 +43,10 @@ def test_block_split_is_lossless_for_odd_inputs() -> None:
     edits=st.lists(
         st.tuples(
             st.sampled_from(["Plan", "Plan/Goals", "Plan/Risks", "Appendix", "workspace"]),
-            st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60),
+            # Document text: any character but a lone surrogate or a control one (which the
+            # room refuses at the edge, issue 24), tab, newline and carriage return being text.
+            st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs", "Cc"),
+                                           include_characters="\t\n\r"), max_size=60),
         ),
         min_size=1,
         max_size=8,

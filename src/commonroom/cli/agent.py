@@ -23,7 +23,7 @@ from typing import Any, Final, TypeVar
 import click
 
 from commonroom.cli import profiles
-from commonroom.cli.output import echo, emit_json, guarded
+from commonroom.cli.output import echo, emit_json, guarded, write_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -214,8 +214,7 @@ def read(region: str, version: int | None, profile: str | None, invitation: str 
         emit_json(answer)
         return
     content = str(answer.get("content", ""))
-    sys.stdout.write(content)
-    sys.stdout.flush()
+    write_text(content)
     _note(f"({answer.get('region')} at version {answer.get('version')}"
           f"{', truncated' if answer.get('truncated') else ''})")
 

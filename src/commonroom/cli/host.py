@@ -187,7 +187,8 @@ def format_proposals(answer: dict[str, Any]) -> list[str]:
 
 
 def format_proposal_detail(detail: dict[str, Any], *, colour: bool) -> str:
-    from commonroom.cli.output import colour_diff
+    """What `ce show` and `ce review` print: nothing in it can drive the terminal (`visible`)."""
+    from commonroom.cli.output import colour_diff, visible
 
     head = [
         f"proposal {detail.get('proposal_id')} ({detail.get('status')})",
@@ -200,7 +201,7 @@ def format_proposal_detail(detail: dict[str, Any], *, colour: bool) -> str:
         head.append(f"comment: {detail.get('review_comment')}")
     diff = str(detail.get("diff") or "")
     body = colour_diff(diff, colour) if diff else "(no change to the current text)\n"
-    return "\n".join(head) + "\n\n" + body
+    return visible("\n".join(head)) + "\n\n" + body
 
 
 def format_review(answer: dict[str, Any]) -> list[str]:

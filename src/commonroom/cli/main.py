@@ -237,14 +237,17 @@ def _print(answer: dict[str, Any], json_mode: bool, lines: Callable[[dict[str, A
               help="Minutes until the invitation expires.")
 @click.option("--max-uses", type=click.IntRange(min=1), metavar="N",
               help="How many joins it allows (default 1).")
+@click.option("--max-sessions", type=click.IntRange(min=1), metavar="N",
+              help="How many of its sessions may be active at once (default 8).")
 @json_option
 @guarded()
 def invite(
     file: Path, capabilities: str | None, expires: int | None, max_uses: int | None,
-    json_mode: bool,
+    max_sessions: int | None, json_mode: bool,
 ) -> None:
     """Create an invitation to the room around FILE; print its commonroom:// line."""
-    params: dict[str, Any] = {"expires_in_minutes": expires, "max_uses": max_uses}
+    params: dict[str, Any] = {"expires_in_minutes": expires, "max_uses": max_uses,
+                              "max_sessions": max_sessions}
     if capabilities is not None:
         params["capabilities"] = [c.strip() for c in capabilities.split(",") if c.strip()]
     answer = _host(file, "workspace.invite", params)

@@ -10,7 +10,11 @@ Rules this module owns (PROTOCOL.md section 13):
   `ce --help` and the README): a script branches on it; an unexpected
   exception is `error: internal: ...` (exit 1), never a traceback;
 - no error line ever carries a session id or an invitation: `redact` strips
-  both from every message before it is printed.
+  both from every message before it is printed;
+- nothing a participant wrote can drive the terminal (issue 24): human output
+  shows control characters as caret notation (`visible`: ESC is `^[`, a lone
+  carriage return `^M`) and bidirectional overrides as `<U+202E>`; JSON output
+  escapes the ones JSON itself would print raw (DEL, C1, bidi).
 """
 
 from __future__ import annotations
@@ -91,6 +95,29 @@ _SECRETS: Final = (
 P = ParamSpec("P")
 
 
+# Control characters (C0 but tab and newline, DEL, C1), a carriage return not ending a
+# line, and the bidirectional embeddings, overrides and isolates (which reorder text).
+_UNSAFE: Final = re.compile("[\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
+# What `json.dumps(..., ensure_ascii=False)` leaves raw of those (it escapes C0 itself).
+_JSON_RAW: Final = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return "^" + chr(code + 0x40)  # ESC -> ^[, CR -> ^M
+    if code == 0x7F:
+        return "^?"
+    if code <= 0x9F:
+        return "^[" + chr(code - 0x40)  # a C1 control is ESC + a letter in 7 bits: CSI -> ^[[
+    return f"<U+{code:04X}>"
+
+
+def visible(text: str) -> str:
+    """`text` safe to print at a terminal: no character in it moves the cursor or styles text."""
+    return _UNSAFE.sub(_shown, text)
+
+
 def redact(text: str) -> str:
     """`text` without session ids, invitation URIs or bearer values."""
     for pattern, replacement in _SECRETS:
@@ -100,15 +127,24 @@ def redact(text: str) -> str:
 
 def dumps(value: Any, *, pretty: bool = False) -> str:
     if pretty:
-        return json.dumps(value, indent=2, ensure_ascii=False)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+    else:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # Such characters can only be inside JSON strings, where \uXXXX means the same.
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def echo(text: str = "", *, err: bool = False) -> None:
-    """One line, flushed at once (a parent process may be waiting for it)."""
+    """One line, flushed at once (a parent process may be waiting for it); made `visible`."""
     stream = sys.stderr if err else sys.stdout
-    stream.write(text + "\n")
+    stream.write(visible(text) + "\n")
     stream.flush()
+
+
+def write_text(text: str) -> None:
+    """Text as it is (`ce read`, a diff), made `visible` when stdout is a terminal."""
+    sys.stdout.write(visible(text) if sys.stdout.isatty() else text)
+    sys.stdout.flush()
 
 
 def emit_json(value: Any, *, pretty: bool = False) -> None:
@@ -119,6 +155,7 @@ def colour_diff(diff: str, colour: bool) -> str:
     """A unified diff, with ANSI colours when `colour` (a terminal), else as it is."""
     if not diff.endswith("\n"):
         diff += "\n"
+    diff = visible(diff)  # before the colours: only these escapes reach the terminal
     if not colour:
         return diff
     out = []

@@ -248,10 +248,11 @@ class AsyncClient:
 
     async def invite(self, *, capabilities: list[str] | None = None,
                expires_in_minutes: int | None = None, max_uses: int | None = None,
-               label: str | None = None) -> r.InvitationCreatedAnswer:
+               label: str | None = None, max_sessions: int | None = None,
+               ) -> r.InvitationCreatedAnswer:
         return await self._call("workspace.invite", r.InvitationCreatedAnswer, {
             "capabilities": capabilities, "expires_in_minutes": expires_in_minutes,
-            "max_uses": max_uses, "label": label})
+            "max_uses": max_uses, "label": label, "max_sessions": max_sessions})
 
     async def revoke_invitation(self, invite_id: str) -> r.InvitationInfo:
         return await self._call("workspace.revoke_invitation", r.InvitationInfo,
@@ -365,6 +366,11 @@ class AsyncClient:
     async def attachment(self, attachment_id: str) -> r.AttachmentData:
         """One attachment with its data."""
         return await self._call("attachment.get", r.AttachmentData, {"attachment_id": attachment_id})
+
+    async def delete_attachment(self, attachment_id: str) -> r.AttachmentDeleted:
+        """Delete an attachment you uploaded (the host deletes any)."""
+        return await self._call("attachment.delete", r.AttachmentDeleted,
+                          {"attachment_id": attachment_id})
 
     async def publish_surface(self, data_base64: str, *, mime_type: str | None = None) -> r.Surface:
         """Publish (replace) your one snapshot image of your own workspace."""

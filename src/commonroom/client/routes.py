@@ -63,6 +63,7 @@ ROUTES: Final[dict[str, Route]] = {
     "workspace.advertise": Route("POST", "/workspace/capabilities", "Participant"),
     "attachment.add": Route("POST", "/workspace/attachment", "Attachment"),
     "attachment.get": Route("GET", "/workspace/attachment", "AttachmentData"),
+    "attachment.delete": Route("POST", "/workspace/attachment/delete", "AttachmentDeleted"),
     "surface.publish": Route("POST", "/workspace/surface", "Surface"),
     "surface.read": Route("GET", "/workspace/surface", "SurfaceData"),
     "surface.clear": Route("POST", "/workspace/surface/clear", "SurfaceClearedAnswer"),

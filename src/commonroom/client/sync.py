@@ -254,10 +254,11 @@ class Client:
 
     def invite(self, *, capabilities: list[str] | None = None,
                expires_in_minutes: int | None = None, max_uses: int | None = None,
-               label: str | None = None) -> r.InvitationCreatedAnswer:
+               label: str | None = None, max_sessions: int | None = None,
+               ) -> r.InvitationCreatedAnswer:
         return self._call("workspace.invite", r.InvitationCreatedAnswer, {
             "capabilities": capabilities, "expires_in_minutes": expires_in_minutes,
-            "max_uses": max_uses, "label": label})
+            "max_uses": max_uses, "label": label, "max_sessions": max_sessions})
 
     def revoke_invitation(self, invite_id: str) -> r.InvitationInfo:
         return self._call("workspace.revoke_invitation", r.InvitationInfo,
@@ -367,6 +368,11 @@ class Client:
         """One attachment with its data."""
         return self._call("attachment.get", r.AttachmentData, {"attachment_id": attachment_id})
 
+    def delete_attachment(self, attachment_id: str) -> r.AttachmentDeleted:
+        """Delete an attachment you uploaded (the host deletes any)."""
+        return self._call("attachment.delete", r.AttachmentDeleted,
+                          {"attachment_id": attachment_id})
+
     def publish_surface(self, data_base64: str, *, mime_type: str | None = None) -> r.Surface:
         """Publish (replace) your one snapshot image of your own workspace."""
         return self._call("surface.publish", r.Surface, {"data_base64": data_base64, "mime_type": mime_type})
@@ -466,6 +472,7 @@ OPERATION_METHODS: Final[dict[str, str]] = {
     "workspace.advertise": "advertise",
     "attachment.add": "add_attachment",
     "attachment.get": "attachment",
+    "attachment.delete": "delete_attachment",
     "surface.publish": "publish_surface",
     "surface.read": "surface",
     "surface.clear": "clear_surface",

@@ -5,6 +5,13 @@ revoked -> `invitation_revoked`, expired -> `invitation_expired`, used up ->
 `invitation_redeemed`. The whole redemption is one `BEGIN IMMEDIATE`
 transaction, so concurrent joins on a single-use invitation serialize and
 exactly one of them gets a session.
+
+Invitations never outlive their minter's standing (issue 24): an invitation
+minted by anyone but the host lasts at most 60 minutes and 5 uses; revoking a
+participant's sessions (or its leaving) revokes the invitations it minted; only
+an `admin` revokes someone else's invitation. At most `max_sessions` sessions
+joined through one invitation are active at once (default 8; the inviter may
+set 1..64), so one multi-use invitation cannot fill the room's 64.
 """
 
 from __future__ import annotations
@@ -55,6 +62,10 @@ class InviteParams:
     )
     max_uses: int | None = attrs.field(default=1, metadata={"min": 1, "doc": "null = unlimited"})
     label: str | None = None
+    max_sessions: int | None = attrs.field(default=None, metadata={
+        "min": 1, "max": limits.INVITATION_SESSIONS_MAX,
+        "doc": f"active sessions joined through it at once (default {limits.INVITATION_SESSIONS_DEFAULT})",
+    })
 
 
 @attrs.frozen
@@ -94,19 +105,31 @@ def join(tx: Tx, p: JoinParams) -> Joined:
     if not name or len(name) > limits.NAME_MAX:
         raise invalid_request(f"name must be 1 to {limits.NAME_MAX} characters", "name")
     row = tx.conn.execute(
-        "SELECT invite_id, capabilities, expires_at, max_uses, used_count, revoked_at"
-        " FROM invitations WHERE secret_hash = ?",
+        "SELECT invite_id, capabilities, expires_at, max_uses, used_count, revoked_at,"
+        " max_sessions FROM invitations WHERE secret_hash = ?",
         (hash_secret(secret),),
     ).fetchone()
     if row is None:
         raise CommonroomError("unauthorized", "unknown invitation")
-    invite_id, caps_json, expires_at, max_uses, used_count, revoked_at = row
+    invite_id, caps_json, expires_at, max_uses, used_count, revoked_at, max_sessions = row
     if revoked_at is not None:
         raise CommonroomError("invitation_revoked", "this invitation was revoked")
     if expires_at <= tx.now_s:
         raise CommonroomError("invitation_expired", "this invitation has expired")
     if max_uses is not None and used_count >= max_uses:
         raise CommonroomError("invitation_redeemed", "this invitation has been used up")
+    sessions_limit = _sessions_limit(max_sessions)
+    active = tx.conn.execute(
+        "SELECT count(*) FROM sessions WHERE invite_id = ? AND ended_at IS NULL AND expires_at > ?",
+        (invite_id, tx.now_s),
+    ).fetchone()[0]
+    if active >= sessions_limit:
+        raise CommonroomError(
+            "limit_exceeded",
+            f"this invitation already has {sessions_limit} active sessions",
+            {"scope": "invitation_sessions", "limit": sessions_limit},
+            retry_after_seconds=60,
+        )
     # Those in the room: a participant who left is history, not a member (else a room
     # where agents leave and rejoin locks out for ever after 256 joins); the host is
     # not a guest, as for the session limit.
@@ -128,7 +151,7 @@ def join(tx: Tx, p: JoinParams) -> Joined:
         (participant_id, p.kind, name, caps_json, tx.now_s),
     )
     bearer, session_expires = sessions.create_session(
-        tx, participant_id, capabilities, limits.SESSION_DEFAULT_MINUTES
+        tx, participant_id, capabilities, limits.SESSION_DEFAULT_MINUTES, invite_id=invite_id
     )
     tx.conn.execute(
         "UPDATE invitations SET used_count = used_count + 1 WHERE invite_id = ?", (invite_id,)
@@ -145,6 +168,29 @@ def join(tx: Tx, p: JoinParams) -> Joined:
         capabilities=list(capabilities),
         expires_at=session_expires,
     )
+
+
+def _sessions_limit(max_sessions: int | None) -> int:
+    """An invitation's active-session limit (null: one stored before there was a limit)."""
+    return limits.INVITATION_SESSIONS_DEFAULT if max_sessions is None else int(max_sessions)
+
+
+def _agent_invitation_bounds(tx: Tx, p: InviteParams) -> int:
+    """The minutes an invitation minted by anyone but the host lasts; refuses wider ones."""
+    if tx.actor.participant_id == tx.engine.host_participant_id:
+        return p.expires_in_minutes or limits.INVITATION_DEFAULT_MINUTES
+    most = limits.AGENT_INVITATION_MAX_MINUTES
+    if p.expires_in_minutes is not None and p.expires_in_minutes > most:
+        raise invalid_request(
+            f"an invitation minted by a participant lasts at most {most} minutes",
+            "expires_in_minutes",
+        )
+    uses = limits.AGENT_INVITATION_MAX_USES
+    if p.max_uses is None or p.max_uses > uses:
+        raise invalid_request(
+            f"an invitation minted by a participant allows at most {uses} uses", "max_uses"
+        )
+    return p.expires_in_minutes or most
 
 
 def create_invitation(tx: Tx, p: InviteParams) -> InvitationCreatedAnswer:
@@ -169,7 +215,8 @@ def create_invitation(tx: Tx, p: InviteParams) -> InvitationCreatedAnswer:
         )
     if p.label is not None and len(p.label) > limits.NAME_MAX:
         raise invalid_request(f"label must be at most {limits.NAME_MAX} characters", "label")
-    minutes = p.expires_in_minutes or limits.INVITATION_DEFAULT_MINUTES
+    minutes = _agent_invitation_bounds(tx, p)
+    max_sessions = _sessions_limit(p.max_sessions)
     expires_at = format_ts(tx.now + timedelta(minutes=minutes))
     invite_id = new_id("inv_")
     secret = new_id("", 24)
@@ -183,16 +230,18 @@ def create_invitation(tx: Tx, p: InviteParams) -> InvitationCreatedAnswer:
     uri = codec.encode(invitation)
     tx.conn.execute(
         "INSERT INTO invitations (invite_id, secret_hash, capabilities, created_by, created_at,"
-        " expires_at, max_uses, label) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " expires_at, max_uses, label, max_sessions) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (invite_id, hash_secret(secret), json.dumps(list(wanted)), tx.actor.participant_id,
-         tx.now_s, expires_at, p.max_uses, p.label),
+         tx.now_s, expires_at, p.max_uses, p.label, max_sessions),
     )
     tx.emit(ev.InvitationCreated(invite_id, list(wanted), expires_at, p.max_uses))
-    return InvitationCreatedAnswer(invite_id, uri, expires_at, list(wanted), p.max_uses)
+    return InvitationCreatedAnswer(invite_id, uri, expires_at, list(wanted), p.max_uses,
+                                   max_sessions)
 
 
 def _invitation_info(tx: Tx, row: tuple[Any, ...]) -> InvitationInfo:
-    invite_id, caps_json, created_by, created_at, expires_at, max_uses, used, revoked, label = row
+    (invite_id, caps_json, created_by, created_at, expires_at, max_uses, used, revoked, label,
+     max_sessions) = row
     if revoked is not None:
         state = "revoked"
     elif expires_at <= tx.now_s:
@@ -203,13 +252,13 @@ def _invitation_info(tx: Tx, row: tuple[Any, ...]) -> InvitationInfo:
         state = "active"
     return InvitationInfo(
         invite_id, json.loads(caps_json), created_by, created_at, expires_at, max_uses, used,
-        revoked, label, state,
+        revoked, label, state, _sessions_limit(max_sessions),
     )
 
 
 _INVITATION_COLUMNS = (
     "invite_id, capabilities, created_by, created_at, expires_at, max_uses, used_count,"
-    " revoked_at, label"
+    " revoked_at, label, max_sessions"
 )
 
 
@@ -227,13 +276,28 @@ def revoke_invitation(tx: Tx, p: InviteIdParams) -> InvitationInfo:
     ).fetchone()
     if row is None:
         raise invalid_request(f"no invitation {p.invite_id!r}", "invite_id")
+    if row[2] != tx.actor.participant_id and not caps_mod.allows(tx.actor.capabilities, "admin"):
+        raise CommonroomError(
+            "permission_denied", "only its creator (or an admin) revokes an invitation",
+            {"invite_id": p.invite_id},
+        )
     if row[7] is None:
         tx.conn.execute(
             "UPDATE invitations SET revoked_at = ? WHERE invite_id = ?", (tx.now_s, p.invite_id)
         )
         tx.emit(ev.InvitationRevoked(p.invite_id))
-        row = (*row[:7], tx.now_s, row[8])
+        row = (*row[:7], tx.now_s, *row[8:])
     return _invitation_info(tx, row)
+
+
+def revoke_minted(tx: Tx, participant_id: str) -> None:
+    """Revoke every invitation `participant_id` minted that is not revoked yet (one event each)."""
+    for (invite_id,) in tx.conn.execute(
+        "UPDATE invitations SET revoked_at = ? WHERE created_by = ? AND revoked_at IS NULL"
+        " RETURNING invite_id",
+        (tx.now_s, participant_id),
+    ).fetchall():
+        tx.emit(ev.InvitationRevoked(invite_id))
 
 
 def revoke_sessions(tx: Tx, p: ParticipantIdParams) -> SessionsRevoked:
@@ -247,6 +311,9 @@ def revoke_sessions(tx: Tx, p: ParticipantIdParams) -> SessionsRevoked:
     ended = sessions.end_sessions(tx, p.participant_id, "revoked")
     if ended:
         tx.emit(ev.SessionRevoked(p.participant_id))
+    if p.participant_id != tx.engine.host_participant_id:
+        # Its pre-minted invitations would let it back in (issue 24, item 9).
+        revoke_minted(tx, p.participant_id)
     return SessionsRevoked(p.participant_id, ended)
 
 
@@ -256,6 +323,8 @@ def leave(tx: Tx, p: NoParams) -> Left:
     handoffs.on_leave(tx, pid)
     surfaces.clear_of(tx, pid)
     sessions.end_sessions(tx, pid, "left")
+    if pid != tx.engine.host_participant_id:
+        revoke_minted(tx, pid)
     tx.conn.execute(
         "UPDATE participants SET left_at = ?, last_seen = ? WHERE participant_id = ?",
         (tx.now_s, tx.now_s, pid),

@@ -18,6 +18,22 @@ The sidecar holds at most `ATTACHMENTS_TOTAL_BYTES` (64 MiB) of attachments:
 a new one that would pass the bound first removes the oldest room-scoped
 ones (`attachment.removed`, reason `room_bound`); when handoff-scoped ones
 alone fill the bound, the new one is refused with `limit_exceeded`.
+
+Against a participant filling the store (issue 24, item 6: 85 x 768 KiB on a
+handoff it then cancelled evicted everyone else's and locked uploads for good):
+
+- a handoff that ended (declined, completed, failed, cancelled) takes no more
+  attachments (`handoff_conflict`);
+- a handoff's attachments are removed `HANDOFF_ATTACHMENT_GRACE_MINUTES` (60)
+  after it ended, and at most `HANDOFF_ATTACHMENT_TTL_MINUTES` (24 h) after
+  they were added even while it stays open (`attachment.removed`, reason
+  `handoff_ended` / `expired`), by the `expire` hook, so a restart keeps it;
+- one participant (the host excepted) holds at most `ATTACHMENT_QUOTA_BYTES`
+  (8 MiB): past it its own oldest room-scoped attachments make way (reason
+  `participant_quota`), and when its handoff-scoped ones alone fill it the
+  upload is 429 `limit_exceeded` with `details.scope: "attachment_quota"`;
+- `attachment.delete` removes one (its uploader, or an `admin` such as the
+  host; reason `deleted`).
 """
 
 from __future__ import annotations
@@ -26,7 +42,9 @@ import base64
 import binascii
 import hashlib
 import json
+import math
 import re
+from datetime import datetime, timedelta
 from typing import Final
 
 import attrs
@@ -35,9 +53,10 @@ from commonroom.engine import handoffs
 from commonroom.engine.core import Tx, new_id
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
-from commonroom.protocol.capabilities import require
+from commonroom.protocol.capabilities import allows, require
 from commonroom.protocol.errors import CommonroomError, invalid_request
-from commonroom.protocol.records import Attachment, AttachmentData
+from commonroom.protocol.records import Attachment, AttachmentData, AttachmentDeleted
+from commonroom.protocol.timefmt import format_ts
 
 IMAGE_TYPES: Final = ("image/png", "image/jpeg", "image/webp")
 # declared name -> the type it is stored as
@@ -55,6 +74,10 @@ TEXT_TYPES: Final[dict[str, str]] = {
 # Control bytes text never has (tab, LF, FF and CR are fine); one scan in C, not per character.
 _CONTROL: Final = re.compile(rb"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 REMOVED_FOR_BOUND: Final = "room_bound"
+REMOVED_FOR_QUOTA: Final = "participant_quota"
+REMOVED_HANDOFF_ENDED: Final = "handoff_ended"
+REMOVED_EXPIRED: Final = "expired"
+REMOVED_DELETED: Final = "deleted"
 
 
 @attrs.frozen
@@ -147,6 +170,81 @@ def _check_name(name: str) -> str:
     return name
 
 
+def _within_quota(tx: Tx, pid: str, size: int) -> None:
+    """Keep one participant's attachments within `ATTACHMENT_QUOTA_BYTES` (see the docstring)."""
+    quota = limits.ATTACHMENT_QUOTA_BYTES
+    rows = tx.conn.execute(
+        "SELECT attachment_id, size, handoff_id FROM attachments WHERE participant_id = ?"
+        " ORDER BY seq", (pid,),
+    ).fetchall()
+    held = sum(row[1] for row in rows)
+    if held + size <= quota:
+        return
+    freeable = sum(row[1] for row in rows if row[2] is None)
+    if held - freeable + size > quota:
+        raise CommonroomError(
+            "limit_exceeded",
+            f"a participant holds at most {quota} bytes of attachments and its handoffs'"
+            " attachments fill that: delete some (attachment.delete) or wait until their"
+            " handoffs end",
+            {"limit_bytes": quota, "held_bytes": held, "scope": "attachment_quota"},
+            retry_after_seconds=_seconds_until_own_expiry(tx, pid),
+        )
+    for attachment_id, old_size, handoff_id in rows:
+        if held + size <= quota:
+            break
+        if handoff_id is None:
+            _remove(tx, attachment_id, REMOVED_FOR_QUOTA)
+            held -= old_size
+
+
+def _seconds_until_own_expiry(tx: Tx, pid: str) -> int:
+    due = _earliest_expiry(tx, "AND a.participant_id = ?", (pid,))
+    if due is None:
+        return 60
+    return max(1, math.ceil((due - tx.now).total_seconds()))
+
+
+def _remove(tx: Tx, attachment_id: str, reason: str) -> None:
+    tx.conn.execute("DELETE FROM attachments WHERE attachment_id = ?", (attachment_id,))
+    tx.emit(ev.AttachmentRemoved(attachment_id, reason))
+
+
+# When a handoff-scoped attachment goes: its handoff's end + the grace, or its own age.
+_ENDED = "h.status NOT IN ('requested', 'accepted')"
+
+
+def _earliest_expiry(tx: Tx, where: str = "", args: tuple[str, ...] = ()) -> datetime | None:
+    grace = timedelta(minutes=limits.HANDOFF_ATTACHMENT_GRACE_MINUTES)
+    ttl = timedelta(minutes=limits.HANDOFF_ATTACHMENT_TTL_MINUTES)
+    ended, oldest = tx.conn.execute(
+        f"SELECT min(CASE WHEN {_ENDED} THEN h.updated_at END), min(a.created_at)"
+        " FROM attachments a JOIN handoffs h USING (handoff_id)"
+        f" WHERE a.handoff_id IS NOT NULL {where}", args,
+    ).fetchone()
+    times = [datetime.fromisoformat(ended) + grace if ended else None,
+             datetime.fromisoformat(oldest) + ttl if oldest else None]
+    due = [t for t in times if t is not None]
+    return min(due) if due else None
+
+
+def expire(tx: Tx) -> None:
+    """The `on_expiry` hook: remove handoff attachments past their handoff's end or their TTL."""
+    ended_before = format_ts(tx.now - timedelta(minutes=limits.HANDOFF_ATTACHMENT_GRACE_MINUTES))
+    added_before = format_ts(tx.now - timedelta(minutes=limits.HANDOFF_ATTACHMENT_TTL_MINUTES))
+    for attachment_id, is_ended in tx.conn.execute(
+        f"SELECT a.attachment_id, {_ENDED} AND h.updated_at <= ? FROM attachments a"
+        " JOIN handoffs h USING (handoff_id)"
+        f" WHERE ({_ENDED} AND h.updated_at <= ?) OR a.created_at <= ? ORDER BY a.seq",
+        (ended_before, ended_before, added_before),
+    ).fetchall():
+        _remove(tx, attachment_id, REMOVED_HANDOFF_ENDED if is_ended else REMOVED_EXPIRED)
+
+
+def next_expiry(tx: Tx) -> datetime | None:
+    return _earliest_expiry(tx)
+
+
 def _make_room(tx: Tx, size: int) -> None:
     """Remove the oldest room-scoped attachments until `size` more bytes fit the bound."""
     total = tx.conn.execute("SELECT coalesce(sum(size), 0) FROM attachments").fetchone()[0]
@@ -166,8 +264,7 @@ def _make_room(tx: Tx, size: int) -> None:
     for attachment_id, old_size in room_scoped:
         if total + size <= bound:
             break
-        tx.conn.execute("DELETE FROM attachments WHERE attachment_id = ?", (attachment_id,))
-        tx.emit(ev.AttachmentRemoved(attachment_id, REMOVED_FOR_BOUND))
+        _remove(tx, attachment_id, REMOVED_FOR_BOUND)
         total -= old_size
 
 
@@ -178,9 +275,17 @@ def add(tx: Tx, p: AddParams) -> Attachment:
     file_name = _check_name(p.file_name)
     if p.handoff_id is not None:
         require(tx.actor.capabilities, "handoff")
-        handoffs.require_party_or_host(tx, handoffs.get(tx, p.handoff_id), "attach files to it")
+        handoff = handoffs.get(tx, p.handoff_id)
+        handoffs.require_party_or_host(tx, handoff, "attach files to it")
+        if handoff.status not in handoffs.OPEN:
+            raise CommonroomError(
+                "handoff_conflict", f"a {handoff.status} handoff takes no more attachments",
+                {"handoff_id": handoff.handoff_id, "status": handoff.status},
+            )
     data = decode_base64(p.data_base64, "data_base64", limits.ATTACHMENT_MAX_BYTES)
     mime_type = stored_type(p.mime_type, data)
+    if tx.actor.participant_id != tx.engine.host_participant_id:
+        _within_quota(tx, tx.actor.participant_id, len(data))
     _make_room(tx, len(data))
     attachment = Attachment(
         new_id("att_"), file_name, mime_type, len(data), hashlib.sha256(data).hexdigest(),
@@ -211,3 +316,22 @@ def get(tx: Tx, p: AttachmentIdParams) -> AttachmentData:
         **attrs.asdict(attachment, recurse=False),
         data_base64=base64.b64encode(row[-1]).decode("ascii"),
     )
+
+
+def delete(tx: Tx, p: AttachmentIdParams) -> AttachmentDeleted:
+    """Remove one attachment: its uploader's, or anyone's with `admin` (the host)."""
+    row = tx.conn.execute(
+        "SELECT participant_id FROM attachments WHERE attachment_id = ?", (p.attachment_id,)
+    ).fetchone()
+    if row is None:
+        raise CommonroomError(
+            "attachment_not_found", f"no attachment {p.attachment_id!r}",
+            {"attachment_id": p.attachment_id},
+        )
+    if row[0] != tx.actor.participant_id and not allows(tx.actor.capabilities, "admin"):
+        raise CommonroomError(
+            "permission_denied", "only its uploader (or an admin) deletes an attachment",
+            {"attachment_id": p.attachment_id},
+        )
+    _remove(tx, p.attachment_id, REMOVED_DELETED)
+    return AttachmentDeleted(p.attachment_id, True)

@@ -64,6 +64,7 @@ from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import Clock, format_ts, system_clock
 from commonroom.store import blobs, faults
 from commonroom.store.document import DocumentFile
+from commonroom.store.private import make_private
 from commonroom.store.schema import migrate
 from commonroom.store.undo import UndoLog
 
@@ -361,6 +362,7 @@ class Engine:
                 {"file": self.path.name},
             ) from None
         try:
+            make_private(self.sidecar_path)  # before SQLite creates its -wal and -shm beside it
             self.conn = sqlite3.connect(
                 self.sidecar_path, isolation_level=None, check_same_thread=False
             )
@@ -371,12 +373,18 @@ class Engine:
             # version also survives power loss. Leases, proposals and messages cost
             # no fsync; a power cut may lose the last of them, never a version.
             self.conn.execute("PRAGMA synchronous=NORMAL")
+            # The WAL is checkpointed at 512 pages (2 MiB, not SQLite's 4 MiB) and cut back to
+            # 1 MiB after a checkpoint: a burst of large writes (issue 24: proposal churn)
+            # leaves at most about 2 MiB of journal beside the database.
+            self.conn.execute("PRAGMA wal_autocheckpoint=512")
+            self.conn.execute(f"PRAGMA journal_size_limit={1024 * 1024}")
             self.conn.execute("PRAGMA foreign_keys=ON")
             migrate(self.conn)
-        except sqlite3.OperationalError as exc:
+        except (sqlite3.OperationalError, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)  # never the path
             raise CommonroomError(
                 "storage_unavailable",
-                f"cannot open the sidecar {self.sidecar_path.name} ({exc}): its folder must be"
+                f"cannot open the sidecar {self.sidecar_path.name} ({reason}): its folder must be"
                 " writable (or serve with --ephemeral)",
                 {"file": self.sidecar_path.name},
             ) from None

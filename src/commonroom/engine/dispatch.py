@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from commonroom.engine import access, leases, proposals, sessions
+from commonroom.engine import access, attachments, leases, proposals, sessions
 from commonroom.engine.core import Engine, Hooks, Outcome
 from commonroom.engine.operations import OPERATIONS_BY_NAME, Operation
 from commonroom.engine.params import parse_params
@@ -39,8 +39,8 @@ HOOKS = Hooks(
     on_document_change=(
         leases.on_document_change, proposals.on_document_change, leases.hold_human_edits,
     ),
-    on_expiry=(leases.expire, sessions.expire),
-    next_expiry=(leases.next_expiry, sessions.next_expiry),
+    on_expiry=(leases.expire, sessions.expire, attachments.expire),
+    next_expiry=(leases.next_expiry, sessions.next_expiry, attachments.next_expiry),
     # Presence changes are announced by the room's sweeper (participant.present/away).
     on_sweep=(access.presence_sweep,),
     next_sweep=(access.presence_due,),

@@ -19,7 +19,7 @@ from typing import Any, Final
 import attrs
 
 from commonroom.engine.core import Snapshot, Tx, new_id
-from commonroom.engine.regions import WHOLE, Outline, related
+from commonroom.engine.regions import WHOLE, Outline, Span, related
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.capabilities import allows
@@ -197,10 +197,36 @@ def _expiry(now: datetime, acquired_at: str, minutes: int) -> str:
     return format_ts(min(now + timedelta(minutes=minutes), cap))
 
 
+def require_wide_lease(tx: Tx, snap: Snapshot, span: Span) -> None:
+    """A lease that would lock most of the document needs the host's grant (issue 24, item 14).
+
+    One agent with a lease on the root heading blocked everyone, and took it
+    again as soon as it lapsed. The whole document, the root heading and any
+    region with more than `WIDE_LEASE_SUBSECTIONS` sub-sections need the
+    `wide_lease` capability (the host holds it; it travels in an invitation
+    the host makes).
+    """
+    if allows(tx.actor.capabilities, "wide_lease"):
+        return
+    outline = snap.outline
+    subsections = outline.subsections(span)
+    if outline.is_root(span) or subsections > limits.WIDE_LEASE_SUBSECTIONS:
+        raise CommonroomError(
+            "permission_denied",
+            f"a lease on {span.region!r} would hold {subsections} sub-sections or the whole"
+            f" document; leases wider than {limits.WIDE_LEASE_SUBSECTIONS} sub-sections need the"
+            " wide_lease capability (ask the host), or lease the sections you change",
+            {"required_capability": "wide_lease", "reason": "wide_lease",
+             "subsections": subsections, "limit": limits.WIDE_LEASE_SUBSECTIONS},
+            region=span.region,
+        )
+
+
 def checkout(tx: Tx, p: CheckoutParams) -> Lease:
-    _, span = tx.engine.resolve(p.region)
+    snap, span = tx.engine.resolve(p.region)
     pid = tx.actor.participant_id
     raise_if_blocked(tx, span.region, pid)
+    require_wide_lease(tx, snap, span)
     for lease in active_leases(tx):
         if lease.participant_id == pid and lease.region == span.region and lease.reason is None:
             return _renew(tx, lease, p.minutes)

@@ -6,11 +6,20 @@ nobody, only `to` does); `handoff_id` keeps it in that handoff's thread, where
 only the handoff's two participants and the host may post. `seq` increases by
 1 per room and never repeats (AUTOINCREMENT); the sidecar keeps the newest
 `MESSAGES_KEPT` (5,000). Addressed messages count against the loop guard.
+
+Every participant but the host has a room-text budget (issue 24, item 14):
+at most `MESSAGE_BUDGET` (60) messages, addressed or not, in any
+`MESSAGE_BUDGET_WINDOW_SECONDS` (5 minutes); the next is 429
+`limit_exceeded` with `details.scope: "message_budget"` and nothing is
+stored. Unaddressed text skipped the loop guard, so 300 messages of 4 KB a
+minute cycled the 2,000-event ring that every observer resumes from.
 """
 
 from __future__ import annotations
 
 import json
+import math
+from datetime import datetime, timedelta
 from typing import Any
 
 import attrs
@@ -19,9 +28,10 @@ from commonroom.engine import guard, handoffs
 from commonroom.engine.core import Tx, new_id
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
-from commonroom.protocol.errors import invalid_request
+from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Message, Messages
 from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.timefmt import format_ts
 
 
 @attrs.frozen
@@ -63,6 +73,8 @@ def send(tx: Tx, p: MessageParams) -> Message:
         )
     if p.handoff_id is not None:
         handoffs.require_party_or_host(tx, handoffs.get(tx, p.handoff_id), "post in its thread")
+    if pid != tx.engine.host_participant_id:
+        _within_budget(tx, pid)
     to = list(dict.fromkeys(p.to or []))
     for target in to:
         if target == pid:
@@ -81,6 +93,28 @@ def send(tx: Tx, p: MessageParams) -> Message:
     tx.conn.execute("DELETE FROM messages WHERE seq <= ?", (seq - limits.MESSAGES_KEPT,))
     tx.emit(ev.MessageSent(message_id, pid, to, p.text, p.handoff_id))
     return Message(message_id, seq, pid, to, p.handoff_id, p.text, tx.now_s)
+
+
+def _within_budget(tx: Tx, pid: str) -> None:
+    """Refuse a message past the sender's room-text budget (see the module docstring)."""
+    window = timedelta(seconds=limits.MESSAGE_BUDGET_WINDOW_SECONDS)
+    sent = tx.conn.execute(
+        "SELECT created_at FROM messages WHERE participant_id = ? AND created_at > ?"
+        " ORDER BY created_at DESC LIMIT ?",
+        (pid, format_ts(tx.now - window), limits.MESSAGE_BUDGET),
+    ).fetchall()
+    if len(sent) < limits.MESSAGE_BUDGET:
+        return
+    oldest = datetime.fromisoformat(sent[-1][0])
+    wait = max(1, math.ceil((oldest + window - tx.now).total_seconds()))
+    raise CommonroomError(
+        "limit_exceeded",
+        f"at most {limits.MESSAGE_BUDGET} messages in {limits.MESSAGE_BUDGET_WINDOW_SECONDS // 60}"
+        f" minutes; try again in {wait} s",
+        {"scope": "message_budget", "limit": limits.MESSAGE_BUDGET,
+         "window_seconds": limits.MESSAGE_BUDGET_WINDOW_SECONDS},
+        retry_after_seconds=wait,
+    )
 
 
 def list_messages(tx: Tx, p: MessagesParams) -> Messages:

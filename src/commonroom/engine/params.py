@@ -7,7 +7,11 @@ field types: `str`, `int`, `float`, `bool`, `list[str]`, and any of them
 `invalid_request` naming the field, so a client can fix its call. The JSON
 Schema of a record is `protocol.schema.json_schema(cls, params=True)`.
 This is the one edge check of a value: integers are bounded to SQLite's
-64-bit range, strings must be valid Unicode (no lone surrogates).
+64-bit range, strings must be valid Unicode (no lone surrogates) without
+control characters (issue 24: an ESC in a summary or a proposal could hide
+text from the host at a terminal). Tab and newline are text; carriage return
+is text only in document content (fields with `metadata={"document": True}`),
+where a CRLF file's lines end with it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,10 @@ P = TypeVar("P")
 INT_MIN: Final = -(2**63)
 INT_MAX: Final = 2**63 - 1
 _QUERY_INT = re.compile(r"-?[0-9]{1,19}")
+# C0 and C1 control characters and DEL, less tab and newline (and carriage return in
+# document content). One C-speed search per string.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_DOCUMENT_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 @attrs.frozen
@@ -46,13 +54,22 @@ def json_int(literal: str) -> int | NumberTooLarge:
     return int(literal)
 
 
-def _text(name: str, value: str) -> str:
+def _text(name: str, value: str, document: bool = False) -> str:
     # A lone surrogate ("\ud800" in JSON) is not text: it cannot be stored,
     # hashed or written to the file as UTF-8.
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise invalid_request(f"{name} must be valid Unicode text (no lone surrogates)", name) from None
+    found = (_DOCUMENT_CONTROL if document else _CONTROL).search(value)
+    if found is not None:
+        allowed = "tab, newline and carriage return" if document else "tab and newline"
+        error = invalid_request(
+            f"{name} holds the control character U+{ord(found.group()):04X} at offset"
+            f" {found.start()}; of the control characters only {allowed} are text", name,
+        )
+        error.details.update(reason="control_character", offset=found.start())
+        raise error
     return value
 
 
@@ -60,11 +77,11 @@ def _integer_error(name: str) -> Exception:
     return invalid_request(f"{name} must be an integer from {INT_MIN} to {INT_MAX}", name)
 
 
-def _coerce(name: str, tp: Any, value: Any, from_query: bool) -> Any:
+def _coerce(name: str, tp: Any, value: Any, from_query: bool, document: bool = False) -> Any:
     if tp is str:
         if not isinstance(value, str):
             raise invalid_request(f"{name} must be a string", name)
-        return _text(name, value)
+        return _text(name, value, document)
     if tp is bool:
         if from_query and isinstance(value, str):
             if value in ("true", "1"):
@@ -131,8 +148,8 @@ def parse_params(cls: type[P], raw: Mapping[str, Any], *, from_query: bool = Fal
                 values[name] = None
                 continue
             raise invalid_request(f"{name} is required", name)
-        value = _coerce(name, tp, raw[name], from_query)
         meta = field.metadata
+        value = _coerce(name, tp, raw[name], from_query, bool(meta.get("document")))
         if "choices" in meta and value not in meta["choices"]:
             raise invalid_request(f"{name} must be one of {', '.join(meta['choices'])}", name)
         if "min" in meta and value < meta["min"]:

@@ -7,6 +7,17 @@ and at the current version (others changed other regions only); the new
 version is the current document with that region replaced, so nothing anyone
 wrote is overwritten. Anything else is `stale_version` with the recovery
 fields, and the proposal becomes `conflicted`.
+
+Proposal text is bounded (issue 24, item 7: 40 cycles of a 250 KiB propose
+and withdraw added 13.8 MiB to the sidecar in 0.8 s): a terminal proposal
+keeps its row and summary, but only the newest `TERMINAL_TEXTS_PER_PARTICIPANT`
+of each author and `TERMINAL_TEXTS_TOTAL` overall keep their text (`prune`,
+after every move into a terminal status); and an author's stored text
+(`content_bytes` of its proposals whose text is kept) stays within
+`PROPOSAL_BYTES_PER_PARTICIPANT`: a propose past it first prunes the author's
+oldest terminal texts, and is 429 `limit_exceeded` (`scope:
+"proposal_bytes"`) when its open proposals alone fill it. The host is exempt
+from the quota (not from pruning).
 """
 
 from __future__ import annotations
@@ -19,7 +30,7 @@ import attrs
 
 from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
 from commonroom.engine.leases import raise_if_blocked
-from commonroom.engine.regions import WHOLE
+from commonroom.engine.regions import WHOLE, Outline
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.capabilities import require
@@ -47,6 +58,8 @@ TRANSITIONS: Final[dict[str, dict[str, str]]] = {
 STATUSES: Final = (
     "pending", "approved", "rejected", "committed", "conflicted", "withdrawn", "superseded",
 )
+TERMINAL: Final = ("rejected", "committed", "conflicted", "withdrawn", "superseded")
+_TERMINAL_SQL: Final = "status IN ('rejected', 'committed', 'conflicted', 'withdrawn', 'superseded')"
 
 
 @attrs.frozen
@@ -56,7 +69,8 @@ class ProposeParams:
     base_version: int = attrs.field(metadata={"min": 1})
     summary: str = attrs.field(metadata={"doc": f"1-{limits.SUMMARY_MAX} characters",
                                          "pattern": NONBLANK})
-    content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included"})
+    content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included",
+                                         "document": True})
 
 
 @attrs.frozen
@@ -65,7 +79,8 @@ class ReviewParams:
     decision: str = attrs.field(metadata={"choices": ("approve", "reject")})
     comment: str | None = None
     content: str | None = attrs.field(default=None, metadata={
-        "doc": "approve only: the text to approve instead of the proposed one (edit before approve)"
+        "doc": "approve only: the text to approve instead of the proposed one (edit before approve)",
+        "document": True,
     })
 
 
@@ -85,7 +100,7 @@ class CommitParams:
     proposal_id: str | None = None
     base_version: int | None = attrs.field(default=None, metadata={"min": 1})
     summary: str | None = None
-    content: str | None = None
+    content: str | None = attrs.field(default=None, metadata={"document": True})
 
 
 _COLUMNS = (
@@ -159,6 +174,48 @@ def _check_summary(summary: str) -> str:
     return summary
 
 
+def _prune_where(tx: Tx, where: str, args: tuple[Any, ...], keep: int) -> None:
+    tx.conn.execute(
+        "UPDATE proposals SET content = '', original_content = NULL, content_bytes = 0,"
+        " pruned_at = ? WHERE proposal_id IN (SELECT proposal_id FROM proposals"
+        f" WHERE {_TERMINAL_SQL} AND pruned_at IS NULL {where}"
+        " ORDER BY updated_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
+        (tx.now_s, *args, keep),
+    )
+
+
+def prune(tx: Tx, author: str) -> None:
+    """Drop the text of terminal proposals past the newest of `author` and overall (rows stay)."""
+    _prune_where(tx, "AND participant_id = ?", (author,), limits.TERMINAL_TEXTS_PER_PARTICIPANT)
+    _prune_where(tx, "", (), limits.TERMINAL_TEXTS_TOTAL)
+
+
+def _make_room(tx: Tx, author: str, size: int) -> None:
+    """Keep `author`'s stored proposal text within its quota, pruning its oldest terminal texts."""
+    quota = limits.PROPOSAL_BYTES_PER_PARTICIPANT
+    rows = tx.conn.execute(
+        f"SELECT proposal_id, content_bytes, {_TERMINAL_SQL} FROM proposals"
+        " WHERE participant_id = ? AND pruned_at IS NULL ORDER BY updated_at, rowid", (author,),
+    ).fetchall()
+    held = sum(row[1] for row in rows)
+    if held + size <= quota:
+        return
+    terminal = [row for row in rows if row[2]]
+    if held - sum(row[1] for row in terminal) + size > quota:
+        raise CommonroomError(
+            "limit_exceeded",
+            f"a participant's open proposals hold at most {quota} bytes of text: withdraw one,"
+            " or wait for a review",
+            {"scope": "proposal_bytes", "limit_bytes": quota, "held_bytes": held},
+            retry_after_seconds=60,
+        )
+    for proposal_id, stored, _ in terminal:
+        if held + size <= quota:
+            break
+        _prune_where(tx, "AND proposal_id = ?", (proposal_id,), 0)
+        held -= stored
+
+
 def _check_size(content: str) -> None:
     size = len(encode_text(content))
     if size > limits.PROPOSAL_MAX_BYTES:
@@ -168,6 +225,31 @@ def _check_size(content: str) -> None:
             {"limit_bytes": limits.PROPOSAL_MAX_BYTES, "size_bytes": size},
             http_status=413,
         )
+
+
+OUTLINE_OUTSIDE_REGION: Final = "outline_outside_region"
+
+
+def check_outline(current: Snapshot, region: str, content: str) -> None:
+    """A region proposal may change its own region only (issue 24, item 8), at propose and commit.
+
+    An unclosed code fence at the end of a one-region proposal shows as a
+    one-line diff, yet once committed it swallowed the sections after it
+    (their leases ended, their reads answered `invalid_region`).
+    """
+    if region == WHOLE:
+        return
+    outline = current.outline
+    assert isinstance(outline, Outline)  # the current version's outline is always a full one
+    if outline.changes_outside(outline.resolve(region), content):
+        error = invalid_request(
+            f"the proposed text of {region!r} changes the document's headings outside it"
+            " (an unclosed code fence or HTML block, a missing newline at its end, a heading"
+            " that adopts the sections after it, or text before its heading): keep the change"
+            " inside the region, or propose on the whole document", "content",
+        )
+        error.details.update(reason=OUTLINE_OUTSIDE_REGION, region=region)
+        raise error
 
 
 def propose(tx: Tx, p: ProposeParams) -> Proposal:
@@ -191,6 +273,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
         engine.current(), span.region
     ) != digest:
         raise stale_error(tx, span.region, p.base_version, None)
+    check_outline(engine.current(), span.region, p.content)
     pid = tx.actor.participant_id
     raise_if_blocked(tx, span.region, pid)
     pending = tx.conn.execute(
@@ -203,14 +286,17 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
             {"limit": limits.MAX_PENDING_PROPOSALS},
             retry_after_seconds=60,
         )
+    size = len(encode_text(p.content))
+    if pid != engine.host_participant_id:
+        _make_room(tx, pid, size)
     proposal = Proposal(
         new_id("pr_"), pid, span.region, p.base_version, summary, "pending", tx.now_s, tx.now_s,
         None, None, None,
     )
     tx.conn.execute(
-        f"INSERT INTO proposals ({_COLUMNS}, content, base_region_hash)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*_stored(proposal), p.content, digest),
+        f"INSERT INTO proposals ({_COLUMNS}, content, base_region_hash, content_bytes)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (*_stored(proposal), p.content, digest, size),
     )
     tx.emit(ev.ProposalCreated(proposal.proposal_id, pid, proposal.region,
                                proposal.base_version, summary))
@@ -220,8 +306,9 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
 def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
     """The proposal plus its content and the diff a reviewer sees: current region text -> proposed."""
     proposal = _get(tx, p.proposal_id)
-    content, original, base_digest = tx.conn.execute(
-        "SELECT content, original_content, base_region_hash FROM proposals WHERE proposal_id = ?",
+    content, original, base_digest, pruned_at = tx.conn.execute(
+        "SELECT content, original_content, base_region_hash, pruned_at FROM proposals"
+        " WHERE proposal_id = ?",
         (p.proposal_id,),
     ).fetchone()
     current = tx.engine.current()
@@ -230,7 +317,8 @@ def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
     # commit would be refused; `original_content` is the author's text when a
     # reviewer amended it (edit before approve), else null.
     stale = is_stale(current, proposal.region, proposal.base_version, base_digest)
-    diff = unified_diff(
+    pruned = pruned_at is not None  # its text is gone: no diff to show (it would read as a deletion)
+    diff = "" if pruned else unified_diff(
         region_text(current, proposal.region), content,
         f"{proposal.region}@{current.version}", f"{proposal.region}@proposed",
     )
@@ -239,6 +327,7 @@ def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
     return ProposalDetail(
         **fields, content=content,
         current_version=current.version, diff=diff, stale=stale, original_content=original,
+        pruned=pruned,
     )
 
 
@@ -301,6 +390,7 @@ def review(tx: Tx, p: ReviewParams) -> Reviewed:
         tx.emit(ev.ProposalApproved(moved.proposal_id, reviewer, p.comment))
     else:
         tx.emit(ev.ProposalRejected(moved.proposal_id, reviewer, p.comment))
+        prune(tx, moved.participant_id)
     return Reviewed(moved.proposal_id, moved.status, reviewer)
 
 
@@ -318,6 +408,11 @@ def _amend(tx: Tx, proposal: Proposal, p: ReviewParams) -> None:
         " WHERE proposal_id = ?",
         (p.content, proposal.proposal_id),
     )
+    tx.conn.execute(
+        "UPDATE proposals SET content_bytes = length(CAST(content AS BLOB))"
+        " + length(CAST(original_content AS BLOB)) WHERE proposal_id = ?",
+        (proposal.proposal_id,),
+    )
     tx.emit(ev.ProposalAmended(proposal.proposal_id, tx.actor.participant_id))
 
 
@@ -330,6 +425,7 @@ def withdraw(tx: Tx, p: ProposalIdParams) -> Proposal:
         )
     moved = _move(tx, proposal, "withdraw")
     tx.emit(ev.ProposalWithdrawn(moved.proposal_id))
+    prune(tx, moved.participant_id)
     return moved
 
 
@@ -393,9 +489,13 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
     if not fresh:
         _move(tx, proposal, "conflict")
         tx.emit(ev.ProposalConflicted(proposal_id))
+        prune(tx, proposal.participant_id)
         raise tx.fail_after_commit(
             stale_error(tx, proposal.region, proposal.base_version, proposal_id)
         )
+    # Again at commit: other regions may have changed since the propose (and a
+    # reviewer's amendment too), and the text must stay inside its region here.
+    check_outline(current, proposal.region, content)
     if proposal.region == WHOLE:
         snap = engine.write_version(
             tx, content, summary=proposal.summary, participant_id=tx.actor.participant_id,
@@ -409,6 +509,7 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
         )
     _move(tx, proposal, "commit", committed_version=snap.version)
     tx.emit(ev.ProposalCommitted(proposal_id, snap.version))
+    prune(tx, proposal.participant_id)  # the committed text is the version's now
     return Committed(snap.version, snap.content_hash, proposal.summary, proposal.region, proposal_id)
 
 
@@ -441,8 +542,10 @@ def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str
     Approved ones are left to meet `stale_version` at commit, which carries
     the recovery fields (docs/protocol.md).
     """
-    for proposal_id, region, base_digest in tx.conn.execute(
-        "SELECT proposal_id, region, base_region_hash FROM proposals WHERE status = 'pending'"
+    authors: set[str] = set()
+    for proposal_id, author, region, base_digest in tx.conn.execute(
+        "SELECT proposal_id, participant_id, region, base_region_hash FROM proposals"
+        " WHERE status = 'pending'"
     ).fetchall():
         if proposal_id != committed and region_digest(after, region) != base_digest:
             tx.conn.execute(
@@ -450,3 +553,6 @@ def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str
                 (tx.now_s, proposal_id),
             )
             tx.emit(ev.ProposalSuperseded(proposal_id))
+            authors.add(author)
+    for author in sorted(authors):
+        prune(tx, author)

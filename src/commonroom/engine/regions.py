@@ -1279,6 +1279,59 @@ class Outline:
             ends[i] = starts[j] if j < count else size
         return ends
 
+    def subsections(self, span: Span) -> int:
+        """How many headings lie inside `span` after its own (all levels)."""
+        if span.region == WHOLE:
+            return len(self._starts)
+        starts = self._starts
+        return bisect_left(starts, span.end) - bisect_left(starts, span.start) - 1
+
+    def is_root(self, span: Span) -> bool:
+        """Does `span` hold every heading of the document (the whole document, or its one top heading)?"""
+        return span.region == WHOLE or (bool(self._starts) and self.subsections(span) == len(self._starts) - 1)
+
+    def changes_outside(self, span: Span, content: str) -> bool:
+        """Would replacing region `span` with `content` change the outline outside the span?
+
+        A region proposal may rewrite its own region (its heading, its
+        sub-sections) and nothing else (issue 24, item 8). It changes what is
+        outside when, in the new text:
+
+        - a heading before the span differs or a new one appears there (a
+          setext underline at the start of `content`);
+        - the headings after the span are not exactly the old ones (level,
+          title, path), each at its old place shifted by the change in
+          length: an unclosed code fence or HTML block, or a last line
+          without its newline, swallows what follows; a heading of a higher
+          level adopts the sections after it; a rename takes a sibling's path;
+        - `content` does not start with a heading of the region's level or a
+          higher one (its first lines would join the region before it, or
+          the region would become a sub-section of its previous sibling).
+          Blank `content` deletes the region and is fine.
+        """
+        new = self.replaced(span, content)
+        old_starts, new_starts = self._starts, new._starts
+        before = bisect_left(old_starts, span.start)
+        if (new_starts[:before] != old_starts[:before] or new._levels[:before] != self._levels[:before]
+                or new._titles[:before] != self._titles[:before]
+                or new._paths[:before] != self._paths[:before]):
+            return True
+        after_old = bisect_left(old_starts, span.end)
+        after_new = bisect_left(new_starts, span.start + len(content))
+        if len(new_starts) - after_new != len(old_starts) - after_old:
+            return True
+        delta = len(content) - (span.end - span.start)
+        if (new._levels[after_new:] != self._levels[after_old:]
+                or new._titles[after_new:] != self._titles[after_old:]
+                or new._paths[after_new:] != self._paths[after_old:]
+                or any(a - b != delta for a, b in zip(new_starts[after_new:], old_starts[after_old:],
+                                                      strict=True))):
+            return True
+        if not content.strip():
+            return False
+        return not (after_new > before and new_starts[before] == span.start
+                    and before < len(self._levels) and new._levels[before] <= self._levels[before])
+
     def resolve(self, region: str) -> Span:
         """The span of a requested region; raises `invalid_region`.
 

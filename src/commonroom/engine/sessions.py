@@ -49,9 +49,10 @@ def authenticate(tx: Tx, bearer: str | None) -> Actor:
 
 
 def create_session(
-    tx: Tx, participant_id: str, capabilities: tuple[str, ...], minutes: int
+    tx: Tx, participant_id: str, capabilities: tuple[str, ...], minutes: int, *,
+    invite_id: str | None = None,
 ) -> tuple[str, str]:
-    """Returns (bearer, expires_at). Only the hash is stored."""
+    """Returns (bearer, expires_at). Only the hash is stored; `invite_id`: joined through it."""
     host = tx.engine.host_participant_id
     # The limit is on guests: the room's own host sessions (one per start,
     # one per host command without a room) never lock anyone out.
@@ -71,9 +72,9 @@ def create_session(
     expires_at = format_ts(tx.now + timedelta(minutes=minutes))
     tx.conn.execute(
         "INSERT INTO sessions (session_hash, participant_id, capabilities, created_at,"
-        " expires_at) VALUES (?, ?, ?, ?, ?)",
+        " expires_at, invite_id) VALUES (?, ?, ?, ?, ?, ?)",
         (hash_secret(bearer), participant_id, json.dumps(list(capabilities)), tx.now_s,
-         expires_at),
+         expires_at, invite_id),
     )
     tx.emit(ev.SessionCreated(participant_id=participant_id, expires_at=expires_at))
     tx.after_commit.append(partial(tx.engine.live_sessions.add, hash_secret(bearer)))

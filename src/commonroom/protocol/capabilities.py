@@ -17,6 +17,7 @@ ALL: Final[tuple[str, ...]] = (
     "invite",
     "message",
     "handoff",
+    "wide_lease",
     "admin",
     "*",
 )

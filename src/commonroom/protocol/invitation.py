@@ -21,6 +21,13 @@ from commonroom.protocol.timefmt import parse_ts
 PREFIX: Final = "commonroom://join/"
 MAX_RAW_BYTES: Final = 8192
 BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
+# A transport address is a host name, an IPv4 address or an IPv6 address (bare or in
+# brackets), nothing else: it reaches a program's command line (`tailcat forward
+# ADDRESS PORT`), so it never starts with `-` and holds no spaces, `=` or `/`.
+ADDRESS: Final = re.compile(
+    r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})"  # a host name or an IPv4 address
+    r"|\[?[0-9A-Fa-f]{0,4}:[0-9A-Fa-f:.]{1,44}\]?"  # an IPv6 address
+)
 TRANSPORT_TYPES: Final = ("loopback", "tailcat", "local")
 TRANSPORT_MODES: Final = ("private", "local")
 KEYS: Final = (
@@ -168,6 +175,8 @@ def _decode_transport(value: Any) -> TransportHint:
         raise invalid_request(f"transport.mode must be one of {TRANSPORT_MODES}", "transport.mode")
     address = value.get("address")
     port = value.get("port")
+    if isinstance(address, str) and address:
+        check_address(address)
     if kind != "local":
         if not isinstance(address, str) or not address:
             raise invalid_request("transport.address must be a string", "transport.address")
@@ -179,6 +188,13 @@ def _decode_transport(value: Any) -> TransportHint:
         if port is not None and (type(port) is not int or not 0 < port < 65536):
             raise invalid_request("transport.port must be a port number", "transport.port")
     return TransportHint(type=kind, encrypted=encrypted, mode=mode, address=address, port=port)
+
+
+def check_address(address: str, field: str = "transport.address") -> str:
+    """`address` when it is a host name or an IP address; else `invalid_request` (never quoting it)."""
+    if ADDRESS.fullmatch(address) is None:
+        raise invalid_request(f"{field} must be a host name or an IP address", field)
+    return address
 
 
 def secret_from(invite: str) -> str:

@@ -48,6 +48,29 @@ SURFACE_MAX_BYTES: Final = 768 * 1024
 GUARD_MAX_SENDS: Final = 20
 GUARD_WINDOW_SECONDS: Final = 5 * 60
 HUMAN_HOLD_MINUTES: Final = 2.0
+# The room's rules against a hostile agent (issue 24; docs/protocol.md "Room rules").
+AGENT_INVITATION_MAX_MINUTES: Final = 60  # an invitation minted by anyone but the host
+AGENT_INVITATION_MAX_USES: Final = 5
+INVITATION_SESSIONS_DEFAULT: Final = 8  # active sessions joined through one invitation
+INVITATION_SESSIONS_MAX: Final = MAX_ACTIVE_SESSIONS
+# A lease on the whole document, on the root heading (the one whose region holds every
+# other heading) or on a region with more than this many sub-sections needs `wide_lease`.
+WIDE_LEASE_SUBSECTIONS: Final = 8
+# Room text per participant (the host excepted), addressed or not, in any window: 300
+# messages of 4 KB a minute cycled the 2,000-event ring.
+MESSAGE_BUDGET: Final = 60
+MESSAGE_BUDGET_WINDOW_SECONDS: Final = 5 * 60
+# Attachments: what one participant (the host excepted) may hold in the sidecar, and how
+# long a handoff's attachments outlive it (or live at most, while it stays open).
+ATTACHMENT_QUOTA_BYTES: Final = 8 * 1024 * 1024
+HANDOFF_ATTACHMENT_GRACE_MINUTES: Final = 60
+HANDOFF_ATTACHMENT_TTL_MINUTES: Final = 24 * 60
+# Proposal text the sidecar keeps: terminal proposals (rejected, committed, conflicted,
+# withdrawn, superseded) keep their row and summary, but only the newest keep their text;
+# one participant's (the host excepted) stored proposal text is bounded.
+TERMINAL_TEXTS_PER_PARTICIPANT: Final = 5
+TERMINAL_TEXTS_TOTAL: Final = 100
+PROPOSAL_BYTES_PER_PARTICIPANT: Final = 2 * 1024 * 1024
 
 
 @attrs.frozen

@@ -95,6 +95,8 @@ class InvitationCreatedAnswer:
     expires_at: str
     capabilities: list[str]
     max_uses: int | None
+    max_sessions: int
+    """How many sessions joined through it may be active at once (issue 24)."""
 
 
 @attrs.frozen
@@ -109,6 +111,7 @@ class InvitationInfo:
     revoked_at: str | None
     label: str | None
     state: str  # active | expired | revoked | used_up
+    max_sessions: int
 
 
 @attrs.frozen
@@ -189,6 +192,8 @@ class ProposalDetail:
     """The region's text moved on since the base: a commit would be refused."""
     original_content: str | None
     """The author's text when a reviewer amended it before approving, else null."""
+    pruned: bool = False
+    """The room dropped this terminal proposal's text (issue 24): `content` and `diff` are empty."""
 
 
 @attrs.frozen
@@ -287,6 +292,14 @@ class Attachment:
     participant_id: str
     handoff_id: str | None
     created_at: str
+
+
+@attrs.frozen
+class AttachmentDeleted:
+    """`attachment.delete`: the attachment is gone (`attachment.removed`, reason `deleted`)."""
+
+    attachment_id: str
+    deleted: bool
 
 
 @attrs.frozen

@@ -4,7 +4,9 @@ One generator for both, so MCP's `inputSchema`/`outputSchema`, `/protocol`
 and the OpenAPI document describe exactly what the code accepts and answers.
 Parameter fields may carry metadata: `doc` (description), `choices` (enum),
 `min`/`max` (bounds), `pattern` (a regular expression the string must
-contain a match of, e.g. `NONBLANK`). A field with a default is not required; `X | None` is
+contain a match of, e.g. `NONBLANK`), `document` (document content: carriage
+returns are text). Every parameter string's schema forbids the control
+characters the engine refuses (`TEXT_PATTERN` and kin). A field with a default is not required; `X | None` is
 nullable.
 """
 
@@ -21,6 +23,16 @@ from commonroom.protocol.events import Event
 _HINTS: dict[type[Any], dict[str, Any]] = {}
 NONBLANK = r"\S"
 """`pattern` of a text the engine strips and then refuses when empty (summaries, names, text)."""
+# The control characters a parameter string may not hold (engine/params.py): C0, DEL and
+# C1 less tab and newline, and less carriage return in document content. In the schema
+# every parameter string carries one of these patterns (a non-blank one: at least one
+# character that is neither blank nor control), so a schema-valid string is one the
+# engine accepts.
+_CONTROL = "\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f"
+_DOCUMENT_CONTROL = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f"
+TEXT_PATTERN = f"^[^{_CONTROL}]*$"
+DOCUMENT_PATTERN = f"^[^{_DOCUMENT_CONTROL}]*$"
+NONBLANK_TEXT_PATTERN = f"^[^{_CONTROL}]*[^\\s{_CONTROL}][^{_CONTROL}]*$"
 
 
 def hints(cls: type[Any]) -> dict[str, Any]:
@@ -90,6 +102,22 @@ def _plain_schema(tp: Any) -> dict[str, Any]:
     raise TypeError(f"no JSON Schema for {tp!r}")
 
 
+def _text_pattern(schema: dict[str, Any], meta: Any) -> None:
+    """The pattern of a parameter string (or of a list's items): no control characters."""
+    if meta.get("pattern") == NONBLANK:
+        pattern = NONBLANK_TEXT_PATTERN
+    elif "pattern" in meta:
+        pattern = meta["pattern"]
+    else:
+        pattern = DOCUMENT_PATTERN if meta.get("document") else TEXT_PATTERN
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "string" in kinds:
+        schema["pattern"] = pattern
+    elif "array" in kinds and schema.get("items", {}).get("type") == "string":
+        schema["items"] = {**schema["items"], "pattern": pattern}
+
+
 def json_schema(cls: type[Any], *, params: bool = False) -> dict[str, Any]:
     """The schema of a result record, or (`params=True`) of a parameter record.
 
@@ -109,7 +137,9 @@ def json_schema(cls: type[Any], *, params: bool = False) -> dict[str, Any]:
             schema["minimum"] = meta["min"]
         if "max" in meta:
             schema["maximum"] = meta["max"]
-        if "pattern" in meta:
+        if params:
+            _text_pattern(schema, meta)
+        elif "pattern" in meta:
             schema["pattern"] = meta["pattern"]
         if "doc" in meta:
             schema["description"] = meta["doc"]

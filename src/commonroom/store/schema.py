@@ -192,6 +192,25 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         positions BLOB NOT NULL
     );
     """,
+    # 4 -> 5: the room's rules against a hostile agent (issue 24). Each session
+    # remembers the invitation it was joined through (the sessions-per-invitation
+    # limit) and an invitation its limit; invitations are found by their creator
+    # (revoked with it). A proposal records the bytes of text it holds
+    # (`content_bytes`, the author's quota) and when a terminal one's text was
+    # pruned (`pruned_at`; the row and its summary stay). Messages are counted per
+    # sender (the room-text budget).
+    """
+    ALTER TABLE sessions ADD COLUMN invite_id TEXT;
+    CREATE INDEX sessions_invitation ON sessions (invite_id) WHERE invite_id IS NOT NULL;
+    ALTER TABLE invitations ADD COLUMN max_sessions INTEGER;
+    CREATE INDEX invitations_creator ON invitations (created_by);
+    ALTER TABLE proposals ADD COLUMN content_bytes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE proposals ADD COLUMN pruned_at TEXT;
+    UPDATE proposals SET content_bytes = length(CAST(content AS BLOB))
+        + coalesce(length(CAST(original_content AS BLOB)), 0);
+    CREATE INDEX proposals_author ON proposals (participant_id, pruned_at);
+    CREATE INDEX messages_sender ON messages (participant_id, created_at);
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -19,9 +19,11 @@ implementation over plain TCP):
     discarded); stdin is /dev/null and stderr is discarded, because it could
     contain the address.
 
-`tailcat forward <address> <port>`
+`tailcat forward -- <address> <port>`
     Connects to the endpoint a `serve` reported and pumps bytes: stdin to the
-    connection and the connection to stdout, unbuffered. EOF on stdin
+    connection and the connection to stdout, unbuffered. (`--` ends the
+    options, so an address never reaches it as one; it has been checked to
+    be a host name or an IP address anyway.) EOF on stdin
     half-closes the connection (it keeps reading); EOF from the connection
     closes stdout and ends the program. It exits 0 after a clean end and
     non-zero when it cannot connect or the connection fails. It ends on
@@ -51,7 +53,7 @@ from typing import ClassVar, Final
 
 import trio
 
-from commonroom.protocol.invitation import TransportHint
+from commonroom.protocol.invitation import ADDRESS, TransportHint, check_address
 from commonroom.transport.base import TransportPlugin, os_reason, transport_unavailable
 
 PROGRAM: Final = "tailcat"
@@ -120,8 +122,9 @@ class TailcatTransport(TransportPlugin):
     async def dial(cls, hint: TransportHint) -> trio.abc.Stream:
         if hint.address is None or hint.port is None:
             raise transport_unavailable("the tailcat transport hint has no address and port")
+        check_address(hint.address)  # a hint need not have come through the codec
         program = find_program()
-        process = await spawn([program, "forward", hint.address, str(hint.port)], stdin=True)
+        process = await spawn([program, "forward", "--", hint.address, str(hint.port)], stdin=True)
         return ProcessStream(process)
 
 
@@ -140,6 +143,8 @@ def parse_ready(line: bytes) -> TransportHint:
         raise bad
     if encrypted not in ("true", "false"):
         raise bad
+    if ADDRESS.fullmatch(address) is None:
+        raise bad  # it goes into every invitation, and onto each client's command line
     return TransportHint(
         type=TailcatTransport.name,
         encrypted=encrypted == "true",
