@@ -211,7 +211,7 @@ def run_child_json(args: Sequence[str], timeout: float) -> dict[str, Any]:
 def _bare_app() -> Any:
     from quart_trio import QuartTrio
 
-    app = QuartTrio("bench")
+    app = QuartTrio("bench", static_folder=None)
 
     @app.get("/hello")
     async def hello() -> dict[str, bool]:

@@ -288,6 +288,10 @@ def harden(app: QuartTrio, *, max_body_bytes: int) -> None:
     """
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
+    if app.has_static_folder or "static" in app.view_functions:
+        # Quart's default static route serves `static/**` of the process's working
+        # folder (following symlinks) to anyone: every app is built without it.
+        raise ValueError(f"app {app.name!r} has a static route: create it with static_folder=None")
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     if not issubclass(app.asgi_http_class, HardenedHTTPConnection):
         if app.asgi_http_class is not TrioASGIHTTPConnection:

@@ -49,7 +49,8 @@ class IngressSettings:
 
 def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> QuartTrio:
     settings = settings or IngressSettings()
-    app = QuartTrio("commonroom.ingress")
+    # No static route: Quart's default serves `<working folder>/static/**` (symlinks followed).
+    app = QuartTrio("commonroom.ingress", static_folder=None)
     app.config["RESPONSE_TIMEOUT"] = settings.response_timeout
     gate = Gate(
         per_bearer_per_minute=settings.requests_per_minute,
