@@ -4,14 +4,15 @@ Bearer sessions only, no cookies. Every operation route comes from the
 operation table; the stream routes (observe, observe/ws, wait) open the room's
 streams. Before any view, the guards of `http/guards.py`: the Host allow-list
 (DNS rebinding), the Origin check, and the rate limits -- 600 requests per
-bearer in any 60 s, 60 per client address for everything else (discovery,
-join, and a bearer that is not a live session, so guessing secrets is slow).
+bearer (and per participant) in any 60 s; 60 per client address for a
+bearer that is not a live session, so guessing secrets is slow; discovery
+and joins have windows of their own (`Gate` says which).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import trio
@@ -20,19 +21,21 @@ from quart_trio import QuartTrio
 
 from commonroom import discovery
 from commonroom.engine.observe import StreamStart
-from commonroom.engine.operations import CALLS
+from commonroom.engine.operations import CALLS, OPERATIONS_BY_NAME
 from commonroom.http import stream_views
 from commonroom.http.common import (
     bearer_from_header,
     error_response,
     json_response,
     operation_view,
+    parse_json_object,
 )
 from commonroom.http.guards import Gate, request_refusal, scope_header_check
 from commonroom.http.hardened_app import HEADER_CHECK
 from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.openapi import served_body as openapi_body
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.invitation import secret_from
 from commonroom.room.core import Room
 
 
@@ -47,6 +50,27 @@ class IngressSettings:
     clock: Callable[[], float] = trio.current_time
 
 
+# The unauthenticated routes; each has its own rate windows (`Gate`).
+DISCOVERY_PATHS: Final = frozenset({
+    "/.well-known/agent-workspace", "/protocol", "/openapi.json", "/skills", "/skills/commonroom",
+})
+JOIN_PATH: Final = OPERATIONS_BY_NAME["session.join"].path
+
+
+async def _join_secret() -> str | None:
+    """The invitation secret a join body names, or None (no readable body, no `invite`).
+
+    Read here, before the view, to charge the attempt to its invitation's
+    window; the body stays cached for the view, which parses it again.
+    """
+    raw = await request.get_data(cache=True, as_text=False)
+    try:
+        invite = parse_json_object(raw if isinstance(raw, bytes) else raw.encode()).get("invite")
+        return secret_from(invite) if isinstance(invite, str) else None
+    except CommonroomError:
+        return None
+
+
 def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> QuartTrio:
     settings = settings or IngressSettings()
     # No static route: Quart's default serves `<working folder>/static/**` (symlinks followed).
@@ -57,6 +81,7 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         per_address_per_minute=settings.anonymous_per_minute,
         clock=settings.clock,
         live_sessions=room.engine.live_sessions,
+        invitations=room.engine.invitation_hashes,
     )
     app.extensions["commonroom.gate"] = gate
     # Also before a too-large body is refused (http/hardened_app.py): 403 beats 413.
@@ -70,6 +95,15 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         refusal = request_refusal(request.headers.get("Host"), request.headers.get("Origin"))
         if refusal is not None:
             return error_response(refusal)
+        try:
+            if request.path in DISCOVERY_PATHS:
+                gate.admit_discovery(client_address())
+                return None
+            if request.path == JOIN_PATH and request.method == "POST":
+                gate.admit_join(await _join_secret(), client_address())
+                return None
+        except CommonroomError as error:
+            return error_response(error)
         malformed: CommonroomError | None = None
         try:
             bearer = bearer_from_header()
