@@ -86,7 +86,10 @@ class Gate:
 
     def admit_join(self, secret: str | None, address: str) -> None:
         """A join attempt with `secret` (None: the body named none, or not readably)."""
-        key = hash_secret(secret) if secret else None
+        try:
+            key = hash_secret(secret) if secret else None
+        except UnicodeEncodeError:  # a lone surrogate: no secret the room minted
+            key = None
         if key is not None and key in self.invitations:
             _charge((self.per_invitation, key))
         else:

@@ -61,9 +61,14 @@ _AFTER_SEND: Final = "commonroom_after_send"
 def after_send(response: Response, callback: Callable[[], None]) -> Response:
     """Run `callback` once `response` has been written (or its sending ended otherwise).
 
-    The room uses it to wake event subscribers only after the caller has its answer.
+    The room uses it to wake event subscribers only after the caller has its
+    answer, and a stream to give back its slot. Callbacks run in the order added.
     """
-    setattr(response, _AFTER_SEND, callback)
+    callbacks: list[Callable[[], None]] | None = getattr(response, _AFTER_SEND, None)
+    if callbacks is None:
+        callbacks = []
+        setattr(response, _AFTER_SEND, callbacks)
+    callbacks.append(callback)
     return response
 
 HEADER_CHECK: Final = "commonroom.http.header_check"
@@ -173,8 +178,7 @@ class HardenedHTTPConnection(TrioASGIHTTPConnection):
             with trio.move_on_after(math.inf if timeout is None else timeout):
                 await self._send_response(send_with_a_shielded_end, response)
         finally:
-            callback = getattr(response, _AFTER_SEND, None)
-            if callback is not None:
+            for callback in getattr(response, _AFTER_SEND, ()):
                 callback()
         nursery.cancel_scope.cancel()
 

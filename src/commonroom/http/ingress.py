@@ -154,17 +154,17 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     async def observe() -> Response:
         try:
             start = await open_stream("workspace.observe", stream_views.observe_params())
+            return stream_views.sse_response(room, start, heartbeat_seconds=settings.heartbeat_seconds)
         except CommonroomError as error:
             return error_response(error)
-        return stream_views.sse_response(room, start, heartbeat_seconds=settings.heartbeat_seconds)
 
     @app.get("/workspace/wait")
     async def wait() -> Response:
         try:
             start = await open_stream("workspace.wait", dict(request.args.items()))
+            return await stream_views.wait_response(room, start)
         except CommonroomError as error:
             return error_response(error)
-        return await stream_views.wait_response(room, start)
 
     @app.websocket("/workspace/observe/ws")
     async def observe_ws() -> Any:
@@ -176,9 +176,11 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
             start = await open_stream(
                 "workspace.observe_ws", dict(websocket.args.items()), websocket.headers
             )
+            slot = room.stream_slots.acquire(start.actor)
         except CommonroomError as error:
             return error_response(error)
-        await stream_views.serve_websocket(room, start, heartbeat_seconds=settings.heartbeat_seconds)
+        with slot:
+            await stream_views.serve_websocket(room, start, heartbeat_seconds=settings.heartbeat_seconds)
         return None
 
     return app

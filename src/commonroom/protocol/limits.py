@@ -48,6 +48,9 @@ SURFACE_MAX_BYTES: Final = 768 * 1024
 GUARD_MAX_SENDS: Final = 20
 GUARD_WINDOW_SECONDS: Final = 5 * 60
 HUMAN_HOLD_MINUTES: Final = 2.0
+# Open streams (SSE, WebSocket, long-poll, MCP streams) at once, issue 24 item 2.
+STREAMS_PER_SESSION: Final = 8
+STREAMS_PER_PARTICIPANT: Final = 8
 
 
 @attrs.frozen
