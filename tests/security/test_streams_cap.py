@@ -100,17 +100,29 @@ def test_every_kind_of_stream_counts_toward_one_cap_per_session(room: Room) -> N
         assert room.call("GET", "/workspace/status", room.host)[0] == 200
         # Closing a stream gives its slot back.
         held[0].close()
-        deadline = time.monotonic() + 5
-        while True:
-            again = attempt(room.port, "sse", bearer)
-            held.append(again)
-            if again.open:
-                break
-            assert time.monotonic() < deadline, "the closed stream's slot never came back"
-            time.sleep(0.05)
+        reopen(room, bearer, "sse", held)
+        # Dropping every stream without a goodbye gives every slot back, whatever its kind.
+        for each in held:
+            each.close()
+        held.clear()
+        for n in range(CAP):
+            reopen(room, bearer, KINDS[n % len(KINDS)], held, cursor=room.latest())
     finally:
         for each in held:
             each.close()
+
+
+def reopen(room: Room, bearer: str, kind: str, held: list[Opened], cursor: int = 0) -> None:
+    """Open one more stream, retrying while the room has not yet seen a dropped one go."""
+    deadline = time.monotonic() + 5
+    while True:
+        again = attempt(room.port, kind, bearer, cursor=cursor)
+        held.append(again)
+        if again.open:
+            return
+        assert again.status == 429, again.status
+        assert time.monotonic() < deadline, f"a dropped stream's slot never came back ({kind})"
+        time.sleep(0.05)
 
 
 def test_a_hundred_attempted_streams_leave_the_host_answering(room: Room) -> None:
