@@ -35,13 +35,13 @@ import attrs
 import trio
 
 from commonroom.credentials import Credentials, credentials_path, read_credentials, write_credentials
-from commonroom.engine import sessions
+from commonroom.engine import owner_logins, sessions
 from commonroom.engine.core import SIDECAR_SUFFIX
 from commonroom.engine.dispatch import open_engine
 from commonroom.engine.operations import BODY_LIMITS
 from commonroom.http.guards import Gate
 from commonroom.http.ingress import IngressSettings, create_ingress_app
-from commonroom.http.owner import OwnerAuth, create_owner_app
+from commonroom.http.owner import OwnerAuth, create_owner_app, owner_link
 from commonroom.http.serving import (
     ServeConfig,
     connection_caps,
@@ -217,7 +217,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
         clock=options.rate_clock,
     )
     ingress_app = create_ingress_app(room, settings)
-    auth = OwnerAuth(host_session)
+    auth = OwnerAuth(host_session, clock=engine.clock, room=room)
+    auth.restore(await room.run_sync(owner_logins.load, engine))  # logins survive a restart
     owner_app = create_owner_app(room, auth, heartbeat_seconds=options.heartbeat_seconds)
     # The attachment and surface routes take bodies past the listeners' 1 MiB.
     ingress_app.config["BODY_LIMITS"] = dict(BODY_LIMITS)
@@ -264,7 +265,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                 os.getpid(), ingress_port, owner_port, host_session, engine.workspace_id))
             on_ready(Ready(
                 workspace_id=engine.workspace_id,
-                human_url=f"http://127.0.0.1:{owner_port}/?token={auth.login_token}",
+                human_url=owner_link(owner_port, auth.login_token),
                 invitation=invite["invitation"],
                 transport={"type": hint.type, "encrypted": hint.encrypted, "status": "READY"},
                 owner_port=owner_port,

@@ -193,8 +193,10 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
         conn.execute("UPDATE versions SET manifest = ? WHERE version = ?",
                      (zlib.compress(blobs._varints(ids), 9), version))
     conn.execute("DROP TABLE version_index")
-    # the schema just before the index migration (the last one)
-    conn.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION - 1}")
+    # the schema just before the index migration (and the ones after it)
+    index_migration = next(i for i, m in enumerate(schema.MIGRATIONS) if "version_index" in m)
+    conn.execute("DROP TABLE IF EXISTS owner_logins")  # migration 4 -> 5 (issue 24)
+    conn.execute(f"PRAGMA user_version = {index_migration}")
     engine.close()
 
     reopened = open_engine(path, clock=ManualClock())

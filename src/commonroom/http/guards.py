@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Container, Iterable, Mapping
+from typing import Any
 
 from commonroom.engine.core import hash_secret
 from commonroom.http.common import rate_limited
@@ -126,5 +127,6 @@ def host_and_origin(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None,
     return found.get(b"host"), found.get(b"origin")
 
 
-def scope_header_check(headers: Iterable[tuple[bytes, bytes]]) -> CommonroomError | None:
-    return request_refusal(*host_and_origin(headers))
+def scope_header_check(scope: Mapping[str, Any]) -> CommonroomError | None:
+    """The ingress's `HEADER_CHECK`: Host and Origin of an ASGI scope."""
+    return request_refusal(*host_and_origin(scope["headers"]))

@@ -72,8 +72,9 @@ def after_send(response: Response, callback: Callable[[], None]) -> Response:
     return response
 
 HEADER_CHECK: Final = "commonroom.http.header_check"
-"""``app.extensions[HEADER_CHECK]``: ``f(asgi_headers) -> CommonroomError | None``, run
-before a declared-too-large body is refused (that refusal skips the app)."""
+"""``app.extensions[HEADER_CHECK]``: ``f(asgi_scope) -> CommonroomError | None``, run
+before a declared-too-large body is refused (that refusal skips the app). The scope
+gives the headers and the listener's own address (``scope["server"]``)."""
 
 
 
@@ -141,7 +142,7 @@ class HardenedHTTPConnection(TrioASGIHTTPConnection):
                 # The app's own header check (say Host/Origin) still comes
                 # first: a refused origin is told 403, not 413.
                 check = self.app.extensions.get(HEADER_CHECK)
-                refusal = check(self.scope["headers"]) if check is not None else None
+                refusal = check(self.scope) if check is not None else None
                 await self._refuse_body(receive, send, refusal or body_too_large(limit))
                 return
         await super().__call__(receive, send)
