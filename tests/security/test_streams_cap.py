@@ -93,6 +93,8 @@ def test_every_kind_of_stream_counts_toward_one_cap_per_session(room: Room) -> N
             error = refused.body if kind != "listen" else refused.body["error"]["data"]
             assert error["error"] == "limit_exceeded" and error["details"]["scope"] == "streams", kind
             assert refused.headers["retry-after"] == "5"
+            if kind != "listen":  # not kept alive: a flood of refusals holds no descriptors
+                assert refused.headers["connection"] == "close"
         # Another agent, and the host, are not held up by the hoarder's cap.
         other = attempt(room.port, "sse", room.agent("bystander"))
         held.append(other)

@@ -20,6 +20,7 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
 from commonroom import discovery
+from commonroom.engine.core import hash_secret
 from commonroom.engine.observe import StreamStart
 from commonroom.engine.operations import CALLS, OPERATIONS_BY_NAME
 from commonroom.http import stream_views
@@ -146,8 +147,20 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         return Response(discovery.skill_markdown(), content_type="text/markdown; charset=utf-8")
 
     async def open_stream(name: str, params: dict[str, Any], headers: Any = None) -> StreamStart:
-        """Authorize and validate a stream operation of the table; where it starts."""
+        """Authorize and validate a stream operation of the table; where it starts.
+
+        A live session already holding its cap of streams is refused first,
+        without the store call (a flood of them stays cheap); the slot itself
+        is taken after authorization.
+        """
         bearer = bearer_from_header(headers)
+        if bearer is not None:
+            session_hash = hash_secret(bearer)
+            participant = room.engine.live_sessions.get(session_hash)
+            if participant is not None:
+                refusal = room.stream_slots.refusal(session_hash, participant)
+                if refusal is not None:
+                    raise refusal
         return await stream_views.open_start(room, name, bearer, params)
 
     @app.get("/workspace/observe")

@@ -85,23 +85,34 @@ class StreamSlots:
 
     def acquire(self, actor: Actor) -> StreamSlot:
         """A slot for one more stream of `actor`, or `limit_exceeded` (scope `streams`)."""
-        session: _Key = ("session", actor.session_hash)
-        participant: _Key = ("participant", actor.participant_id)
-        if actor.participant_id not in self.uncapped:
-            for key, cap, whose in ((session, self.per_session, "session"),
-                                    (participant, self.per_participant, "participant")):
-                if self._open[key] >= cap:
-                    raise CommonroomError(
-                        "limit_exceeded",
-                        f"this {whose} already has {cap} open streams (SSE, WebSocket, long-poll,"
-                        " MCP); close one before opening another",
-                        {"scope": "streams", "limit": cap, "per": whose},
-                        retry_after_seconds=RETRY_AFTER_SECONDS,
-                    )
-        keys = (session, participant)
+        refusal = self.refusal(actor.session_hash, actor.participant_id)
+        if refusal is not None:
+            raise refusal
+        keys: tuple[_Key, ...] = (("session", actor.session_hash), ("participant", actor.participant_id))
         for key in keys:
             self._open[key] += 1
         return StreamSlot(self, keys)
+
+    def refusal(self, session_hash: bytes, participant_id: str) -> CommonroomError | None:
+        """The error `acquire` would raise for this session now, or None.
+
+        Adapters may ask before authorizing a stream (from the engine's
+        `live_sessions`), so that a flood past the cap costs no store call;
+        `acquire` after authorization is what counts.
+        """
+        if participant_id in self.uncapped:
+            return None
+        for key, cap, whose in ((("session", session_hash), self.per_session, "session"),
+                                (("participant", participant_id), self.per_participant, "participant")):
+            if self._open[key] >= cap:
+                return CommonroomError(
+                    "limit_exceeded",
+                    f"this {whose} already has {cap} open streams (SSE, WebSocket, long-poll,"
+                    " MCP); close one before opening another",
+                    {"scope": "streams", "limit": cap, "per": whose},
+                    retry_after_seconds=RETRY_AFTER_SECONDS,
+                )
+        return None
 
     def open_streams(self, actor: Actor) -> int:
         """How many streams `actor`'s session holds now."""
