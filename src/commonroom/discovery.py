@@ -57,7 +57,11 @@ def protocol_document() -> dict[str, Any]:
         "operations": operations_document(),
         "limits": {
             "requests_per_minute_per_bearer": 600,
+            "requests_per_minute_per_participant": 600,
             "unauthenticated_requests_per_minute_per_address": 60,
+            "discovery_requests_per_minute_per_address": 60,
+            "joins_per_minute_per_invitation": 60,
+            "joins_with_an_unknown_secret_per_minute_per_address": 20,
             "body_bytes": 1024 * 1024,
             "list_limit": [1, 200],
         },

@@ -1,5 +1,7 @@
 """Sliding-window rate limits: 600 requests per bearer in any 60 s, 60 per address.
 
+(Which windows a request is charged to is `http/guards.Gate`'s business.)
+
 PROTOCOL.md section 11 asks for an exact bound: at most `limit` admissions
 per key in *any* window of `period` seconds. Each key keeps the times of its
 admissions inside the current window (a deque, oldest first; at most `limit`
@@ -31,6 +33,10 @@ class RateLimiter:
 
     def acquire(self, key: object) -> float | None:
         """Admit one request for `key`: None when allowed, else the seconds until one is."""
+        return acquire_all((self, key))
+
+    def wait(self, key: object) -> float | None:
+        """Without admitting anything: None when `key` may be admitted now, else the seconds until then."""
         now = self.clock()
         times = self._admitted.get(key)
         if times is None:
@@ -39,9 +45,12 @@ class RateLimiter:
         while times and times[0] <= horizon:
             times.popleft()
         if len(times) < self.limit:
-            times.append(now)
             return None
         return times[0] + self.period - now
+
+    def record(self, key: object) -> None:
+        """Admit one request for `key` (after `wait` said it may be)."""
+        self._admitted[key].append(self.clock())
 
     def sweep(self) -> int:
         """Forget keys with no admission in the window; returns how many remain."""
@@ -53,6 +62,20 @@ class RateLimiter:
 
     def __len__(self) -> int:
         return len(self._admitted)
+
+
+def acquire_all(*charges: tuple[RateLimiter, object]) -> float | None:
+    """Admit one request on every (limiter, key) or on none of them.
+
+    None when all admitted it; else the longest wait, and nothing was
+    recorded (a request refused by one window is not charged to the others).
+    """
+    waits = [wait for limiter, key in charges if (wait := limiter.wait(key)) is not None]
+    if waits:
+        return max(waits)
+    for limiter, key in charges:
+        limiter.record(key)
+    return None
 
 
 def retry_after(seconds: float) -> int:

@@ -35,20 +35,32 @@ import attrs
 import trio
 
 from commonroom.credentials import Credentials, credentials_path, read_credentials, write_credentials
-from commonroom.engine import sessions
+from commonroom.engine import owner_logins, sessions
 from commonroom.engine.core import SIDECAR_SUFFIX
 from commonroom.engine.dispatch import open_engine
 from commonroom.engine.operations import BODY_LIMITS
 from commonroom.http.guards import Gate
 from commonroom.http.ingress import IngressSettings, create_ingress_app
-from commonroom.http.owner import OwnerAuth, create_owner_app
-from commonroom.http.serving import ServeConfig, serve, wait_for_stop_signal
+from commonroom.http.owner import OwnerAuth, create_owner_app, owner_link
+from commonroom.http.serving import (
+    ServeConfig,
+    connection_caps,
+    raise_open_file_limit,
+    serve,
+    wait_for_stop_signal,
+)
 from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
-from commonroom.protocol.limits import HUMAN_HOLD_MINUTES, ServingLimits
+from commonroom.protocol.limits import (
+    HUMAN_HOLD_MINUTES,
+    STREAMS_PER_PARTICIPANT,
+    STREAMS_PER_SESSION,
+    ServingLimits,
+)
 from commonroom.protocol.timefmt import Clock, system_clock
 from commonroom.room.core import Room
+from commonroom.room.slots import StreamSlots
 from commonroom.store.document import DocumentFile
 from commonroom.transport import registry
 
@@ -76,6 +88,13 @@ class ServeOptions:
     # A connection idle this long is closed; it also bounds how long a request's
     # head may take to arrive (slowloris). Tests shorten it.
     keep_alive_timeout: float = 5.0
+    # Open streams at once (room/slots.py); benchmarks with 1,000 subscribers of one
+    # session raise them.
+    streams_per_session: int = STREAMS_PER_SESSION
+    streams_per_participant: int = STREAMS_PER_PARTICIPANT
+    # Connections the ingress serves at once; None: what the raised RLIMIT_NOFILE leaves
+    # after the reserve (http/serving.connection_caps).
+    max_connections: int | None = None
     # Injected time for tests: the engine's wall clock and the rate limiter's monotonic one.
     clock: Clock = system_clock
     rate_clock: Callable[[], float] = trio.current_time
@@ -124,6 +143,7 @@ async def serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None]
 async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None],
                       stop: trio.Event) -> None:
     doc = Path(options.path).resolve()
+    open_files = raise_open_file_limit()
     try:
         credentials = credentials_path(doc)
     except OSError as exc:
@@ -148,8 +168,12 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
         )
         engine.human_hold_minutes = options.human_hold_minutes
         try:
-            room = Room(engine)
-            await _run(room, plugin, options, doc, on_ready, stop)
+            room = Room(engine, stream_slots=StreamSlots(
+                per_session=options.streams_per_session,
+                per_participant=options.streams_per_participant,
+                uncapped={engine.host_participant_id},
+            ))
+            await _run(room, plugin, options, doc, on_ready, stop, connection_caps(open_files))
         finally:
             credentials.unlink(missing_ok=True)
             engine.close()
@@ -177,8 +201,12 @@ def _check_document(doc: Path) -> None:
 
 
 async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
-               on_ready: Callable[[Ready], None], stop: trio.Event) -> None:
+               on_ready: Callable[[Ready], None], stop: trio.Event,
+               caps: tuple[int, int]) -> None:
     engine = room.engine
+    ingress_cap, owner_cap = caps
+    if options.max_connections is not None:
+        ingress_cap = options.max_connections
     await room.run_sync(sessions.end_stale_host_sessions, engine)
     host_session = await room.run_sync(sessions.mint_host_session, engine)
     settings = IngressSettings(
@@ -189,7 +217,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
         clock=options.rate_clock,
     )
     ingress_app = create_ingress_app(room, settings)
-    auth = OwnerAuth(host_session)
+    auth = OwnerAuth(host_session, clock=engine.clock, room=room)
+    auth.restore(await room.run_sync(owner_logins.load, engine))  # logins survive a restart
     owner_app = create_owner_app(room, auth, heartbeat_seconds=options.heartbeat_seconds)
     # The attachment and surface routes take bodies past the listeners' 1 MiB.
     ingress_app.config["BODY_LIMITS"] = dict(BODY_LIMITS)
@@ -210,7 +239,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
             try:
                 ingress_port = await listeners.start(partial(
                     serve, ingress_app, ServeConfig(port=wanted, write_timeout=STREAM_WRITE_TIMEOUT,
-                                                keep_alive_timeout=options.keep_alive_timeout),
+                                                keep_alive_timeout=options.keep_alive_timeout,
+                                                max_connections=ingress_cap),
                     shutdown_trigger=stop.wait))
             except OSError:
                 if options.ingress_port is not None and options.ingress_port != 0:
@@ -220,10 +250,12 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                     ) from None
                 ingress_port = await listeners.start(partial(
                     serve, ingress_app, ServeConfig(port=0, write_timeout=STREAM_WRITE_TIMEOUT,
-                                                keep_alive_timeout=options.keep_alive_timeout),
+                                                keep_alive_timeout=options.keep_alive_timeout,
+                                                max_connections=ingress_cap),
                     shutdown_trigger=stop.wait))
                 notes.append(f"ingress port {wanted} was taken; bound {ingress_port}")
-            owner_port = await _start_owner(listeners, owner_app, options, room, stop, notes)
+            owner_port = await _start_owner(listeners, owner_app, options, room, stop, notes,
+                                            owner_cap)
 
             hint: TransportHint = await nursery.start(plugin.run, "127.0.0.1", ingress_port)
             await room.run_sync(engine.set_transport, options.transport, hint)
@@ -233,7 +265,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                 os.getpid(), ingress_port, owner_port, host_session, engine.workspace_id))
             on_ready(Ready(
                 workspace_id=engine.workspace_id,
-                human_url=f"http://127.0.0.1:{owner_port}/?token={auth.login_token}",
+                human_url=owner_link(owner_port, auth.login_token),
                 invitation=invite["invitation"],
                 transport={"type": hint.type, "encrypted": hint.encrypted, "status": "READY"},
                 owner_port=owner_port,
@@ -253,14 +285,15 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
 
 
 async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOptions, room: Room,
-                       stop: trio.Event, notes: list[str]) -> int:
+                       stop: trio.Event, notes: list[str], max_connections: int) -> int:
     """Bind the owner page where it was last time, so an open tab survives a restart."""
     wanted = options.owner_port
     if wanted is None:
         wanted = await room.run_sync(room.engine.saved_port, "owner_port") or 0
     try:
         port: int = await listeners.start(partial(
-            serve, owner_app, ServeConfig(port=wanted, keep_alive_timeout=options.keep_alive_timeout),
+            serve, owner_app, ServeConfig(port=wanted, keep_alive_timeout=options.keep_alive_timeout,
+                                      max_connections=max_connections),
             shutdown_trigger=stop.wait))
     except OSError as exc:
         if options.owner_port:
@@ -271,7 +304,8 @@ async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOp
                 {"port": options.owner_port},
             ) from None
         port = await listeners.start(partial(
-            serve, owner_app, ServeConfig(port=0, keep_alive_timeout=options.keep_alive_timeout),
+            serve, owner_app, ServeConfig(port=0, keep_alive_timeout=options.keep_alive_timeout,
+                                  max_connections=max_connections),
             shutdown_trigger=stop.wait))
         notes.append(f"owner port {wanted} was taken; bound {port} (open the new link)")
     await room.run_sync(room.engine.save_port, "owner_port", port)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from commonroom.credentials import read_credentials
 from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, run_axe
 from tests.e2e.conftest import RoomProcess, ce
 from tests.editing import save_like_an_editor
@@ -24,7 +25,8 @@ def test_live_review_approve_with_keys_and_commit_arrives(page: Any, room: Room)
     assert page.locator("#queue-empty").is_visible()  # the empty state says what to do next
     # Panels for routes this room does not have (handoffs, room text) are hidden, not broken.
     for route, panel in (("handoffs", "#handoffs-panel"), ("messages", "#messages-panel")):
-        status = page.evaluate(f"fetch('/owner/api/workspace/{route}').then(r => r.status)")
+        status = page.evaluate(f"fetch('/owner/api/workspace/{route}', {{headers: {{'X-Commonroom-Owner':"
+                               " sessionStorage.getItem('commonroom.owner')}}).then(r => r.status)")
         assert page.locator(panel).is_visible() == (status == 200), (route, status)
     # No polling: an idle page sends nothing (the one EventSource is already open).
     page.wait_for_timeout(200)
@@ -196,53 +198,56 @@ def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) ->
     assert page.locator("[onerror], [onload]").count() == 0
 
 
-def test_writes_need_the_csrf_header_and_the_ingress_never_serves_the_page(room: Room) -> None:
+def test_the_api_needs_the_tabs_login_header_and_the_ingress_never_serves_the_page(room: Room) -> None:
     owner = Http(room.owner_port)
-    path_query = room.url.split(str(room.owner_port), 1)[1]
-    # The ingress: no page, no cookie, not even for the login URL.
+    token = room.url.split("#token=", 1)[1]
+    # The ingress: no page, no login, not even for the login routes.
     for path in ("/static/..%2fhttp%2fowner.py", "/static/../http/owner.py", "/static/.hidden"):
         assert owner.call("GET", path)[0] == 404, path
-    for path in ("/", path_query, "/static/app.js", "/owner/api/workspace/room"):
+    for path in ("/", "/static/app.js", "/owner/api/workspace/room"):
         status, _, headers = Http(room.host.port).call("GET", path)
         assert status == 404 and "set-cookie" not in headers, path
-    status, _, _ = Http(room.host.port).call("POST", "/owner/login-link")
-    assert status == 404
+    for path in ("/owner/login-link", "/owner/login", "/owner/stream-ticket"):
+        assert Http(room.host.port).call("POST", path, {"token": token})[0] == 404, path
 
-    status, _, headers = owner.call("GET", path_query)
-    assert status == 303
-    cookie = headers["set-cookie"].split(";", 1)[0]
-    assert "HttpOnly" in headers["set-cookie"] and "SameSite=Strict" in headers["set-cookie"]
-    status, page_html, _ = owner.call("GET", "/", headers={"Cookie": cookie})
-    csrf = page_html.split('name="commonroom-csrf" content="', 1)[1].split('"', 1)[0]
-    body = {"capabilities": ["read"]}
-    status, answer, _ = owner.call("POST", "/owner/api/workspace/invite", body, headers={"Cookie": cookie})
-    assert status == 403 and answer["error"] == "permission_denied"
-    status, answer, _ = owner.call("POST", "/owner/api/workspace/invite", body,
-                                   headers={"Cookie": cookie, "X-Commonroom-CSRF": "wrong"})
-    assert status == 403
-    status, answer, headers = owner.call("POST", "/owner/api/workspace/invite", body,
-                                         headers={"Cookie": cookie, "X-Commonroom-CSRF": csrf})
-    assert status == 200 and answer["invitation"].startswith("commonroom://join/")
+    # The page itself is no secret: anyone gets it, and nothing in it logs anyone in.
+    status, page_html, headers = owner.call("GET", "/")
+    assert status == 200 and "set-cookie" not in headers and token not in page_html
     assert "script-src 'self'" in headers["content-security-policy"]
-    status, answer, _ = owner.call("GET", "/owner/api/workspace/room")
-    assert status == 401 and answer["error"] == "unauthorized"  # no cookie, no API
+    status, answer, headers = owner.call("POST", "/owner/login", {"token": token})
+    assert status == 200 and "set-cookie" not in headers
+    login = {"X-Commonroom-Owner": answer["credential"]}
+    body = {"capabilities": ["read"]}
+    for refused in ({}, {"Cookie": f"commonroom_owner={answer['credential']}"},
+                    {"X-Commonroom-Owner": "own_wrong"}):
+        status, answer_, _ = owner.call("POST", "/owner/api/workspace/invite", body, headers=refused)
+        assert status == 401 and answer_["error"] == "unauthorized", refused
+    status, answer, _ = owner.call("POST", "/owner/api/workspace/invite", body, headers=login)
+    assert status == 200 and answer["invitation"].startswith("commonroom://join/")
+    status, answer, _ = owner.call("POST", "/owner/api/workspace/invite", body,
+                                   headers={**login, "Origin": "http://localhost:9999"})
+    assert status == 403 and answer["error"] == "permission_denied"
 
 
-def test_a_spent_link_answers_with_a_page_that_says_what_to_do(page: Any, room: Room) -> None:
+def test_a_spent_link_says_what_to_do(page: Any, room: Room) -> None:
     open_page(page, room)
+    assert "#token=" not in page.url  # the spent token left the address bar
     other = page.context.browser.new_context()
     try:
         tab = other.new_page()
-        response = tab.goto(room.url)
-        assert response.status == 401
-        assert "already used" in tab.locator("h1").inner_text()
-        assert "ce open idea.md" in tab.locator("body").inner_text()
+        tab.goto(room.url)
+        tab.wait_for_selector("body[data-login='needed']")
+        assert "already used" in tab.locator("#login-title").inner_text()
+        assert "ce open idea.md" in tab.locator("#login").inner_text()
+        assert tab.locator("#app").is_hidden()
+        assert run_axe(tab) == []
         # `ce open` mints a fresh link that works once.
         result = ce("open", str(room.doc), "--no-browser", "--json")
         assert result.returncode == 0, result.stderr
         url = json.loads(result.stdout)["url"]
-        assert url.startswith(f"http://127.0.0.1:{room.owner_port}/?token=") and url != room.url
+        assert url.startswith(f"http://127.0.0.1:{room.owner_port}/#token=") and url != room.url
         tab.goto(url)
+        tab.reload()  # a reload keeps the tab's login (sessionStorage), the link stays spent
         tab.wait_for_selector("body[data-ready='true']")
         assert run_axe(tab) == []
     finally:
@@ -301,8 +306,9 @@ def test_phone_width_is_one_column(browser: Any, room: Room) -> None:
         context.close()
 
 
-def test_after_a_restart_the_open_tab_says_how_to_log_in_again(page: Any, doc: Path) -> None:
-    # No --port-owner: the room comes back on the same port, so the tab's address stays right.
+def test_after_a_restart_the_open_tab_reconnects_by_itself(page: Any, doc: Path) -> None:
+    # No --port-owner: the room comes back on the same port, so the tab's origin (and with it
+    # its sessionStorage login) stays the same; the login itself is kept hashed in the sidecar.
     first = RoomProcess(["serve", str(doc), "--json", "--port-ingress", "0"], doc.parent)
     second: RoomProcess | None = None
     try:
@@ -314,17 +320,31 @@ def test_after_a_restart_the_open_tab_says_how_to_log_in_again(page: Any, doc: P
         second = RoomProcess(["serve", str(doc), "--json", "--port-ingress", "0"], doc.parent)
         second.wait_ready_json()
         assert second.ready["owner_port"] == first.ready["owner_port"]
-        page.locator("#notice", has_text="ce open").wait_for(timeout=15000)
-        result = ce("open", str(doc), "--no-browser", "--json")
-        assert result.returncode == 0, result.stderr
-        page.goto(json.loads(result.stdout)["url"])
-        page.wait_for_selector("#live-state.ok")
+        page.wait_for_selector("#live-state.ok", timeout=15000)
         assert page.locator("#notice").is_hidden()
+        # Live again: a proposal made now appears in the same tab without a reload.
+        creds = read_credentials(doc)
+        assert creds is not None
+        host = Http(second.ready["ingress_port"], creds.host_session)
+        invite = host.ok("POST", "/workspace/invite", {})
+        agent = Http(host.port, Http(host.port).ok(
+            "POST", "/session/join", {"invite": invite["invitation"], "name": "after"})["session_id"])
+        version = int(host.ok("GET", "/workspace/status")["version"])
+        proposal = agent.ok("POST", "/workspace/propose", {
+            "region": "Problem", "base_version": version, "summary": "made after the restart",
+            "content": "## Problem\n\nStill here.\n"})
+        page.locator(f"[data-proposal='{proposal['proposal_id']}']").wait_for()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "page-after-restart.png"), full_page=False)
+        # `ce open --logout-all` ends the login: the same tab says so and stops.
+        result = ce("open", str(doc), "--logout-all", "--json")
+        assert result.returncode == 0 and json.loads(result.stdout)["ended"] >= 1, result.stderr
+        page.locator("#notice", has_text="ce open idea.md").wait_for(timeout=15000)
+        page.locator("#live-state", has_text="logged out").wait_for()
     finally:
         first.close()
         if second is not None:
             second.close()
-
 
 
 def test_keep_only_some_hunks_then_approve(page: Any, room: Room) -> None:

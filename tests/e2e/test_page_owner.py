@@ -50,19 +50,34 @@ def test_ce_open_prints_a_fresh_link_that_works_once(room: RoomProcess, doc: Pat
     assert result.returncode == 0, result.stderr
     answer = json.loads(result.stdout)
     assert answer["opened"] is False
-    path = answer["url"].split(str(room.ready["owner_port"]), 1)[1]
-    status, _, headers = owner.call("GET", path)
-    assert status == 303 and "commonroom_owner=" in headers["set-cookie"]
-    # Used once: the second visit is a page that says how to get a new link, not JSON.
-    status, body, headers = owner.call("GET", path)
-    assert status == 401 and headers["content-type"].startswith("text/html")
-    assert "already used" in body and "ce open idea.md" in body
+    prefix = f"http://127.0.0.1:{room.ready['owner_port']}/#token="
+    assert answer["url"].startswith(prefix)  # the token rides in the fragment, never sent
+    token = answer["url"].removeprefix(prefix)
+    status, login, headers = owner.call("POST", "/owner/login", {"token": token})
+    assert status == 200 and login["credential"].startswith("own_") and "set-cookie" not in headers
+    # Used once: the second exchange is refused, saying how to get a new link.
+    status, refused, _ = owner.call("POST", "/owner/login", {"token": token})
+    assert status == 401 and refused["error"] == "unauthorized" and "ce open idea.md" in refused["message"]
     # The printed startup link still works once too: `ce open` does not spend it.
-    status, _, _ = owner.call("GET", room.ready["human_url"].split(str(room.ready["owner_port"]), 1)[1])
-    assert status == 303
+    printed = room.ready["human_url"].removeprefix(prefix)
+    assert owner.call("POST", "/owner/login", {"token": printed})[0] == 200
     # Readable form: one line with the link.
     plain = ce("open", str(doc), "--no-browser")
     assert plain.returncode == 0 and plain.stdout.startswith("owner page (one-time link): http://127.0.0.1:")
+
+
+def test_logout_all_ends_every_page_login_with_or_without_a_room(room: RoomProcess, doc: Path) -> None:
+    owner = Http(room.ready["owner_port"])
+    token = room.ready["human_url"].split("#token=", 1)[1]
+    credential = owner.call("POST", "/owner/login", {"token": token})[1]["credential"]
+    login = {"X-Commonroom-Owner": credential}
+    assert owner.call("GET", "/owner/api/workspace/status", headers=login)[0] == 200
+    result = ce("open", str(doc), "--logout-all")
+    assert result.returncode == 0 and result.stdout.startswith("ended 1 page login;"), result.stdout
+    assert owner.call("GET", "/owner/api/workspace/status", headers=login)[0] == 401
+    # Without a room the sidecar's logins end too (none are left: 0).
+    room.stop()
+    assert json.loads(ce("open", str(doc), "--logout-all", "--json").stdout) == {"ended": 0}
 
 
 def test_the_login_link_route_needs_the_host_bearer_and_is_owner_only(room: RoomProcess) -> None:

@@ -147,7 +147,9 @@ async def open_and_drop(live: LiveRoom, bearer: str, kind: str, cursor: int) -> 
 async def test_a_hundred_clients_dropping_streams_leak_nothing(abuse_doc: Path) -> None:
     kinds = ("sse", "ws", "ws-graceful", "long-poll")
     async with trio.open_nursery() as nursery:
-        live = await start_room(nursery, abuse_doc, **GENEROUS)
+        # A hundred streams on one session: past the cap of 8 (tests/security/test_streams_cap.py).
+        live = await start_room(nursery, abuse_doc, **GENEROUS, streams_per_session=1000,
+                                streams_per_participant=1000)
         bearer = (await live.join("watcher"))["session_id"]
 
         async def one_round() -> None:

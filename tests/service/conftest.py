@@ -40,6 +40,16 @@ class LiveRoom:
             all_headers["Content-Type"] = "application/json"
         return await self.raw(method, path, body=body, headers=all_headers)
 
+    async def owner_login(self) -> dict[str, str]:
+        """Log in to the owner page as its script does (the printed link's fragment token,
+        exchanged once): the headers of an owner API call."""
+        port = self.ready.owner_port
+        token = self.ready.human_url.split("#token=", 1)[1]
+        login = await self.raw("POST", "/owner/login", body={"token": token}, port=port,
+                               headers={"Host": f"127.0.0.1:{port}", "Content-Type": "application/json"})
+        assert login.status == 200, login.body
+        return {"Host": f"127.0.0.1:{port}", "X-Commonroom-Owner": login.json()["credential"]}
+
     async def join(self, name: str = "agent", capabilities: list[str] | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {}
         if capabilities is not None:

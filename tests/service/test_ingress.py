@@ -173,33 +173,22 @@ async def test_restart_keeps_workspace_sessions_and_history(doc: Path) -> None:
         second.stop.set()
 
 
-async def test_owner_cookie_csrf_and_no_mcp(live: LiveRoom) -> None:
+async def test_owner_login_header_and_no_mcp(live: LiveRoom) -> None:
     port = live.ready.owner_port
     host = {"Host": f"127.0.0.1:{port}"}
-    anon = await live.raw("GET", "/", port=port, headers=host)
+    page = await live.raw("GET", "/", port=port, headers=host)
+    assert page.status == 200 and b"Participants" in page.body  # the page: no secret in it
+    anon = await live.raw("GET", "/owner/api/workspace/status", port=port, headers=host)
     assert anon.status == 401
-    token = live.ready.human_url.split("token=")[1]
-    login = await live.raw("GET", f"/?token={token}", port=port, headers=host)
-    assert login.status == 303
-    cookie_header = login.header("set-cookie")
-    assert "HttpOnly" in cookie_header and "SameSite=Strict" in cookie_header
-    cookie = cookie_header.split(";")[0]
-    again = await live.raw("GET", f"/?token={token}", port=port, headers=host)
+    owner = await live.owner_login()
+    token = live.ready.human_url.split("#token=")[1]
+    again = await live.raw("POST", "/owner/login", port=port, body={"token": token}, headers=host)
     assert again.status == 401  # one time
-    page = await live.raw("GET", "/", port=port, headers={**host, "Cookie": cookie})
-    assert page.status == 200 and b"Participants" in page.body
-    csrf = page.body.decode().split('name="commonroom-csrf" content="')[1].split('"')[0]
-    status = await live.raw("GET", "/owner/api/workspace/status", port=port,
-                            headers={**host, "Cookie": cookie})
+    status = await live.raw("GET", "/owner/api/workspace/status", port=port, headers=owner)
     assert status.status == 200 and status.json()["version"] >= 1
-    no_csrf = await live.raw("POST", "/owner/api/workspace/invite", port=port, body={},
-                             headers={**host, "Cookie": cookie})
-    assert no_csrf.status == 403
-    with_csrf = await live.raw("POST", "/owner/api/workspace/invite", port=port, body={},
-                               headers={**host, "Cookie": cookie, "X-Commonroom-CSRF": csrf})
-    assert with_csrf.status == 200 and with_csrf.json()["invitation"].startswith("commonroom://")
-    mcp = await live.raw("POST", "/mcp", port=port, body={}, headers={**host, "Cookie": cookie,
-                                                                      "X-Commonroom-CSRF": csrf})
+    invited = await live.raw("POST", "/owner/api/workspace/invite", port=port, body={}, headers=owner)
+    assert invited.status == 200 and invited.json()["invitation"].startswith("commonroom://")
+    mcp = await live.raw("POST", "/mcp", port=port, body={}, headers=owner)
     assert mcp.status == 404
 
 

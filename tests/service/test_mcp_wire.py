@@ -243,15 +243,8 @@ async def test_get_and_delete_are_405_except_the_valid_stream(live: LiveRoom) ->
 
 async def test_the_owner_port_has_no_mcp(live: LiveRoom) -> None:
     port = live.ready.owner_port
-    host = {"Host": f"127.0.0.1:{port}"}
-    token = live.ready.human_url.split("token=")[1]
-    login = await live.raw("GET", f"/?token={token}", port=port, headers=host)
-    cookie = login.header("set-cookie").split(";")[0]
-    page = await live.raw("GET", "/", port=port, headers={**host, "Cookie": cookie})
-    csrf = page.body.decode().split('name="commonroom-csrf" content="')[1].split('"')[0]
     message = envelope("server/discover")
-    headers = {**headers_for(message, live.host_session), **host, "Cookie": cookie,
-               "X-Commonroom-CSRF": csrf}
+    headers = {**headers_for(message, live.host_session), **await live.owner_login()}
     posted = await live.raw("POST", "/mcp", port=port, headers=headers, body=message)
     assert posted.status == 404 and posted.json()["error"] == "invalid_request"
     stream = await live.raw("GET", "/mcp", port=port, headers={**headers, "Accept": "text/event-stream"})

@@ -1,4 +1,4 @@
-"""The owner listener without a browser: login cookie, the observe adapter, the page's files."""
+"""The owner listener without a browser: the page login, the observe adapter, the page's files."""
 
 from __future__ import annotations
 
@@ -19,21 +19,21 @@ async def _owner(live: LiveRoom, method: str, path: str, headers: dict[str, str]
                                     body=body)
 
 
-async def _login(live: LiveRoom) -> str:
-    path = live.ready.human_url.split(str(live.ready.owner_port), 1)[1]
-    answer = await _owner(live, "GET", path)
-    assert answer.status == 303
-    cookie = dict(answer.headers)["set-cookie"].split(";", 1)[0]
-    return cookie
+async def _ticket(live: LiveRoom, login: dict[str, str]) -> str:
+    answer = await _owner(live, "POST", "/owner/stream-ticket", headers=login)
+    assert answer.status == 200 and answer.json()["expires_in_seconds"] == 30
+    ticket: str = answer.json()["ticket"]
+    return ticket
 
 
 async def test_owner_observe_streams_the_rooms_events_with_the_host_session(live: LiveRoom) -> None:
-    cookie = await _login(live)
+    login = await live.owner_login()
+    ticket = await _ticket(live, login)
     port = live.ready.owner_port
     stream = await trio.open_tcp_stream("127.0.0.1", port)
     status, head, chunks = await byteclient.open_stream(
-        stream, "/owner/api/workspace/observe?since_event_id=0",
-        headers={"Host": f"127.0.0.1:{port}", "Cookie": cookie})
+        stream, f"/owner/api/workspace/observe?since_event_id=0&ticket={ticket}",
+        headers={"Host": f"127.0.0.1:{port}"})
     assert status == 200 and dict(head)["content-type"].startswith("text/event-stream")
     agent = await live.join("drafter")
     types: list[str] = []
@@ -50,21 +50,31 @@ async def test_owner_observe_streams_the_rooms_events_with_the_host_session(live
     assert types[0] == "workspace.created" and "participant.joined" in types  # replay, then live
 
 
-async def test_owner_observe_and_api_need_the_cookie(live: LiveRoom) -> None:
+async def test_owner_observe_and_api_need_the_login(live: LiveRoom) -> None:
     for path in ("/owner/api/workspace/observe", "/owner/api/workspace/room"):
         answer = await _owner(live, "GET", path)
         assert answer.status == 401 and answer.json()["error"] == "unauthorized"
-    # The page without the cookie is a small HTML page, not JSON.
+    # A ticket is spent by its stream: the browser's own retry with it is refused.
+    login = await live.owner_login()
+    ticket = await _ticket(live, login)
+    path = f"/owner/api/workspace/observe?ticket={ticket}"
+    first = await trio.open_tcp_stream("127.0.0.1", live.ready.owner_port)
+    status, _, _ = await byteclient.open_stream(
+        first, path, headers={"Host": f"127.0.0.1:{live.ready.owner_port}"})
+    assert status == 200
+    await first.aclose()
+    again = await _owner(live, "GET", path)
+    assert again.status == 401
+    # The page itself holds the login help (its script shows it): `ce open FILE`.
     answer = await _owner(live, "GET", "/", headers={"Accept": "text/html"})
-    assert answer.status == 401 and "ce open idea.md" in answer.body.decode()
+    assert answer.status == 200 and "ce open idea.md" in answer.body.decode()
 
 
 async def test_the_page_and_its_files_are_served_with_a_strict_policy(live: LiveRoom) -> None:
-    cookie = await _login(live)
-    page = await _owner(live, "GET", "/", headers={"Cookie": cookie, "Accept": "text/html"})
+    page = await _owner(live, "GET", "/", headers={"Accept": "text/html"})
     assert page.status == 200
     text = page.body.decode()
-    assert 'name="commonroom-csrf" content="' in text and "{{CSRF}}" not in text
+    assert 'name="commonroom-file" content="idea.md"' in text and "{{FILE}}" not in text
     headers = dict(page.headers)
     assert "script-src 'self'" in headers["content-security-policy"]
     assert headers["x-frame-options"] == "DENY"

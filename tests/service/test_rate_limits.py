@@ -13,17 +13,18 @@ from tests.service.test_serving import RawClient
 async def test_a_live_session_is_charged_to_its_bearer_from_its_first_request(doc: Path) -> None:
     async with trio.open_nursery() as nursery:
         live = await start_room(nursery, doc, anonymous_per_minute=5, rate_clock=lambda: 0.0)
-        first = (await live.join("first"))["session_id"]  # join: anonymous (address) x1
-        second = (await live.join("second"))["session_id"]  # x2
+        # Joins are charged to their invitations' windows, not the address (issue 24 item 5).
+        first = (await live.join("first"))["session_id"]
+        second = (await live.join("second"))["session_id"]
         # Many refused calls of a live session do not use up the address.
         for _ in range(10):
             bad = await live.call("GET", "/workspace/read?version=zero", first)
             assert bad.status == 400
         assert (await live.call("GET", "/workspace/status", second)).status == 200
-        # Unknown bearers are the address's: 3 left of 5, then 429.
+        # Unknown bearers are the address's: 5, then 429.
         codes = [(await live.call("GET", "/workspace/status", f"ses_guess{i}")).status
-                 for i in range(4)]
-        assert codes == [401, 401, 401, 429]
+                 for i in range(6)]
+        assert codes == [401] * 5 + [429]
         # The address is spent; live sessions are not held up by it.
         assert (await live.call("GET", "/workspace/status", first)).status == 200
         # A session that ended is unknown again: charged to the (spent) address.

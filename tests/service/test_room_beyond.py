@@ -336,14 +336,7 @@ async def test_presence_flips_on_the_rooms_sweeper(
 
 async def test_the_owner_api_takes_a_full_attachment_too(live: LiveRoom) -> None:
     port = live.ready.owner_port
-    host = {"Host": f"127.0.0.1:{port}"}
-    token = live.ready.human_url.split("token=")[1]
-    login = await live.raw("GET", f"/?token={token}", port=port, headers=host)
-    cookie = login.header("set-cookie").split(";")[0]
-    page = await live.raw("GET", "/", port=port, headers={**host, "Cookie": cookie})
-    csrf = page.body.decode().split('name="commonroom-csrf" content="')[1].split('"')[0]
-    headers = {**host, "Cookie": cookie, "X-Commonroom-CSRF": csrf,
-               "Content-Type": "application/json"}
+    headers = {**await live.owner_login(), "Content-Type": "application/json"}
     full = {"file_name": "big.md", "mime_type": "text/markdown",
             "data_base64": b64(b"#" * limits.ATTACHMENT_MAX_BYTES)}
     added = await live.raw("POST", "/owner/api/workspace/attachment", port=port, body=full,

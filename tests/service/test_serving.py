@@ -37,7 +37,7 @@ CONFIG = ServeConfig(keep_alive_timeout=0.3, max_body_bytes=LIMIT, write_timeout
 
 
 def make_app() -> QuartTrio:
-    app = QuartTrio("test_serving")
+    app = QuartTrio("test_serving", static_folder=None)
     # Small, so that "a stream outlives RESPONSE_TIMEOUT" takes 2 s, not 60.
     app.config["RESPONSE_TIMEOUT"] = 1
 
@@ -474,7 +474,7 @@ async def test_two_servers_run_side_by_side_in_one_nursery() -> None:
     stop = trio.Event()
     async with trio.open_nursery() as nursery:
         first = await nursery.start(partial(serve, make_app(), CONFIG, shutdown_trigger=stop.wait))
-        other = QuartTrio("other")
+        other = QuartTrio("other", static_folder=None)
 
         @other.get("/hello")
         async def hello() -> dict[str, Any]:
@@ -507,7 +507,7 @@ def test_harden_is_idempotent_and_refuses_foreign_classes() -> None:
         request_class = CustomRequest
 
     with pytest.raises(TypeError):
-        harden(Custom("custom"), max_body_bytes=10)
+        harden(Custom("custom", static_folder=None), max_body_bytes=10)
 
 
 # ------------------------------------------------------------------------------ pitfall 5
@@ -523,7 +523,7 @@ SIGINT_SCRIPT = textwrap.dedent(
     from commonroom.http.serving import ServeConfig, serve
     from commonroom.http.serving import wait_for_stop_signal
 
-    app = QuartTrio("sigint")
+    app = QuartTrio("sigint", static_folder=None)
 
     @app.get("/flood")
     async def flood():

@@ -29,7 +29,7 @@ PROMPT = 3.0  # seconds; every exchange here takes milliseconds
 
 
 def make_app() -> QuartTrio:
-    app = QuartTrio(__name__)
+    app = QuartTrio(__name__, static_folder=None)
 
     @app.get("/hello")
     async def hello() -> dict[str, str]:

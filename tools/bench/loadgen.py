@@ -211,7 +211,7 @@ def run_child_json(args: Sequence[str], timeout: float) -> dict[str, Any]:
 def _bare_app() -> Any:
     from quart_trio import QuartTrio
 
-    app = QuartTrio("bench")
+    app = QuartTrio("bench", static_folder=None)
 
     @app.get("/hello")
     async def hello() -> dict[str, bool]:
@@ -266,6 +266,10 @@ def run_room_server(path: Path, rpm: int, heartbeat: float) -> None:
         requests_per_minute=rpm,
         anonymous_per_minute=rpm,
         heartbeat_seconds=heartbeat,
+        # The stream benchmarks open 1,000 streams on one session; the cap itself is
+        # what tools/hostile/connections.py measures.
+        streams_per_session=10**6,
+        streams_per_participant=10**6,
     )
 
     def on_ready(ready: Ready) -> None:

@@ -16,8 +16,8 @@ request, as `ce` does):
 - `--observers` observers on `GET /workspace/observe` that drop their
   connection now and then and resume with `Last-Event-ID` or
   `?since_event_id`;
-- a host script on the owner port (the one-time owner link of the ready line
-  -> cookie + CSRF header): it watches the owner page's event stream,
+- a host script on the owner port (the one-time owner link of the ready line,
+  its fragment token exchanged for the page credential header): it watches the owner page's event stream,
   approves (some amended) or rejects every proposal, mints invitations, and
   revokes a participant's sessions now and then (agents and observers).
 
@@ -382,8 +382,7 @@ class Soak:
         runtime = workdir / "runtime"
         runtime.mkdir(mode=0o700)
         self.room = RoomProcess(doc, runtime)
-        self.cookie = ""
-        self.csrf = ""
+        self.owner_credential = ""
 
     def violate(self, text: str) -> None:
         self.violations.append(text)
@@ -404,29 +403,22 @@ class Soak:
     # -- the host on the owner port ---------------------------------------------------
 
     async def owner_login(self) -> None:
-        url = urlsplit(self.room.ready["human_url"])
-        token = url.query.removeprefix("token=")
+        token = urlsplit(self.room.ready["human_url"]).fragment.removeprefix("token=")
         self.secret("owner_login_token", token)
-        host = {"Host": f"127.0.0.1:{self.owner}"}
+        host = {"Host": f"127.0.0.1:{self.owner}", "Content-Type": "application/json"}
         stream = await trio.open_tcp_stream("127.0.0.1", self.owner)
-        login = await byteclient.request(stream, "GET", f"{url.path}?{url.query}", headers=host)
-        cookie = login.header("set-cookie") or ""
-        self.cookie = cookie.split(";", 1)[0]
-        self.secret("owner_cookie", self.cookie.partition("=")[2])
-        stream = await trio.open_tcp_stream("127.0.0.1", self.owner)
-        page = await byteclient.request(stream, "GET", "/", headers={**host, "Cookie": self.cookie})
-        found = re.search(rb'name="commonroom-csrf" content="([^"]+)"', page.body)
-        if login.status != 303 or found is None:
-            raise RuntimeError(f"owner login failed ({login.status}, page {page.status})")
-        self.csrf = found.group(1).decode()
-        self.secret("owner_csrf_token", self.csrf)
+        login = await byteclient.request(stream, "POST", "/owner/login", headers=host,
+                                         body=json.dumps({"token": token}).encode())
+        if login.status != 200:
+            raise RuntimeError(f"owner login failed ({login.status})")
+        self.owner_credential = str(login.json()["credential"])
+        self.secret("owner_credential", self.owner_credential)
         creds = list((self.room.runtime_dir / "commonroom").glob("*.host.json"))
         for path in creds:
             self.secret("host_session", json.loads(path.read_text())["host_session"])
 
     def owner_headers(self) -> dict[str, str]:
-        return {"Host": f"127.0.0.1:{self.owner}", "Cookie": self.cookie,
-                "X-Commonroom-CSRF": self.csrf}
+        return {"Host": f"127.0.0.1:{self.owner}", "X-Commonroom-Owner": self.owner_credential}
 
     async def host(self, op: str, params: dict[str, Any] | None = None, *, expect: tuple[str, ...] = (),
                    audit: bool = True) -> Answer:

@@ -75,6 +75,44 @@ async def _via_room(port: int, bearer: str, op_name: str, params: dict[str, Any]
     return answer
 
 
+def logout_all_pages(doc: Path) -> int:
+    """End every owner-page login of the room around `doc` (`ce open FILE --logout-all`).
+
+    Through the running room (which also ends the pages' open streams), else
+    in the sidecar; returns how many logins were valid.
+    """
+    from commonroom.credentials import read_credentials
+
+    credentials = read_credentials(doc)
+    if credentials is None:
+        from commonroom.engine import owner_logins
+        from commonroom.engine.dispatch import open_engine
+
+        engine = open_engine(doc)
+        try:
+            return owner_logins.end_all(engine)
+        finally:
+            engine.close()
+    import trio
+
+    async def post() -> int:
+        from commonroom.cli.byteclient import request
+        from commonroom.cli.output import error_from_wire
+        from commonroom.transport.base import open_loopback_tcp
+
+        port = int(credentials.owner_port)
+        with trio.fail_after(CALL_TIMEOUT):
+            stream = await open_loopback_tcp("127.0.0.1", port, "owner page")
+            response = await request(stream, "POST", "/owner/logout-all", headers={
+                "Authorization": f"Bearer {credentials.host_session}", "Host": f"127.0.0.1:{port}"})
+        answer = response.json()
+        if response.status != 200 or not isinstance(answer, dict):
+            raise error_from_wire(response.status, answer)
+        return int(answer["ended"])
+
+    return trio.run(post)
+
+
 def _via_sidecar(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
     from commonroom.engine import dispatch, sessions
     from commonroom.protocol.records import to_wire

@@ -354,15 +354,26 @@ def review(
 @main.command("open")
 @_file_argument
 @click.option("--no-browser", is_flag=True, help="Only print the link.")
+@click.option("--logout-all", is_flag=True,
+              help="End every browser's login to the owner page instead (prints no link).")
 @json_option
 @guarded()
-def open_page(file: Path, no_browser: bool, json_mode: bool) -> None:
+def open_page(file: Path, no_browser: bool, logout_all: bool, json_mode: bool) -> None:
     """Print a fresh one-time link to the owner page of the room around FILE (and open it)."""
     import trio
 
     from commonroom.cli.output import error_from_wire
     from commonroom.credentials import read_credentials
 
+    if logout_all:
+        from commonroom.cli.host import logout_all_pages
+
+        ended = logout_all_pages(file)
+        if json_mode:
+            emit_json({"ended": ended})
+        else:
+            echo(f"ended {ended} page login{'' if ended == 1 else 's'}; `ce open {file.name}` prints a new link")
+        return
     credentials = read_credentials(file)
     if credentials is None:
         raise CommonroomError(

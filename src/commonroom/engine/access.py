@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 import attrs
@@ -234,6 +235,7 @@ def create_invitation(tx: Tx, p: InviteParams) -> InvitationCreatedAnswer:
         (invite_id, hash_secret(secret), json.dumps(list(wanted)), tx.actor.participant_id,
          tx.now_s, expires_at, p.max_uses, p.label, max_sessions),
     )
+    tx.after_commit.append(partial(tx.engine.invitation_hashes.add, hash_secret(secret)))
     tx.emit(ev.InvitationCreated(invite_id, list(wanted), expires_at, p.max_uses))
     return InvitationCreatedAnswer(invite_id, uri, expires_at, list(wanted), p.max_uses,
                                    max_sessions)

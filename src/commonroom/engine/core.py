@@ -337,12 +337,18 @@ class Engine:
         # Presence is a room-process fact (who called in the last 90 s); it is
         # kept in memory and written to the sidecar only when a participant leaves.
         self.presence = Presence()
-        # Hashes of the sessions that are not ended: what the ingress's rate
-        # limiter asks (on the event loop, without a store call) to charge a
-        # bearer to its own window from its first request. Changed only after
-        # the transaction that creates or ends a session committed
-        # (`engine.sessions`); set membership and add/discard are atomic under the GIL.
-        self.live_sessions: set[bytes] = set()
+        # Hash -> participant id of the sessions that are not ended: what the
+        # ingress's rate limiter asks (on the event loop, without a store call)
+        # to charge a bearer to its own window, and its participant's, from its
+        # first request. Changed only after the transaction that creates or ends
+        # a session committed (`engine.sessions`); dict lookups and single
+        # set/pop calls are atomic under the GIL.
+        self.live_sessions: dict[bytes, str] = {}
+        # Hashes of every invitation secret this room minted (used up, expired and
+        # revoked ones too): the join gate charges an attempt to its invitation's
+        # window when the secret is one of these, else to the small window of
+        # unknown secrets. Added after the inviting transaction committed.
+        self.invitation_hashes: set[bytes] = set()
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
         self._expiry_cache: tuple[int, datetime | None] | None = None
         self._writer: ThreadPoolExecutor | None = None
@@ -458,11 +464,15 @@ class Engine:
             self.transport_hint = TransportHint(**json.loads(saved_hint))
             self.transport_name = self.transport_hint.type
         self.live_sessions.update(
-            bytes(row[0])
+            (bytes(row[0]), str(row[1]))
             for row in self.conn.execute(
-                "SELECT session_hash FROM sessions WHERE ended_at IS NULL AND expires_at > ?",
+                "SELECT session_hash, participant_id FROM sessions"
+                " WHERE ended_at IS NULL AND expires_at > ?",
                 (format_ts(now),),
             )
+        )
+        self.invitation_hashes.update(
+            bytes(row[0]) for row in self.conn.execute("SELECT secret_hash FROM invitations")
         )
 
     def _require_text(self, data: bytes) -> None:
@@ -739,8 +749,11 @@ class Engine:
 
     def sessions_ended(self, tx: Tx, hashes: list[bytes]) -> None:
         """Sessions ended in `tx` leave `live_sessions` once it committed (`engine.sessions`)."""
+        def forget(session_hash: bytes) -> None:
+            self.live_sessions.pop(session_hash, None)
+
         for session_hash in hashes:
-            tx.after_commit.append(partial(self.live_sessions.discard, bytes(session_hash)))
+            tx.after_commit.append(partial(forget, bytes(session_hash)))
 
     def sweep(self) -> tuple[list[Event], datetime | None]:
         """For the room's sweeper: apply due expiries and the sweep-only hooks (presence);

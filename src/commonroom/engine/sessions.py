@@ -77,7 +77,8 @@ def create_session(
          expires_at, invite_id),
     )
     tx.emit(ev.SessionCreated(participant_id=participant_id, expires_at=expires_at))
-    tx.after_commit.append(partial(tx.engine.live_sessions.add, hash_secret(bearer)))
+    tx.after_commit.append(
+        partial(tx.engine.live_sessions.__setitem__, hash_secret(bearer), participant_id))
     return bearer, expires_at
 
 

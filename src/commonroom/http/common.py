@@ -38,6 +38,10 @@ def error_response(error: CommonroomError) -> Response:
     seconds = error.recovery.get("retry_after_seconds")
     if error.http_status == 429 and seconds is not None:
         headers["Retry-After"] = str(seconds)
+        # A refused stream or an over-rate client is told to come back later: its
+        # connection is not kept alive meanwhile (a flood of them would hold
+        # descriptors for the keep-alive timeout, issue 24 item 2).
+        headers["Connection"] = "close"
     return json_response(error.to_wire(), error.http_status, headers)
 
 

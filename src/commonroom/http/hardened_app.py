@@ -61,14 +61,20 @@ _AFTER_SEND: Final = "commonroom_after_send"
 def after_send(response: Response, callback: Callable[[], None]) -> Response:
     """Run `callback` once `response` has been written (or its sending ended otherwise).
 
-    The room uses it to wake event subscribers only after the caller has its answer.
+    The room uses it to wake event subscribers only after the caller has its
+    answer, and a stream to give back its slot. Callbacks run in the order added.
     """
-    setattr(response, _AFTER_SEND, callback)
+    callbacks: list[Callable[[], None]] | None = getattr(response, _AFTER_SEND, None)
+    if callbacks is None:
+        callbacks = []
+        setattr(response, _AFTER_SEND, callbacks)
+    callbacks.append(callback)
     return response
 
 HEADER_CHECK: Final = "commonroom.http.header_check"
-"""``app.extensions[HEADER_CHECK]``: ``f(asgi_headers) -> CommonroomError | None``, run
-before a declared-too-large body is refused (that refusal skips the app)."""
+"""``app.extensions[HEADER_CHECK]``: ``f(asgi_scope) -> CommonroomError | None``, run
+before a declared-too-large body is refused (that refusal skips the app). The scope
+gives the headers and the listener's own address (``scope["server"]``)."""
 
 
 
@@ -136,7 +142,7 @@ class HardenedHTTPConnection(TrioASGIHTTPConnection):
                 # The app's own header check (say Host/Origin) still comes
                 # first: a refused origin is told 403, not 413.
                 check = self.app.extensions.get(HEADER_CHECK)
-                refusal = check(self.scope["headers"]) if check is not None else None
+                refusal = check(self.scope) if check is not None else None
                 await self._refuse_body(receive, send, refusal or body_too_large(limit))
                 return
         await super().__call__(receive, send)
@@ -173,8 +179,7 @@ class HardenedHTTPConnection(TrioASGIHTTPConnection):
             with trio.move_on_after(math.inf if timeout is None else timeout):
                 await self._send_response(send_with_a_shielded_end, response)
         finally:
-            callback = getattr(response, _AFTER_SEND, None)
-            if callback is not None:
+            for callback in getattr(response, _AFTER_SEND, ()):
                 callback()
         nursery.cancel_scope.cancel()
 
@@ -288,6 +293,10 @@ def harden(app: QuartTrio, *, max_body_bytes: int) -> None:
     """
     if max_body_bytes <= 0:
         raise ValueError("max_body_bytes must be positive")
+    if app.has_static_folder or "static" in app.view_functions:
+        # Quart's default static route serves `static/**` of the process's working
+        # folder (following symlinks) to anyone: every app is built without it.
+        raise ValueError(f"app {app.name!r} has a static route: create it with static_folder=None")
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     if not issubclass(app.asgi_http_class, HardenedHTTPConnection):
         if app.asgi_http_class is not TrioASGIHTTPConnection:

@@ -4,14 +4,15 @@ Bearer sessions only, no cookies. Every operation route comes from the
 operation table; the stream routes (observe, observe/ws, wait) open the room's
 streams. Before any view, the guards of `http/guards.py`: the Host allow-list
 (DNS rebinding), the Origin check, and the rate limits -- 600 requests per
-bearer in any 60 s, 60 per client address for everything else (discovery,
-join, and a bearer that is not a live session, so guessing secrets is slow).
+bearer (and per participant) in any 60 s; 60 per client address for a
+bearer that is not a live session, so guessing secrets is slow; discovery
+and joins have windows of their own (`Gate` says which).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import attrs
 import trio
@@ -19,20 +20,23 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
 from commonroom import discovery
+from commonroom.engine.core import hash_secret
 from commonroom.engine.observe import StreamStart
-from commonroom.engine.operations import CALLS
+from commonroom.engine.operations import CALLS, OPERATIONS_BY_NAME
 from commonroom.http import stream_views
 from commonroom.http.common import (
     bearer_from_header,
     error_response,
     json_response,
     operation_view,
+    parse_json_object,
 )
 from commonroom.http.guards import Gate, request_refusal, scope_header_check
 from commonroom.http.hardened_app import HEADER_CHECK
 from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.openapi import served_body as openapi_body
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.invitation import secret_from
 from commonroom.room.core import Room
 
 
@@ -47,15 +51,38 @@ class IngressSettings:
     clock: Callable[[], float] = trio.current_time
 
 
+# The unauthenticated routes; each has its own rate windows (`Gate`).
+DISCOVERY_PATHS: Final = frozenset({
+    "/.well-known/agent-workspace", "/protocol", "/openapi.json", "/skills", "/skills/commonroom",
+})
+JOIN_PATH: Final = OPERATIONS_BY_NAME["session.join"].path
+
+
+async def _join_secret() -> str | None:
+    """The invitation secret a join body names, or None (no readable body, no `invite`).
+
+    Read here, before the view, to charge the attempt to its invitation's
+    window; the body stays cached for the view, which parses it again.
+    """
+    raw = await request.get_data(cache=True, as_text=False)
+    try:
+        invite = parse_json_object(raw if isinstance(raw, bytes) else raw.encode()).get("invite")
+        return secret_from(invite) if isinstance(invite, str) else None
+    except CommonroomError:
+        return None
+
+
 def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> QuartTrio:
     settings = settings or IngressSettings()
-    app = QuartTrio("commonroom.ingress")
+    # No static route: Quart's default serves `<working folder>/static/**` (symlinks followed).
+    app = QuartTrio("commonroom.ingress", static_folder=None)
     app.config["RESPONSE_TIMEOUT"] = settings.response_timeout
     gate = Gate(
         per_bearer_per_minute=settings.requests_per_minute,
         per_address_per_minute=settings.anonymous_per_minute,
         clock=settings.clock,
         live_sessions=room.engine.live_sessions,
+        invitations=room.engine.invitation_hashes,
     )
     app.extensions["commonroom.gate"] = gate
     # Also before a too-large body is refused (http/hardened_app.py): 403 beats 413.
@@ -69,6 +96,15 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         refusal = request_refusal(request.headers.get("Host"), request.headers.get("Origin"))
         if refusal is not None:
             return error_response(refusal)
+        try:
+            if request.path in DISCOVERY_PATHS:
+                gate.admit_discovery(client_address())
+                return None
+            if request.path == JOIN_PATH and request.method == "POST":
+                gate.admit_join(await _join_secret(), client_address())
+                return None
+        except CommonroomError as error:
+            return error_response(error)
         malformed: CommonroomError | None = None
         try:
             bearer = bearer_from_header()
@@ -111,25 +147,37 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         return Response(discovery.skill_markdown(), content_type="text/markdown; charset=utf-8")
 
     async def open_stream(name: str, params: dict[str, Any], headers: Any = None) -> StreamStart:
-        """Authorize and validate a stream operation of the table; where it starts."""
+        """Authorize and validate a stream operation of the table; where it starts.
+
+        A live session already holding its cap of streams is refused first,
+        without the store call (a flood of them stays cheap); the slot itself
+        is taken after authorization.
+        """
         bearer = bearer_from_header(headers)
+        if bearer is not None:
+            session_hash = hash_secret(bearer)
+            participant = room.engine.live_sessions.get(session_hash)
+            if participant is not None:
+                refusal = room.stream_slots.refusal(session_hash, participant)
+                if refusal is not None:
+                    raise refusal
         return await stream_views.open_start(room, name, bearer, params)
 
     @app.get("/workspace/observe")
     async def observe() -> Response:
         try:
             start = await open_stream("workspace.observe", stream_views.observe_params())
+            return stream_views.sse_response(room, start, heartbeat_seconds=settings.heartbeat_seconds)
         except CommonroomError as error:
             return error_response(error)
-        return stream_views.sse_response(room, start, heartbeat_seconds=settings.heartbeat_seconds)
 
     @app.get("/workspace/wait")
     async def wait() -> Response:
         try:
             start = await open_stream("workspace.wait", dict(request.args.items()))
+            return await stream_views.wait_response(room, start)
         except CommonroomError as error:
             return error_response(error)
-        return await stream_views.wait_response(room, start)
 
     @app.websocket("/workspace/observe/ws")
     async def observe_ws() -> Any:
@@ -141,9 +189,11 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
             start = await open_stream(
                 "workspace.observe_ws", dict(websocket.args.items()), websocket.headers
             )
+            slot = room.stream_slots.acquire(start.actor)
         except CommonroomError as error:
             return error_response(error)
-        await stream_views.serve_websocket(room, start, heartbeat_seconds=settings.heartbeat_seconds)
+        with slot:
+            await stream_views.serve_websocket(room, start, heartbeat_seconds=settings.heartbeat_seconds)
         return None
 
     return app

@@ -1,28 +1,44 @@
 """The owner listener: the host's page and the host API, on 127.0.0.1 only.
 
-The room prints a one-time URL (`/?token=...`). Opening it sets an HttpOnly,
-SameSite=Strict cookie and redirects to the page; the token is then spent. A
-spent or unknown link, or the page without the cookie, is answered with a
-small HTML page that says how to get a new link (`ce open FILE`).
+Who may act as the owner (issue 24 item 1, docs/protocol.md "Owner page login").
+A browser sends a cookie for 127.0.0.1 to *every* port of 127.0.0.1, so a
+link an agent put in a proposal (`http://127.0.0.1:<its port>/`) once carried
+the owner's cookie to the agent. Nothing here is a cookie:
 
-Routes:
-- `/` the page (src/commonroom/gui/static/index.html with the CSRF token in
-  `<meta name="commonroom-csrf">`); `/static/<file>` its scripts and styles
-  (no secrets in them, so no cookie needed: the login pages use the styles).
-- `/owner/api/<operation path>` mirrors the ingress operations and runs them
-  with the room's host session; every state-changing call also needs the CSRF
-  header (`X-Commonroom-CSRF`) whose value only the served page knows.
-- `/owner/api/workspace/observe` the event stream as server-sent events, the
-  same stream the ingress serves, run with the host session (a thin adapter:
-  the page opens one EventSource on it).
-- `POST /owner/login-link` mints a fresh one-time URL; authenticated by the
-  host bearer (`Authorization: Bearer`, from the 0600 credential file), for
-  `ce open FILE`. It exists on this listener only, never on the ingress.
+- The room prints a one-time link `http://127.0.0.1:PORT/#token=T`. The token
+  is in the fragment, which a browser never sends to any server (nor in a
+  Referer). An unspent link expires after 10 minutes; at most 8 wait at once.
+- `GET /` is the page, to anyone: it holds no secret (only the file's name).
+  Its script takes the token from the fragment, clears the address bar and
+  exchanges the token once: `POST /owner/login {"token"}` -> `{"credential",
+  "expires_at"}`.
+- The page keeps the credential in `sessionStorage` (per origin, port
+  included, so no page on another port can read it) and sends it as
+  `X-Commonroom-Owner` on every owner call. A custom header is also the
+  CSRF defence: another origin cannot send it (it would need a CORS
+  preflight, which this listener never grants).
+- An `EventSource` cannot send headers: `POST /owner/stream-ticket` gives a
+  single-use ticket good for 30 s, spent by
+  `GET /owner/api/workspace/observe?ticket=...`. Other clients may send the
+  header on the observe stream instead.
+- A login is valid for 12 h from its last use. Its sha256 is kept in the
+  sidecar (`engine/owner_logins.py`; refreshed at most every 5 minutes of
+  use), so after a restart on the same port an open tab carries on by itself.
+  `POST /owner/logout-all` (the host bearer; `ce open FILE --logout-all`)
+  ends every login, its tickets and its open streams.
+- `Origin`, when sent, must be this listener's own origin,
+  `http://127.0.0.1:<this port>` (a page on another port or on `localhost`
+  is another origin).
 
-Every answer carries a strict Content-Security-Policy (scripts and styles from
-this origin only, no inline script, no remote images): a second wall behind the
-page's rule of never turning a string into HTML. `/mcp` here is 404: MCP lives
-on the session ingress only.
+Routes besides those: `/static/<file>` the page's scripts and styles (no
+secret, no login); `/owner/api/<operation path>` every authenticated
+operation of the table, run with the room's host session;
+`POST /owner/login-link` mints a fresh one-time link for `ce open FILE`
+(host bearer, from the 0600 credential file). None of them exist on the
+ingress. Every answer carries a strict Content-Security-Policy (scripts and
+styles from this origin only, no inline script, no remote images): a second
+wall behind the page's rule of never turning a string into HTML. `/mcp` here
+is 404.
 """
 
 from __future__ import annotations
@@ -31,27 +47,43 @@ import hmac
 import html
 import secrets
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any, Final
 
-import attrs
-from quart import Response, redirect, request
+from quart import Response, g, request
 from quart_trio import QuartTrio
 
+from commonroom.engine import owner_logins
+from commonroom.engine.core import hash_secret
 from commonroom.engine.operations import CALLS
 from commonroom.http import stream_views
-from commonroom.http.common import bearer_from_header, error_response, json_response, operation_view
-from commonroom.http.guards import host_and_origin, origin_allowed
-from commonroom.http.hardened_app import HEADER_CHECK
+from commonroom.http.common import (
+    bearer_from_header,
+    error_response,
+    json_response,
+    operation_view,
+    parse_json_object,
+)
+from commonroom.http.guards import host_and_origin
+from commonroom.http.hardened_app import HEADER_CHECK, after_send
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.timefmt import Clock, format_ts
 from commonroom.room.core import Room
 
-COOKIE = "commonroom_owner"
-CSRF_HEADER = "X-Commonroom-CSRF"
-LOGIN_LINK_PATH = "/owner/login-link"
-# Unspent one-time links kept at once (`ce open` run many times); the oldest is dropped.
-MAX_PENDING_LOGINS: Final = 8
+OWNER_HEADER: Final = "X-Commonroom-Owner"
+LOGIN_PATH: Final = "/owner/login"
+TICKET_PATH: Final = "/owner/stream-ticket"
+LOGIN_LINK_PATH: Final = "/owner/login-link"
+LOGOUT_ALL_PATH: Final = "/owner/logout-all"
+OBSERVE_PATH: Final = "/owner/api/workspace/observe"
+LINK_LIFETIME: Final = timedelta(minutes=10)  # issue 24 item 15
+LOGIN_LIFETIME: Final = timedelta(hours=12)  # from the last use (issue 21 item 5)
+SAVE_EVERY: Final = timedelta(minutes=5)  # a login in use is written back at most this often
+TICKET_LIFETIME: Final = timedelta(seconds=30)
+MAX_PENDING_LINKS: Final = 8  # unspent one-time links at once (`ce open` run many times)
+MAX_TICKETS: Final = 64  # unspent stream tickets at once, all logins together
 CSP: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
     " connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none';"
@@ -65,47 +97,144 @@ _STATIC_TYPES: Final = {
     ".svg": "image/svg+xml",
 }
 
+StopStream = Callable[[], None]
 
-@attrs.define
+
 class OwnerAuth:
-    """One-time login tokens, cookie secrets and the CSRF token, all in memory."""
+    """The owner's one-time links, page logins, stream tickets and their open streams.
 
-    host_session: str
-    login_token: str = attrs.field(factory=lambda: secrets.token_urlsafe(24))
-    csrf_token: str = attrs.field(factory=lambda: secrets.token_urlsafe(24))
-    cookies: set[str] = attrs.field(factory=set)
-    pending: OrderedDict[str, None] = attrs.field(factory=OrderedDict)
+    Every secret is looked up by its sha256 (a dict lookup, like sessions), so
+    a presented value cannot leak through comparison timing, and only hashes
+    are kept. Logins are written to the sidecar through `room` (None: in
+    memory only, for tests of this class alone).
+    """
 
-    def __attrs_post_init__(self) -> None:
-        self.pending[self.login_token] = None
+    def __init__(self, host_session: str, *, clock: Clock, room: Room | None = None) -> None:
+        self.host_session = host_session
+        self.clock = clock
+        self.room = room
+        self._links: OrderedDict[bytes, datetime] = OrderedDict()  # link hash -> expires
+        self._logins: dict[bytes, datetime] = {}  # credential hash -> expires
+        self._saved: dict[bytes, datetime] = {}  # the expiry last written to the sidecar
+        self._tickets: OrderedDict[bytes, tuple[datetime, bytes]] = OrderedDict()
+        self._streams: dict[bytes, set[StopStream]] = {}
+        self.login_token = self.mint_login()  # the link `ce serve` prints
+
+    def restore(self, logins: Mapping[bytes, datetime]) -> None:
+        """The logins the sidecar kept (a restart): each valid until its stored expiry."""
+        self._logins.update(logins)
+        self._saved.update(logins)
+
+    # -- one-time links ------------------------------------------------------------
 
     def mint_login(self) -> str:
-        """A fresh one-time token (`ce open`); older unspent ones stay valid, up to a few."""
+        """A fresh one-time link token; older unspent ones stay valid, up to a few."""
         token = secrets.token_urlsafe(24)
-        self.pending[token] = None
-        while len(self.pending) > MAX_PENDING_LOGINS:
-            self.pending.popitem(last=False)
+        self._links[hash_secret(token)] = self.clock() + LINK_LIFETIME
+        while len(self._links) > MAX_PENDING_LINKS:
+            self._links.popitem(last=False)
         return token
 
-    def redeem(self, token: str) -> str | None:
-        match = next((t for t in self.pending if hmac.compare_digest(token, t)), None)
-        if match is None:
+    async def redeem(self, token: str) -> tuple[str, datetime] | None:
+        """Spend a link token: a new page credential and its expiry, or None."""
+        now = self.clock()
+        expires = self._links.pop(_hash(token), None)
+        if expires is None or expires <= now:
             return None
-        del self.pending[match]  # one time
-        if match == self.login_token:
-            self.login_token = ""
-        cookie = secrets.token_urlsafe(32)
-        self.cookies.add(cookie)
-        return cookie
+        credential = "own_" + secrets.token_urlsafe(32)
+        key = hash_secret(credential)
+        self._logins[key] = now + LOGIN_LIFETIME
+        await self._save(key)
+        return credential, self._logins[key]
 
-    def cookie_ok(self, value: str | None) -> bool:
-        return value is not None and any(hmac.compare_digest(value, c) for c in self.cookies)
+    # -- page logins ---------------------------------------------------------------
 
-    def csrf_ok(self, value: str | None) -> bool:
-        return value is not None and hmac.compare_digest(value, self.csrf_token)
+    async def authenticate(self, credential: str | None) -> bytes | None:
+        """The login a credential names, refreshed for 12 h more; None when not valid."""
+        if not credential:
+            return None
+        key = _hash(credential)
+        now = self.clock()
+        expires = self._logins.get(key)
+        if expires is None or expires <= now:
+            self._logins.pop(key, None)
+            return None
+        self._logins[key] = now + LOGIN_LIFETIME
+        saved = self._saved.get(key)
+        if saved is None or self._logins[key] - saved >= SAVE_EVERY:
+            await self._save(key)
+        return key
+
+    async def end_all(self) -> int:
+        """End every login, its unspent tickets and its open streams; how many were valid."""
+        now = self.clock()
+        valid = sum(1 for expires in self._logins.values() if expires > now)
+        self._logins.clear()
+        self._saved.clear()
+        self._tickets.clear()
+        streams, self._streams = self._streams, {}
+        for stops in streams.values():
+            for stop in tuple(stops):
+                stop()
+        if self.room is not None:
+            stored = await self.room.run_sync(owner_logins.end_all, self.room.engine)
+            valid = max(valid, stored)
+        return valid
+
+    async def _save(self, key: bytes) -> None:
+        expires = self._logins[key]
+        if self.room is not None:
+            await self.room.run_sync(owner_logins.save, self.room.engine, key, expires)
+        self._saved[key] = expires
+
+    # -- stream tickets ------------------------------------------------------------
+
+    def mint_ticket(self, login: bytes) -> str:
+        """A single-use ticket for one EventSource of `login`, good for 30 s."""
+        now = self.clock()
+        while self._tickets and next(iter(self._tickets.values()))[0] <= now:
+            self._tickets.popitem(last=False)
+        ticket = secrets.token_urlsafe(24)
+        self._tickets[hash_secret(ticket)] = (now + TICKET_LIFETIME, login)
+        while len(self._tickets) > MAX_TICKETS:
+            self._tickets.popitem(last=False)
+        return ticket
+
+    def redeem_ticket(self, ticket: str) -> bytes | None:
+        """Spend a ticket: its login while that login is still valid, else None."""
+        found = self._tickets.pop(_hash(ticket), None)
+        now = self.clock()
+        if found is None or found[0] <= now:
+            return None
+        login = found[1]
+        expires = self._logins.get(login)
+        return login if expires is not None and expires > now else None
+
+    def track_stream(self, login: bytes, stop: StopStream) -> StopStream:
+        """Remember an open stream of `login` (ended with its login); returns its untracker."""
+        self._streams.setdefault(login, set()).add(stop)
+
+        def untrack() -> None:
+            stops = self._streams.get(login)
+            if stops is not None:
+                stops.discard(stop)
+                if not stops:
+                    del self._streams[login]
+
+        return untrack
+
+    # -- the host bearer -----------------------------------------------------------
 
     def host_bearer_ok(self, value: str | None) -> bool:
         return value is not None and hmac.compare_digest(value, self.host_session)
+
+
+def _hash(secret: str) -> bytes:
+    """sha256 of a presented secret (b"" for one with a lone surrogate: never minted)."""
+    try:
+        return hash_secret(secret)
+    except UnicodeEncodeError:
+        return b""
 
 
 def _static_file(name: str) -> bytes | None:
@@ -122,69 +251,66 @@ def _static_file(name: str) -> bytes | None:
         return None
 
 
-def _login_page(title: str, text: str, status: int, file_name: str) -> Response:
-    """A small HTML page for the browser (a spent link, no cookie): what to do next."""
-    body = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{html.escape(title)} — commonroom</title>
-<link rel="stylesheet" href="/static/app.css"></head>
-<body class="login"><main class="login-box">
-<h1>{html.escape(title)}</h1>
-<p>{html.escape(text)}</p>
-<p>Get a fresh one-time link for the running room:</p>
-<pre><code>ce open {html.escape(file_name)}</code></pre>
-<p class="muted">Run it in the folder of {html.escape(file_name)}, the file the room is open around.
-The link works once; after that this browser keeps its login until the room stops.</p>
-</main></body></html>"""
-    return Response(body, status=status, content_type="text/html; charset=utf-8")
+def owner_link(port: int, token: str) -> str:
+    """The one-time link: the token in the fragment, which no browser sends to a server."""
+    return f"http://127.0.0.1:{port}/#token={token}"  # the same shape `POST /owner/login-link` answers
+
+
+def own_origin(scope: Mapping[str, Any]) -> str | None:
+    """`http://127.0.0.1:<port>` of the listener serving `scope`."""
+    server = scope.get("server")
+    if not server or server[1] is None:
+        return None
+    return f"http://127.0.0.1:{int(server[1])}"
+
+
+def _refusal(host: str | None, origin: str | None, scope: Mapping[str, Any]) -> CommonroomError | None:
+    """Host (DNS rebinding) and Origin (only this listener's own) checks of the owner port."""
+    name, _, port = (host or "").partition(":")
+    if name not in ("127.0.0.1", "localhost") or not (port == "" or port.isdigit()):
+        return CommonroomError("permission_denied", "Host not allowed")
+    if origin is not None and origin != own_origin(scope):
+        return CommonroomError("permission_denied", "Origin not allowed: only this page's own")
+    return None
+
+
+def _not_logged_in() -> CommonroomError:
+    return CommonroomError(
+        "unauthorized", f"the owner API needs the page's {OWNER_HEADER} login; open a one-time"
+        " link (`ce open FILE` prints one)")
 
 
 def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 15.0) -> QuartTrio:
     app = QuartTrio("commonroom.owner", static_folder=None)  # our /static/ serves gui/static
+    host_bearer_paths = (LOGIN_LINK_PATH, LOGOUT_ALL_PATH)
 
-    def owner_host_ok(host: str | None = None) -> bool:
-        host = request.headers.get("Host", "") if host is None else host
-        name, _, port = host.partition(":")
-        return name in ("127.0.0.1", "localhost") and (port == "" or port.isdigit())
-
-    def header_check(headers: Iterable[tuple[bytes, bytes]]) -> CommonroomError | None:
+    def header_check(scope: Mapping[str, Any]) -> CommonroomError | None:
         """Host and Origin also before a too-large body is refused: 403 beats 413."""
-        host, origin = host_and_origin(headers)
-        if not owner_host_ok(host or ""):
-            return CommonroomError("permission_denied", "Host not allowed")
-        if not origin_allowed(origin):
-            return CommonroomError("permission_denied", "Origin not allowed")
-        return None
+        return _refusal(*host_and_origin(scope["headers"]), scope)
 
     app.extensions[HEADER_CHECK] = header_check
 
     @app.before_request
     async def guard() -> Response | None:
-        if not owner_host_ok():
-            return error_response(CommonroomError("permission_denied", "Host not allowed"))
-        if not origin_allowed(request.headers.get("Origin")):
-            return error_response(CommonroomError("permission_denied", "Origin not allowed"))
-        if request.path == "/" or request.path.startswith("/static/"):
-            return None  # the page decides (login, login help); static files hold no secrets
-        if request.path == LOGIN_LINK_PATH:
+        refusal = _refusal(request.headers.get("Host"), request.headers.get("Origin"), request.scope)
+        if refusal is not None:
+            return error_response(refusal)
+        path = request.path
+        if path == "/" or path.startswith("/static/") or path == LOGIN_PATH:
+            return None  # the page, its files and the link exchange hold no owner authority
+        if path in host_bearer_paths:
             try:
                 ok = auth.host_bearer_ok(bearer_from_header())
             except CommonroomError as error:
                 return error_response(error)
-            if not ok:
-                return error_response(CommonroomError("unauthorized", "needs the host bearer"))
-            return None
-        if not auth.cookie_ok(request.cookies.get(COOKIE)):
-            return error_response(CommonroomError(
-                "unauthorized", "open a one-time owner link (`ce open FILE` prints one) to use this page"
-            ))
-        if request.method not in ("GET", "HEAD") and not auth.csrf_ok(
-            request.headers.get(CSRF_HEADER)
-        ):
-            return error_response(CommonroomError(
-                "permission_denied", f"state-changing requests need the {CSRF_HEADER} header"
-            ))
+            return None if ok else error_response(
+                CommonroomError("unauthorized", "needs the host bearer"))
+        if path == OBSERVE_PATH and "ticket" in request.args:
+            g.owner_login = auth.redeem_ticket(request.args["ticket"])
+        else:
+            g.owner_login = await auth.authenticate(request.headers.get(OWNER_HEADER))
+        if g.owner_login is None:
+            return error_response(_not_logged_in())
         return None
 
     @app.after_request
@@ -196,27 +322,10 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
         return response
 
     @app.get("/")
-    async def page() -> Any:
-        token = request.args.get("token")
-        if token is not None:
-            cookie = auth.redeem(token)
-            if cookie is None:
-                return _login_page(
-                    "This link was already used",
-                    "Each owner link opens the page once, so that a copied or logged URL is"
-                    " worth nothing.", 401, room.engine.path.name,
-                )
-            login = redirect("/", 303)
-            login.set_cookie(COOKIE, cookie, httponly=True, samesite="Strict", path="/")
-            return login
-        if not auth.cookie_ok(request.cookies.get(COOKIE)):
-            return _login_page(
-                "Open your owner link", "This browser is not logged in to the room (or the room"
-                " restarted since).", 401, room.engine.path.name,
-            )
+    async def page() -> Response:
         template = _static_file("index.html")
         assert template is not None, "the packaged page is missing"
-        body = template.decode().replace("{{CSRF}}", html.escape(auth.csrf_token))
+        body = template.decode().replace("{{FILE}}", html.escape(room.engine.path.name))
         response = Response(body, content_type="text/html; charset=utf-8")
         response.headers["Cache-Control"] = "no-store"
         return response
@@ -231,11 +340,38 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
         response.headers["Cache-Control"] = "no-cache"
         return response
 
+    @app.post(LOGIN_PATH)
+    async def login() -> Response:
+        raw = await request.get_data(cache=False, as_text=False)
+        try:
+            body = parse_json_object(raw if isinstance(raw, bytes) and raw.strip() else b"{}")
+        except CommonroomError as error:
+            return error_response(error)
+        token = body.get("token")
+        if not isinstance(token, str) or not token:
+            return error_response(CommonroomError(
+                "invalid_request", "the body must be {\"token\": <the link's token>}", {"field": "token"}))
+        redeemed = await auth.redeem(token)
+        if redeemed is None:
+            return error_response(CommonroomError(
+                "unauthorized", "this one-time link was already used or has expired (a link lasts"
+                f" {int(LINK_LIFETIME.total_seconds() // 60)} minutes); run `ce open"
+                f" {room.engine.path.name}` for a new one", {"reason": "login_link"}))
+        credential, expires = redeemed
+        return json_response({"credential": credential, "expires_at": format_ts(expires)})
+
+    @app.post(TICKET_PATH)
+    async def stream_ticket() -> Response:
+        return json_response({"ticket": auth.mint_ticket(g.owner_login),
+                              "expires_in_seconds": int(TICKET_LIFETIME.total_seconds())})
+
     @app.post(LOGIN_LINK_PATH)
     async def login_link() -> Response:
-        token = auth.mint_login()
-        port = request.host.partition(":")[2]
-        return json_response({"url": f"http://127.0.0.1:{port}/?token={token}"})
+        return json_response({"url": f"{own_origin(request.scope)}/#token={auth.mint_login()}"})
+
+    @app.post(LOGOUT_ALL_PATH)
+    async def logout_all() -> Response:
+        return json_response({"ended": await auth.end_all()})
 
     async def host_bearer() -> str | None:
         return auth.host_session
@@ -248,16 +384,19 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
             view_func=operation_view(op, room, host_bearer), methods=[op.method],
         )
 
-    @app.get("/owner/api/workspace/observe")
+    @app.get(OBSERVE_PATH)
     async def observe() -> Response:
-        """The observe stream with the host session (the page's live view)."""
+        """The observe stream with the host session (the page's live view), ended with its login."""
+        params = stream_views.observe_params()
+        params.pop("ticket", None)
+        stops: list[StopStream] = []
         try:
-            start = await stream_views.open_start(
-                room, "workspace.observe", auth.host_session, stream_views.observe_params()
-            )
+            start = await stream_views.open_start(room, "workspace.observe", auth.host_session, params)
+            response = stream_views.sse_response(
+                room, start, heartbeat_seconds=heartbeat_seconds, on_stop=stops.append)
         except CommonroomError as error:
             return error_response(error)
-        return stream_views.sse_response(room, start, heartbeat_seconds=heartbeat_seconds)
+        return after_send(response, auth.track_stream(g.owner_login, stops[0]))
 
     return app
 

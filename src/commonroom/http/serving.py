@@ -45,10 +45,21 @@ does about each, so that no other module has to think about it:
 7. A WebSocket client's compressed frames are inflated whole before any size
    check (a decompression bomb): the handshake refuses ``permessage-deflate``
    and a message from a client is at most ``websocket_max_message_bytes``.
+8. Nothing bounds the connections a listener holds, and running out of file
+   descriptors takes everything down: under ``ulimit -n 1024`` one bearer
+   holding ~1,000 streams made ``accept`` fail with EMFILE, the host's own
+   requests time out, and trio log the failure with a traceback ten times a
+   second per listener (15 KB/s). `raise_open_file_limit` lifts the soft
+   ``RLIMIT_NOFILE`` to the hard one at start, `connection_caps` splits it
+   into a cap per listener that keeps descriptors in reserve (the sidecar and
+   its journal, temp files, the transport's child, and the owner listener,
+   which has a cap of its own), `ServeConfig.max_connections` answers a
+   connection past its listener's cap with one 503 and closes it, and the
+   EMFILE log line is let through once every 10 s (`_AcceptErrorsOnceInAWhile`).
 
 Where each fix lives: the app-level ones (1's shield, 2, 6, JSON errors) in
 `hardened_app.py`, the connection-level ones (1's idle timer, 3, 7) in
-`connection.py`, 4 and 5 here with `ServeConfig` and the serve loop.
+`connection.py`, 4, 5 and 8 here with `ServeConfig` and the serve loop.
 hypercorn's own error answers (malformed HTTP) have empty bodies, never HTML.
 
 Everything here listens on a loopback address only.
@@ -57,7 +68,9 @@ Everything here listens on a loopback address only.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
+import resource
 import signal
 import socket
 from collections.abc import Awaitable, Callable
@@ -76,11 +89,83 @@ from quart_trio import QuartTrio
 from commonroom.http.connection import HardenedTCPServer, refuse_websocket_compression
 from commonroom.http.hardened_app import harden
 
-__all__ = ["ServeConfig", "serve", "wait_for_stop_signal"]
+__all__ = [
+    "ServeConfig", "connection_caps", "raise_open_file_limit", "serve", "wait_for_stop_signal",
+]
 
 log = logging.getLogger(__name__)
 
 _BACKLOG: Final = 128
+
+FD_RESERVE: Final = 64
+"""Descriptors no listener may take: stdio, the sidecar with its -wal and -shm, the document
+and its temp files, trio's own (epoll, wake-up pipe), the listening sockets, a transport's child."""
+OWNER_CONNECTIONS: Final = 64
+"""The owner listener's own cap (one person's browser tabs and `ce` host commands)."""
+MAX_INGRESS_CONNECTIONS: Final = 2048
+"""The ingress's cap even when descriptors are plenty: ~64 KB of room memory each."""
+LOG_EVERY_SECONDS: Final = 10.0
+"""A listener's overload line (EMFILE, connections refused) is logged at most this often."""
+
+
+def raise_open_file_limit() -> int:
+    """Lift the soft RLIMIT_NOFILE to the hard limit (the shell's 1024 is a default, not a
+    choice); returns the soft limit now in effect."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass  # a limit the kernel refuses (nr_open): keep the one we have
+    return soft
+
+
+def connection_caps(open_files: int) -> tuple[int, int]:
+    """(ingress cap, owner cap) for a process that may open `open_files` descriptors."""
+    ingress = open_files - FD_RESERVE - OWNER_CONNECTIONS
+    return max(16, min(MAX_INGRESS_CONNECTIONS, ingress)), OWNER_CONNECTIONS
+
+
+class _AcceptErrorsOnceInAWhile(logging.Filter):
+    """trio logs a failed accept (EMFILE...) with its traceback every 0.1 s: one line per
+    `LOG_EVERY_SECONDS`, without the traceback, saying how many it held back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last = -float("inf")
+        self._held = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not str(record.msg).startswith("accept returned"):
+            return True
+        if record.created - self._last < LOG_EVERY_SECONDS:
+            self._held += 1
+            return False
+        if self._held:
+            record.msg = f"{record.msg} ({self._held} more like it in the last {LOG_EVERY_SECONDS:g} s)"
+        self._last, self._held = record.created, 0
+        record.exc_info, record.exc_text = None, None
+        return True
+
+
+_ACCEPT_LOG = logging.getLogger("trio.serve_listeners")
+if not any(isinstance(f, _AcceptErrorsOnceInAWhile) for f in _ACCEPT_LOG.filters):
+    _ACCEPT_LOG.addFilter(_AcceptErrorsOnceInAWhile())
+
+
+def _refusal(limit: int) -> bytes:
+    """The one answer to a connection past its listener's cap (the protocol's error shape)."""
+    body = json.dumps({
+        "error": "transport_unavailable",
+        "message": "the room has too many open connections; try again shortly",
+        "details": {"scope": "connections", "limit": limit},
+        "retry_after_seconds": 1,
+    }).encode()
+    head = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
+    return head + body
 
 
 def _check_loopback(_instance: object, _attribute: object, host: str) -> None:
@@ -123,6 +208,10 @@ class ServeConfig:
     websocket_max_message_bytes: int = attrs.field(default=64 * 1024, validator=_check_positive)
     """The largest message a WebSocket client may send (the room's WebSocket only talks;
     hypercorn queues ~20 messages per connection, so this bounds what a client can park)."""
+    max_connections: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1)))
+    """Connections served at once; one past it is answered 503 (`details.scope` "connections")
+    and closed (pitfall 8). None: no cap (`connection_caps` gives the room's)."""
 
 
 
@@ -171,8 +260,13 @@ async def serve(
             state = ConnectionState(lifespan_state.copy())
 
             live: set[HardenedTCPServer] = set()
+            refused = _RefusalLog(port)
 
             async def handle_connection(stream: trio.SocketStream) -> None:
+                if config.max_connections is not None and len(live) >= config.max_connections:
+                    refused.note(config.max_connections)
+                    await _refuse(stream, config.max_connections)
+                    return
                 if config.send_buffer_bytes is not None:
                     stream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.send_buffer_bytes)
                 server = HardenedTCPServer(asgi, hyper, context, state, stream, write_timeout=config.write_timeout)
@@ -217,6 +311,36 @@ async def serve(
         for each in listeners:
             with trio.CancelScope(shield=True):
                 await each.aclose()
+
+
+class _RefusalLog:
+    """Connections refused past the cap: one log line per `LOG_EVERY_SECONDS`, with the count."""
+
+    def __init__(self, port: int) -> None:
+        self._port = port
+        self._last = -float("inf")
+        self._count = 0
+
+    def note(self, limit: int) -> None:
+        self._count += 1
+        now = trio.current_time()
+        if now - self._last >= LOG_EVERY_SECONDS:
+            log.warning("port %d holds its cap of %d connections; refused %d new ones",
+                        self._port, limit, self._count)
+            self._last, self._count = now, 0
+
+
+async def _refuse(stream: trio.SocketStream, limit: int) -> None:
+    """Answer 503 without reading the request, half-close, and drain briefly so the
+    client reads the answer rather than a reset; never longer than half a second."""
+    with trio.move_on_after(0.5):
+        try:
+            await stream.send_all(_refusal(limit))
+            await stream.send_eof()
+            while await stream.receive_some(4096):
+                pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
 
 
 async def wait_for_stop_signal(

@@ -15,10 +15,16 @@ hypercorn's stream, h11 and two task switches per subscriber. When the pump is
 done the body ends the usual way, and h11 writes the final empty chunk: the
 framing h11 tracks is the same as if it had written every chunk itself. Any
 other connection (HTTP/1.0, a test client, WebSocket, MCP) takes the channel.
+
+Every stream holds a slot of the room's `StreamSlots` (8 per session and per
+participant) for as long as its answer lasts: `sse_response` and
+`wait_response` take it themselves, a WebSocket's caller takes it before the
+handshake, and `held_until_sent` ties one to any streaming response (MCP).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
@@ -29,10 +35,11 @@ from commonroom.engine.observe import StreamStart
 from commonroom.http import framing
 from commonroom.http.common import json_response
 from commonroom.http.connection import HardenedTCPServer, current_connection
-from commonroom.http.hardened_app import streaming_response
+from commonroom.http.hardened_app import after_send, streaming_response
 from commonroom.protocol.events import Event
 from commonroom.protocol.records import to_wire
 from commonroom.room.core import Room
+from commonroom.room.slots import StreamSlot
 from commonroom.room.streams import StreamItem
 
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
@@ -116,12 +123,44 @@ class SSEWriter:
         self.cancel_scope.cancel()
 
 
-def sse_response(room: Room, start: StreamStart, *, heartbeat_seconds: float) -> Response:
-    """`text/event-stream` for an authorized start, until the stream ends or the client leaves."""
+def held_until_sent(response: Response, slot: StreamSlot) -> Response:
+    """`response` holds `slot` (room/slots.py) until its sending is over, however it ends.
+
+    A response dropped before it was ever sent gives the slot back when it is
+    collected, so no path leaks one.
+    """
+    weakref.finalize(response, slot.release)
+    return after_send(response, slot.release)
+
+
+def sse_response(
+    room: Room, start: StreamStart, *, heartbeat_seconds: float,
+    on_stop: Callable[[Callable[[], None]], None] | None = None,
+) -> Response:
+    """`text/event-stream` for an authorized start, until the stream ends or the client leaves.
+
+    Raises `limit_exceeded` (scope `streams`) when the caller holds its cap of
+    streams. `on_stop`, when given, is called once with a function that ends
+    the stream from outside (its body then finishes as if the room had ended it).
+    """
+    slot = room.stream_slots.acquire(start.actor)
+    try:
+        response = _sse_response(room, start, heartbeat_seconds, on_stop or (lambda stop: None))
+        return held_until_sent(response, slot)
+    except BaseException:
+        slot.release()
+        raise
+
+
+def _sse_response(room: Room, start: StreamStart, heartbeat_seconds: float,
+                  on_stop: Callable[[Callable[[], None]], None]) -> Response:
     connection = current_connection()
     if connection is not None and request.http_version == "1.1":
-        return _writing_sse_response(room, start, connection, heartbeat_seconds=heartbeat_seconds)
+        writer = SSEWriter(connection)
+        on_stop(writer.close)
+        return _writing_sse_response(room, start, writer, heartbeat_seconds=heartbeat_seconds)
     stream = room.open_stream(start, heartbeat_seconds=heartbeat_seconds)
+    on_stop(stream.cancel)
 
     async def body() -> AsyncGenerator[bytes, None]:
         async with stream:
@@ -138,9 +177,8 @@ def sse_response(room: Room, start: StreamStart, *, heartbeat_seconds: float) ->
 
 
 def _writing_sse_response(
-    room: Room, start: StreamStart, connection: HardenedTCPServer, *, heartbeat_seconds: float
+    room: Room, start: StreamStart, writer: SSEWriter, *, heartbeat_seconds: float
 ) -> Response:
-    writer = SSEWriter(connection)
     room.open_writing_stream(start, writer, heartbeat_seconds=heartbeat_seconds)
 
     async def body() -> AsyncGenerator[bytes, None]:
@@ -152,19 +190,25 @@ def _writing_sse_response(
         finally:
             writer.close()
 
-    return streaming_response(body(), headers=SSE_HEADERS)
+    # A response that is never sent never starts its body: the pump must stop anyway.
+    return after_send(streaming_response(body(), headers=SSE_HEADERS), writer.close)
 
 
 async def wait_response(room: Room, start: StreamStart) -> Response:
-    """The long-poll's JSON answer (held up to the start's timeout)."""
-    answer = await room.wait(start)
+    """The long-poll's JSON answer (held up to the start's timeout); a wait holds a stream slot."""
+    with room.stream_slots.acquire(start.actor):
+        answer = await room.wait(start)
     response = json_response(to_wire(answer))
     response.timeout = None
     return response
 
 
 async def serve_websocket(room: Room, start: StreamStart, *, heartbeat_seconds: float) -> None:
-    """One JSON event per text frame on the accepted WebSocket, then a normal close."""
+    """One JSON event per text frame on the accepted WebSocket, then a normal close.
+
+    The caller holds the stream's slot (taken before the handshake is accepted,
+    so a refusal is an HTTP answer).
+    """
     await websocket.accept()
     async with room.open_stream(start, heartbeat_seconds=heartbeat_seconds) as stream:
         while True:

@@ -29,6 +29,7 @@ from commonroom import discovery
 from commonroom.engine.observe import StreamStart
 from commonroom.http.common import bearer_from_header, error_response
 from commonroom.http.hardened_app import streaming_response
+from commonroom.http.stream_views import held_until_sent
 from commonroom.mcp import notify, resources, tasks, tools, wire
 from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError
@@ -186,8 +187,12 @@ class McpEndpoint:
             if error.code in ("unauthorized", "session_expired"):
                 return method_not_allowed()  # not a valid bearer: "any other GET"
             return error_response(error)
+        try:
+            slot = self.room.stream_slots.acquire(start.actor)  # 8 streams per session
+        except CommonroomError as error:
+            return error_response(error)
         body = notify.session_stream(self.room, start, self.subscriptions, self.heartbeat)
-        return streaming_response(body, headers=SSE_HEADERS)
+        return held_until_sent(streaming_response(body, headers=SSE_HEADERS), slot)
 
     # -- methods -----------------------------------------------------------------
 
@@ -303,8 +308,14 @@ class McpEndpoint:
                                 "subscriptions/listen needs Accept: text/event-stream")
         wanted = notify.listen_filter(req.params)
         start = await self.authorize_stream(self.bearer())
+        try:
+            slot = self.room.stream_slots.acquire(start.actor)  # 8 streams per session
+        except CommonroomError as error:
+            refused = rpc_error(room_error(error), req.id)
+            refused.headers["Retry-After"] = str(error.recovery["retry_after_seconds"])
+            return refused
         body = notify.listen_stream(self.room, start, wanted, req.id, self.heartbeat)
-        return streaming_response(body, headers=SSE_HEADERS)
+        return held_until_sent(streaming_response(body, headers=SSE_HEADERS), slot)
 
     async def tasks_method(self, req: wire.McpRequest) -> dict[str, Any]:
         bearer = self.bearer()

@@ -71,6 +71,9 @@ HANDOFF_ATTACHMENT_TTL_MINUTES: Final = 24 * 60
 TERMINAL_TEXTS_PER_PARTICIPANT: Final = 5
 TERMINAL_TEXTS_TOTAL: Final = 100
 PROPOSAL_BYTES_PER_PARTICIPANT: Final = 2 * 1024 * 1024
+# Open streams (SSE, WebSocket, long-poll, MCP streams) at once, issue 24 item 2.
+STREAMS_PER_SESSION: Final = 8
+STREAMS_PER_PARTICIPANT: Final = 8
 
 
 @attrs.frozen

@@ -36,6 +36,7 @@ from commonroom.protocol.events import Event
 from commonroom.protocol.records import WaitAnswer, to_wire
 from commonroom.room.hub import EventHub
 from commonroom.room.pumps import RoomStream, StreamWriter, open_pumped, pump_to_writer
+from commonroom.room.slots import StreamSlots
 from commonroom.room.streams import Addressed, StreamItem, observe, wait_for_events
 
 WATCH_INTERVAL = 0.5
@@ -57,8 +58,12 @@ class Room:
         watch_interval: float = WATCH_INTERVAL,
         max_sweep_sleep: float = MAX_SWEEP_SLEEP,
         inline_store: bool = False,
+        stream_slots: StreamSlots | None = None,
     ) -> None:
         self.engine = engine
+        # Every adapter takes one per open stream (room/slots.py); the host is never refused.
+        self.stream_slots = (stream_slots if stream_slots is not None
+                             else StreamSlots(uncapped={engine.host_participant_id}))
         # Tests under trio's autojump clock run store calls on the trio thread: work
         # on another thread is invisible to that clock, which would jump time (and
         # fire every timeout) while the store works.

@@ -69,6 +69,11 @@ class RoomStream:
             self._ended = True
         return batch
 
+    def cancel(self) -> None:
+        """End the stream from outside (say its owner logged out): the pump stops now,
+        and the reader's next batch is the last (`end`)."""
+        self._pump_scope.cancel()
+
     async def aclose(self) -> None:
         """The reader is done: the pump stops now.
 

@@ -211,6 +211,16 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX proposals_author ON proposals (participant_id, pruned_at);
     CREATE INDEX messages_sender ON messages (participant_id, created_at);
     """,
+    # 5 -> 6: the owner page's logins (engine/owner_logins.py, issue 24 item 1 / issue 21
+    # item 5): the sha256 of each page credential and until when it is valid, so a
+    # restart keeps the host's browser logged in. Never the credential itself.
+    """
+    CREATE TABLE owner_logins (
+        login_hash BLOB PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL
+    );
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -7,10 +7,17 @@
 // - One EventSource on /owner/api/workspace/observe; events trigger re-reads of
 //   the owner API (no polling loop); on `resync` the room snapshot is re-read.
 // - Never approve blind: Approve is enabled only while the diff is on screen.
+// - The login is never a cookie (a cookie for 127.0.0.1 goes to every port of it):
+//   the one-time link's token comes in the URL fragment, is exchanged once for a
+//   credential kept in sessionStorage (this origin, port included) and sent as a
+//   header; the EventSource gets a single-use ticket (http/owner.py).
+// - Links to this computer (loopback, localhost) are shown as text, never as links.
 "use strict";
 
 (() => {
-  const CSRF = document.querySelector('meta[name="commonroom-csrf"]').content;
+  const FILE = document.querySelector('meta[name="commonroom-file"]').content;
+  const OWNER_HEADER = "X-Commonroom-Owner";
+  const LOGIN_KEY = "commonroom.owner";
   const API = "/owner/api/workspace";
   const AGENT_CAPS = ["read", "observe", "checkout", "propose", "commit", "message", "handoff"];
   const ALL_CAPS = [...AGENT_CAPS, "approve", "invite", "admin"];
@@ -22,7 +29,7 @@
   const state = {
     room: null, names: new Map(), proposals: [], details: new Map(), doc: null, regions: [],
     selected: null, view: "rendered", editing: false, dropped: new Set(), lastVersion: 0, latestEvent: 0,
-    changes: [], source: null, refreshTimer: null, retry: 0, loggedOut: false,
+    changes: [], source: null, refreshTimer: null, retry: 0, loggedOut: false, reconnecting: false,
   };
 
   // ------------------------------------------------------------------ DOM helpers
@@ -79,13 +86,17 @@
     }
   }
 
+  function credential() {
+    try { return sessionStorage.getItem(LOGIN_KEY); } catch (_) { return null; }
+  }
+
+  // One owner call: `/owner/...` paths as given, others under the workspace API.
   async function api(method, path, params) {
-    let url = API + path;
-    const init = { method, headers: {}, credentials: "same-origin", cache: "no-store" };
+    let url = path.startsWith("/owner/") ? path : API + path;
+    const init = { method, headers: { [OWNER_HEADER]: credential() || "" }, credentials: "omit", cache: "no-store" };
     if (method === "GET" && params) url += "?" + new URLSearchParams(params).toString();
     if (method !== "GET") {
       init.headers["Content-Type"] = "application/json";
-      init.headers["X-Commonroom-CSRF"] = CSRF;
       init.body = JSON.stringify(params || {});
     }
     const response = await fetch(url, init);
@@ -98,9 +109,45 @@
     return body;
   }
 
+  // The one-time link's token (in the fragment, never sent anywhere) for this tab's login.
+  async function logIn() {
+    const token = new URLSearchParams(location.hash.slice(1)).get("token");
+    if (token) {
+      history.replaceState(null, "", location.pathname); // the spent token leaves the address bar
+      const response = await fetch("/owner/login", {
+        method: "POST", credentials: "omit", cache: "no-store",
+        headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token }),
+      });
+      let body = null;
+      try { body = await response.json(); } catch (_) { body = null; }
+      if (!response.ok || !body || !body.credential) {
+        showLogin("This link was already used or has expired",
+          "Each owner link opens the page once and lasts 10 minutes, so that a copied or logged link is worth nothing.");
+        return false;
+      }
+      sessionStorage.setItem(LOGIN_KEY, body.credential);
+    }
+    if (!credential()) {
+      showLogin("Open your owner link", "This tab is not logged in to the room.");
+      return false;
+    }
+    return true;
+  }
+
+  function showLogin(title, text) {
+    $("login-title").textContent = title;
+    $("login-text").textContent = text;
+    document.body.classList.add("login");
+    $("login").hidden = false;
+    document.body.dataset.login = "needed";
+  }
+
   function loggedOut() {
+    if (state.loggedOut) return;
     state.loggedOut = true;
-    showNotice("This page is no longer logged in (the room stopped or restarted). Run `ce open FILE` for a new link.");
+    try { sessionStorage.removeItem(LOGIN_KEY); } catch (_) { /* nothing kept */ }
+    if (state.source) state.source.close();
+    showNotice(`This page is no longer logged in (its login expired or was ended). Run \`ce open ${FILE}\` for a new link.`);
     setLive("bad", "logged out");
   }
 
@@ -112,14 +159,51 @@
   const TAGS = new Set(["p", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "blockquote",
     "table", "thead", "tbody", "tr", "th", "td", "strong", "em", "s", "code", "pre", "hr", "br", "a"]);
 
-  function safeHref(href) {
+  // A link to this computer could reach another local server (or this room's own API)
+  // from the owner's browser: loopback addresses, `localhost` and its subdomains, 0.0.0.0.
+  // The URL parser has already turned 2130706433, 0x7f.1 and [::ffff:127.0.0.1] into their
+  // canonical forms.
+  function localHost(hostname) {
+    const host = hostname.toLowerCase().replace(/\.$/, "");
+    if (host === "localhost" || host.endsWith(".localhost") || host === "0.0.0.0") return true;
+    if (/^127\.\d+\.\d+\.\d+$/.test(host)) return true;
+    return host.startsWith("[") && (host === "[::1]" || host === "[::]" || /^\[::ffff:(7f[0-9a-f]{2}:|127\.)/.test(host));
+  }
+
+  // `{href}` for a link to follow, `{refused: url}` for one shown as text, null for nothing.
+  function linkTarget(href) {
     if (!href) return null;
-    if (href.startsWith("#")) return href;
+    if (href.startsWith("#")) return { href };
     try {
       const url = new URL(href, "http://relative.invalid/");
       if (url.origin === "http://relative.invalid") return null; // relative paths lead nowhere here
-      return SAFE_SCHEMES.includes(url.protocol) ? url.href : null;
+      if (!SAFE_SCHEMES.includes(url.protocol)) return null;
+      if (url.hostname && localHost(url.hostname)) return { refused: url.href };
+      return { href: url.href };
     } catch (_) { return null; }
+  }
+
+  function linkNode(href) {
+    const target = linkTarget(href);
+    if (target && target.href) {
+      return el("a", { href: target.href, rel: "noopener noreferrer", target: target.href.startsWith("#") ? null : "_blank" });
+    }
+    if (target && target.refused) {
+      // Text, never a link: what it says, then (when it is closed) where it points.
+      const node = el("span", { class: "link-refused", title: "Links to this computer are shown as text, not links" });
+      node.dataset.refusedHref = target.refused;
+      return node;
+    }
+    return el("span");
+  }
+
+  // A refused link ends with where it points, as plain text: "text ‹http://127.0.0.1:…›".
+  function closeNode(node) {
+    const href = node && node.dataset ? node.dataset.refusedHref : null;
+    if (!href) return;
+    const said = node.textContent.trim();
+    if (said === href || `${said}/` === href) return; // an autolink already shows its address
+    node.append(el("span", { class: "muted" }, ` \u2039${href}\u203a`));
   }
 
   // Render a markdown-it token list into `parent`. `text(content)` turns one
@@ -134,8 +218,7 @@
         const tag = TAGS.has(token.tag) ? token.tag : "div";
         let node;
         if (tag === "a") {
-          const href = safeHref(token.attrGet("href"));
-          node = href ? el("a", { href, rel: "noopener noreferrer", target: href.startsWith("#") ? null : "_blank" }) : el("span");
+          node = linkNode(token.attrGet("href"));
         } else {
           node = el(tag);
           const start = token.attrGet("start");
@@ -145,7 +228,7 @@
         top().append(node);
         stack.push(node);
       } else if (token.nesting === -1) {
-        if (stack.length > 1) stack.pop();
+        if (stack.length > 1) closeNode(stack.pop());
       } else if (token.type === "inline") {
         renderInline(token.children || [], top(), text);
       } else if (token.type === "fence" || token.type === "code_block") {
@@ -166,13 +249,11 @@
     for (const token of children) {
       if (token.nesting === 1) {
         let node;
-        if (token.tag === "a") {
-          const href = safeHref(token.attrGet("href"));
-          node = href ? el("a", { href, rel: "noopener noreferrer", target: href.startsWith("#") ? null : "_blank" }) : el("span");
-        } else node = el(TAGS.has(token.tag) ? token.tag : "span");
+        if (token.tag === "a") node = linkNode(token.attrGet("href"));
+        else node = el(TAGS.has(token.tag) ? token.tag : "span");
         top().append(node); stack.push(node);
       } else if (token.nesting === -1) {
-        if (stack.length > 1) stack.pop();
+        if (stack.length > 1) closeNode(stack.pop());
       } else if (token.type === "code_inline") {
         const code = el("code"); code.append(...text(token.content)); top().append(code);
       } else if (token.type === "softbreak") {
@@ -957,9 +1038,20 @@
     }, 80);
   }
 
-  function connect() {
+  // The live view: a single-use ticket (an EventSource cannot send the login header), then
+  // the stream from the last event seen. When it drops (the room restarted, the network),
+  // the page reconnects by itself with a fresh ticket: the login outlives a restart.
+  async function connect() {
     if (state.loggedOut) return;
-    const source = new EventSource(`${API}/observe?since_event_id=${state.latestEvent}`);
+    let ticket;
+    try {
+      ticket = (await api("POST", "/owner/stream-ticket")).ticket;
+    } catch (error) {
+      if (!state.loggedOut) reconnectLater(); // the room is not back yet
+      return;
+    }
+    const query = new URLSearchParams({ since_event_id: String(state.latestEvent), ticket });
+    const source = new EventSource(`${API}/observe?${query}`);
     state.source = source;
     source.onopen = () => { state.retry = 0; setLive("ok", "live"); };
     source.onmessage = () => scheduleRefresh();
@@ -981,36 +1073,27 @@
     source.addEventListener("resync", () => scheduleRefresh());
     source.addEventListener("workspace.stopped", () => setLive("bad", "room stopped"));
     source.onerror = () => {
-      if (source.readyState === EventSource.CONNECTING) {
-        // The browser retries the stream by itself (every 5 s, the server's `retry`); meanwhile
-        // ask the room once a second whether it is back and still knows this login.
-        setLive("bad", "reconnecting…");
-        probe(source);
-        return;
-      }
-      // Closed for good (e.g. the room restarted): try again ourselves, a bit later each time.
+      // The browser's own retry would present the spent ticket again: reconnect ourselves.
       source.close();
-      setLive("bad", "reconnecting…");
-      state.retry = Math.min(state.retry + 1, 6);
-      setTimeout(async () => {
-        try { await loadRoom(); connect(); } catch (_) { if (!state.loggedOut) setTimeout(connect, 2000); }
-      }, 500 * 2 ** state.retry);
+      if (source !== state.source) return;
+      state.source = null;
+      reconnectLater();
     };
   }
 
-  function probe(source) {
-    if (state.probing) return;
-    state.probing = true;
+  function reconnectLater() {
+    if (state.loggedOut || state.reconnecting) return;
+    state.reconnecting = true;
+    setLive("bad", "reconnecting…");
+    state.retry = Math.min(state.retry + 1, 4);
     setTimeout(async () => {
-      state.probing = false;
-      if (source !== state.source || source.readyState === EventSource.OPEN) return;
+      state.reconnecting = false;
       try { await loadRoom(); } catch (error) {
-        if (state.loggedOut) { source.close(); return; }
-        if (!(error instanceof ApiError)) probe(source); // still down: ask again
+        if (!state.loggedOut) reconnectLater(); // still down (or not answering yet)
         return;
       }
-      source.close(); connect(); // back, same login: a fresh stream from the latest event
-    }, 1000);
+      connect(); // back, same login: a fresh stream from the latest event seen
+    }, 250 * 2 ** state.retry); // 0.5 s, 1 s, 2 s, then every 4 s
   }
 
   // ------------------------------------------------------------------ keys
@@ -1057,6 +1140,7 @@
   // ------------------------------------------------------------------ start
 
   async function start() {
+    if (!(await logIn())) return;
     renderInviteForm(); wireReview(); wireMessages();
     setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
     try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }

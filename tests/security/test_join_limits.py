@@ -1,0 +1,110 @@
+"""Issue 24 item 5 (and item 10's rate-limit half): one shared anonymous window locked out every join.
+
+Every loopback client (and every tailcat-forwarded one) has the address
+127.0.0.1. On main, 61 requests to `/.well-known/agent-workspace` made every
+`POST /session/join` answer 429. Now discovery has its own window, a join is
+charged to its invitation's secret hash, and unknown secrets share one small
+window. The attacks run against a real `ce serve` with the default limits.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from commonroom.credentials import read_credentials
+from commonroom.engine.core import hash_secret
+from commonroom.http.guards import Gate
+from commonroom.protocol.errors import CommonroomError
+from tests.e2e.conftest import SAMPLE, RoomProcess, start_room
+
+
+def call(port: int, method: str, path: str, body: Any = None, bearer: str | None = None
+         ) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    if bearer is not None:
+        request.add_header("Authorization", f"Bearer {bearer}")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+@pytest.fixture
+def room(tmp_path: Path) -> Iterator[tuple[RoomProcess, str]]:
+    doc = tmp_path / "idea.md"
+    doc.write_text(SAMPLE.read_text())
+    process = start_room(doc, "--port-ingress", "0")
+    try:
+        creds = read_credentials(doc)
+        assert creds is not None
+        yield process, creds.host_session
+    finally:
+        process.close()
+
+
+def test_a_discovery_flood_does_not_lock_out_joins(room: tuple[RoomProcess, str]) -> None:
+    process, _ = room
+    port = process.ready["ingress_port"]
+    codes = [call(port, "GET", "/.well-known/agent-workspace")[0] for _ in range(70)]
+    assert codes[:60] == [200] * 60 and set(codes[60:]) == {429}  # the flood is refused...
+    status, answer = call(port, "POST", "/session/join", {"invite": process.ready["invitation"],
+                                                          "name": "newcomer"})
+    assert status == 200, answer  # ...and the join is not
+    for path in ("/protocol", "/openapi.json", "/skills"):  # discovery shares its own window
+        assert call(port, "GET", path)[0] == 429
+
+
+def test_guessing_secrets_never_locks_out_a_real_invitation(room: tuple[RoomProcess, str]) -> None:
+    process, host = room
+    port = process.ready["ingress_port"]
+    invite = call(port, "POST", "/workspace/invite", {"max_uses": 5}, bearer=host)[1]["invitation"]
+    guesses = [call(port, "POST", "/session/join", {"invite": f"guess{i}", "name": "x"})[0]
+               for i in range(25)]
+    assert guesses[:20] == [401] * 20 and set(guesses[20:]) == {429}  # a small window for guesses
+    malformed = call(port, "POST", "/session/join", {"name": "no invite at all"})
+    assert malformed[0] == 429 and malformed[1]["details"]["scope"] == "requests"
+    for name in ("a", "b"):  # the real invitation has its own window
+        status, answer = call(port, "POST", "/session/join", {"invite": invite, "name": name})
+        assert status == 200, answer
+    # The bearer routes' anonymous window is untouched by both floods.
+    assert call(port, "GET", "/workspace/status", bearer="ses_unknown")[0] == 401
+
+
+def test_one_invitation_is_charged_in_its_own_window(room: tuple[RoomProcess, str]) -> None:
+    process, host = room
+    port = process.ready["ingress_port"]
+    spent = call(port, "POST", "/workspace/invite", {}, bearer=host)[1]["invitation"]
+    other = call(port, "POST", "/workspace/invite", {}, bearer=host)[1]["invitation"]
+    assert call(port, "POST", "/session/join", {"invite": spent, "name": "first"})[0] == 200
+    codes = [call(port, "POST", "/session/join", {"invite": spent, "name": "again"})[0]
+             for _ in range(62)]
+    assert codes[:59] == [403] * 59 and set(codes[59:]) == {429}  # redeemed, then limited
+    assert call(port, "POST", "/session/join", {"invite": other, "name": "fresh"})[0] == 200
+
+
+def test_a_participant_is_charged_across_its_sessions() -> None:
+    """Item 10: two bearers of one participant share the participant's window too."""
+    now = [0.0]
+    sessions = {hash_secret("ses_one"): "pt_same", hash_secret("ses_two"): "pt_same",
+                hash_secret("ses_other"): "pt_other"}
+    gate = Gate(per_bearer_per_minute=4, per_address_per_minute=2, clock=lambda: now[0],
+                live_sessions=sessions)
+    for bearer in ("ses_one", "ses_one", "ses_two", "ses_two"):
+        gate.admit(bearer, "127.0.0.1")
+    with pytest.raises(CommonroomError) as refused:
+        gate.admit("ses_two", "127.0.0.1")  # its own window has room, its participant's not
+    assert refused.value.code == "limit_exceeded" and refused.value.recovery["retry_after_seconds"] == 60
+    gate.admit("ses_other", "127.0.0.1")  # another participant is not held up
+    now[0] = 60.0
+    gate.admit("ses_two", "127.0.0.1")
