@@ -73,8 +73,8 @@ def test_profile_saved_on_join_and_selected(room: RoomProcess, doc: Path,
     # Leave ends the session and deletes its profile; then the session is refused (7).
     left = ok_json("leave", "--profile", "two")
     assert left["left"] is True and not (folder / "two.json").exists()
-    refused = run("regions", "--invitation", second["invitation"], "--session",
-                  second["session_id"])
+    refused = run("regions", "--invitation", second["invitation"], "--session", "-",
+                  input=second["session_id"] + "\n")
     assert refused.returncode == 7 and refused.stderr.startswith("error: unauthorized")
     assert second["session_id"] not in refused.stderr
     assert run("whoami", "--profile", "two").returncode == 2

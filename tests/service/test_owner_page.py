@@ -7,15 +7,15 @@ from contextlib import aclosing
 
 import trio
 
-from commonroom.cli import byteclient
+from commonroom.wire import aio
 from tests.service.conftest import LiveRoom
 
 
 async def _owner(live: LiveRoom, method: str, path: str, headers: dict[str, str] | None = None,
-                 body: bytes | None = None) -> byteclient.Response:
+                 body: bytes | None = None) -> aio.Response:
     port = live.ready.owner_port
     stream = await trio.open_tcp_stream("127.0.0.1", port)
-    return await byteclient.request(stream, method, path, headers={"Host": f"127.0.0.1:{port}", **(headers or {})},
+    return await aio.request(stream, method, path, headers={"Host": f"127.0.0.1:{port}", **(headers or {})},
                                     body=body)
 
 
@@ -31,13 +31,13 @@ async def test_owner_observe_streams_the_rooms_events_with_the_host_session(live
     cookie = await _login(live)
     port = live.ready.owner_port
     stream = await trio.open_tcp_stream("127.0.0.1", port)
-    status, head, chunks = await byteclient.open_stream(
+    status, head, chunks = await aio.open_stream(
         stream, "/owner/api/workspace/observe?since_event_id=0",
         headers={"Host": f"127.0.0.1:{port}", "Cookie": cookie})
     assert status == 200 and dict(head)["content-type"].startswith("text/event-stream")
     agent = await live.join("drafter")
     types: list[str] = []
-    async with aclosing(byteclient.iter_sse(chunks)) as messages:
+    async with aclosing(aio.iter_sse(chunks)) as messages:
         await live.call("POST", "/workspace/checkout", agent["session_id"], {"region": "Goals"})
         with trio.fail_after(5):
             async for message in messages:
