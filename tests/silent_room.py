@@ -31,13 +31,13 @@ def chunk(data: bytes) -> bytes:
 def started_event(event_id: int) -> bytes:
     """One SSE frame of a real event type (`workspace.started`), as the room writes it."""
     data = json.dumps({"event_id": event_id, "type": "workspace.started",
-                       "created_at": "2026-01-01T00:00:00+00:00", "payload": {"version": 1}})
+                       "created_at": "2026-01-01T00:00:00.000000+00:00", "payload": {"version": 1}})
     return f"id: {event_id}\nevent: workspace.started\ndata: {data}\n\n".encode()
 
 
 def invitation_for(port: int) -> str:
     return encode(Invitation(
-        capabilities=("read", "observe"), expires_at="2099-01-01T00:00:00+00:00",
+        capabilities=("read", "observe"), expires_at="2099-01-01T00:00:00.000000+00:00",
         secret="s" * 32, transport=TransportHint("loopback", False, "private", "127.0.0.1", port),
         version="1", workspace_id="ws_silent", protocol="commonroom"))
 

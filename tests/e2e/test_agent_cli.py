@@ -282,6 +282,29 @@ def at_terminal(args: list[str], answer: bytes, timeout: float = 30.0) -> tuple[
     return code, out.decode("utf-8", "replace")
 
 
+def test_observe_call_and_withdraw_take_the_profile(room: RoomProcess, doc: Path) -> None:
+    join(doc, "bot")
+    assert ok_json("call", "GET", "/workspace/status")["version"] == 1  # no invitation, no session
+    risks = run("read", "Risks").stdout
+    proposal = run("propose", "Risks", "-", input=risks + "- Withdrawn later.\n\n").stdout.strip()
+    assert ok_json("call", "GET", f"/workspace/proposal?proposal_id={proposal}")["status"] == "pending"
+    withdrawn = run("withdraw", proposal)
+    assert withdrawn.returncode == 0 and withdrawn.stdout == f"{proposal} withdrawn\n"
+    again = run("withdraw", proposal)
+    assert again.returncode == 3 and again.stderr.startswith("error: proposal_conflict")
+    waited = run("wait", proposal)  # decided already: withdrawn is not approved
+    assert waited.returncode == 3 and f"{proposal} withdrawn" in waited.stdout
+    observer = subprocess.Popen([ce_path(), "observe", "--since", "0", "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = Lines(observer.stdout).until(
+            lambda line: json.loads(line)["type"] == "proposal.withdrawn")
+        assert json.loads(line)["payload"]["proposal_id"] == proposal
+    finally:
+        observer.terminate()
+        observer.wait(10)
+
+
 def test_review_at_a_terminal_shows_the_diff_and_asks(room: RoomProcess, doc: Path) -> None:
     join(doc, "bot")
     run("read", "Risks")

@@ -114,7 +114,7 @@ def test_exit_codes_follow_the_decisions() -> None:
     for code, exit_code in expected.items():
         assert output.exit_code_for(code) == exit_code, code
     helped = output.exit_codes_help()
-    for exit_code in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 124):
+    for exit_code in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 124, 130):
         assert f"{exit_code:>4}  " in helped
 
 
