@@ -4,7 +4,7 @@
   `ce observe`, `ce join`'s hold, `ce wait` and `ce mcp` still stop on SIGINT
   and on SIGTERM, with their documented exit status.
 - `ce observe` against a room that goes silent (a half-open connection)
-  reconnects from the last event it printed.
+  reconnects from the last event it printed; `ce mcp` re-opens `GET /mcp`.
 - A `ce observe` started the documented way has no bearer in
   `/proc/PID/cmdline` (issue 24 item 12), and neither has `ce join -`.
 """
@@ -159,6 +159,22 @@ def test_observe_reconnects_after_the_room_goes_silent() -> None:
         assert watcher.stop(signal.SIGINT) == 0
     finally:
         watcher.close()
+        room.close()
+
+
+def test_mcp_reopens_its_notification_stream_after_the_room_goes_silent() -> None:
+    room = SilentRoom([[1], [2]])
+    env = {**os.environ, "CE_SESSION": "ses_bridge", "CE_TIMEOUTS": "silence=1"}
+    bridge = Background("mcp", invitation_for(room.port), "--name", "bridge", env=env, stdin="")
+    try:
+        first, second = json.loads(bridge.line()), json.loads(bridge.line(10))
+        assert (first["event_id"], second["event_id"]) == (1, 2)  # the stream's messages, as sent
+        assert [request.split(b" ", 2)[:2] for request in room.requests] == [[b"GET", b"/mcp"]] * 2
+        assert room.last_event_ids() == [None, None]  # the room does not replay MCP notifications
+        bridge.wait_until_it_catches(signal.SIGINT)
+        assert bridge.stop(signal.SIGINT) == 0
+    finally:
+        bridge.close()
         room.close()
 
 

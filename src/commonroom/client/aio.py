@@ -7,27 +7,27 @@
             if (await room.wait_for_review(proposal.proposal_id)).status == "approved":
                 await room.commit(proposal.proposal_id)
 
-The operation methods are `operations.Operations`, the same as `Client`'s; as
-coroutines here. Every call dials the hint's transport plugin for a connection
-of its own (`wire.aio.Connection`), so one client can serve many tasks at once.
+The operation methods are `Client`'s (`operations.Operations`), as coroutines.
+Every call dials the hint's transport plugin for a connection of its own
+(`wire.aio.Connection`), so one client serves many tasks at once. Waits run on
+trio's clock, so `trio.testing.MockClock` drives them in tests.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 
-from commonroom.client import common, errors
+from commonroom.client import common
 from commonroom.client.common import ClientBase, Resync
 from commonroom.client.operations import AsyncShell, Call, Operations
-from commonroom.client.routes import ROUTES
 from commonroom.protocol import records as r
 from commonroom.protocol.events import Event
-from commonroom.wire import aio, plans
+from commonroom.wire import aio
+from commonroom.wire.plans import review
 from commonroom.wire.timeouts import Timeouts
 
 T = TypeVar("T")
@@ -48,30 +48,25 @@ class AsyncLease(r.Lease):
     async def __aenter__(self) -> AsyncLease:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
-        try:
+    async def __aexit__(self, *exc_info: object) -> None:
+        with common.releasing(exc_info[1]):
             await self.release()
-        except errors.CommonroomError as error:
-            if not common.release_failure_ignored(error, exc):
-                raise
 
 
 class AsyncClient(ClientBase, Operations, AsyncShell):
     """A session in a room, under trio: `await AsyncClient.join(...)`, or `AsyncClient(inv, session=...)`."""
 
-    def __init__(self, invitation: str, *, session: str, timeout: float | None = None,
-                 hint: dict[str, Any] | None = None, timeouts: Timeouts | None = None) -> None:
-        super().__init__(invitation, session=session, timeout=timeout, hint=hint,
-                         timeouts=timeouts)
-        self._connection = aio.Connection(self.hint, timeouts=self.timeouts)
+    _connection: aio.Connection
+
+    def _open_connection(self) -> aio.Connection:
+        return aio.Connection(self.hint, timeouts=self.timeouts)
 
     @classmethod
     async def join(cls, invitation: str, *, name: str, kind: str = "agent",
                    timeout: float | None = None, timeouts: Timeouts | None = None) -> AsyncClient:
-        """Redeem `invitation` as participant `name`; the new session is `client.session`."""
+        """As `Client.join`: redeem `invitation`; the new session is `client.session`."""
         client = cls(invitation, session="", timeout=timeout, timeouts=timeouts)
-        client._adopt(await client._run(common.join_call(invitation, name, kind, client.hint)))
+        client._adopt(await client._run(client._join_call(name, kind)))
         return client
 
     async def close(self) -> None:
@@ -81,39 +76,39 @@ class AsyncClient(ClientBase, Operations, AsyncShell):
     async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
     async def _run(self, call: Call[T]) -> T:
-        method, path = common.route(call)
-        answer = await self._connection.call(method, path, call.params, bearer=self.session,
-                                             hold=call.hold)
+        method, path, params, keywords = self._wire_call(call)
+        answer = await self._connection.call(method, path, params, **keywords)
         return common.record(answer, call.result)
 
+    def _runner(self) -> aio.Runner:
+        return aio.Runner(self._connection, bearer=self.session, routes=common.ROUTES)
+
     async def checkout(self, region: str, *, minutes: int | None = None) -> AsyncLease:
-        """Lease `region` now; the returned lease releases it when its `async with` block ends."""
+        """Lease `region` now; the lease is released when its `async with` block ends."""
         taken = await self._run(common.checkout_call(region, minutes))
         return AsyncLease(**common.lease_fields(taken), client=self)
 
     async def leave(self) -> r.Left:
-        """End this session (its leases are released); the client is closed afterwards."""
-        left = await self._run(common.LEAVE)
+        """As `Client.leave`: end the session, then close this client."""
+        answer = await self._run(common.LEAVE)
         await self.close()
-        return left
+        return answer
 
-    async def wait_for_review(self, proposal_id: str, timeout: float | None = None) -> r.Proposal:
-        """As `Client.wait_for_review`, under trio (its clock: `trio.testing.MockClock` works)."""
-        runner = aio.Runner(self._connection, bearer=self.session, routes=ROUTES)
-        return common.proposal_of(await runner.run(plans.review(proposal_id, timeout)))
+    async def wait_for_review(self, proposal_id: str, timeout: float | None = None
+                              ) -> r.Proposal:
+        """As `Client.wait_for_review`, under trio."""
+        detail = await self._runner().run(review(proposal_id, timeout))
+        return common.proposal_of(detail)
 
     async def observe(self, since: int | None = None, *, retry: float | None = None
                       ) -> AsyncIterator[Event | Resync]:
         """As `Client.observe`: events for ever, re-opened after drops and silences."""
-        runner = aio.Runner(self._connection, bearer=self.session, routes=ROUTES)
-        plan = plans.events(common.OBSERVE_PATH, since=since, retry=retry)
-        async with contextlib.aclosing(runner.iterate(plan)) as items:
+        async with contextlib.aclosing(self._runner().iterate(common.observe_plan(since, retry))
+                                       ) as items:
             async for item in items:
-                event = common.stream_item(item)
-                if event is not None:
+                if (event := common.stream_item(item)) is not None:
                     yield event

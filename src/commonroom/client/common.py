@@ -7,10 +7,11 @@ must: how a `Call` is carried, and the methods built on the wire's plans
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from collections.abc import Mapping
-from typing import Any, Final, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, NoReturn, TypeVar
 
 import attrs
 
@@ -19,7 +20,7 @@ from commonroom.client.operations import Call
 from commonroom.client.routes import ROUTES
 from commonroom.protocol import records
 from commonroom.protocol.events import Event, from_dict
-from commonroom.wire import calls
+from commonroom.wire import calls, plans
 from commonroom.wire.http11 import SSEMessage
 from commonroom.wire.plans import DECIDED, WAIT_HOLD_SECONDS
 from commonroom.wire.timeouts import DEFAULT, Timeouts
@@ -56,20 +57,25 @@ class ClientBase:
         self.timeout = self.timeouts.call
         self.hint = hint if hint is not None else calls.hint_of(invitation)
         self.joined: records.Joined | None = None
+        self._connection = self._open_connection()
+
+    def _open_connection(self) -> Any:
+        """The shell's `wire.*.Connection` to the room (its type is the shell's)."""
+        raise NotImplementedError
 
     def _adopt(self, joined: records.Joined) -> None:
         self.session = joined.session_id
         self.joined = joined
 
+    def _join_call(self, name: str, kind: str) -> Call[records.Joined]:
+        return Call("session.join", records.Joined, {
+            "invite": self.invitation.strip(), "name": name, "kind": kind,
+            "transport": self.hint.get("type")})
 
-def route(call: Call[Any]) -> tuple[str, str]:
-    found = ROUTES[call.op]
-    return found.method, found.path
-
-
-def join_call(invitation: str, name: str, kind: str, hint: Mapping[str, Any]) -> Call[records.Joined]:
-    return Call("session.join", records.Joined, {
-        "invite": invitation.strip(), "name": name, "kind": kind, "transport": hint.get("type")})
+    def _wire_call(self, call: Call[Any]) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+        """The arguments of `Connection.call` for `call`: method, path, params, keywords."""
+        found = ROUTES[call.op]
+        return found.method, found.path, call.params, {"bearer": self.session, "hold": call.hold}
 
 
 def checkout_call(region: str, minutes: int | None) -> Call[records.Lease]:
@@ -83,16 +89,34 @@ def lease_fields(taken: records.Lease) -> dict[str, Any]:
     return attrs.asdict(taken, recurse=False)
 
 
-def release_failure_ignored(error: errors.CommonroomError, exc: BaseException | None) -> bool:
-    """Whether a lease's release, failing at the end of its `with` block, may go unsaid.
+@contextlib.contextmanager
+def releasing(exc: object) -> Iterator[None]:
+    """Around a lease's release at the end of its `with` block: the failures that may go unsaid.
 
     A lease that had ended already (released by hand, expired, ended by the
     host) is fine; anything else is raised, unless the block is already failing
-    (its error matters more than the release).
+    with `exc` (its error matters more than the release).
     """
-    if isinstance(error, errors.InvalidRequest):
-        return error.field == "lease_id"
-    return exc is not None
+    try:
+        yield
+    except errors.InvalidRequest as gone:
+        if gone.field != "lease_id":
+            raise
+    except errors.CommonroomError:
+        if exc is None:
+            raise
+
+
+def events_of(items: Iterable[Any]) -> Iterator[Event | Resync]:
+    """The events and resyncs among what the event-stream plan emitted."""
+    for item in items:
+        event = stream_item(item)
+        if event is not None:
+            yield event
+
+
+def observe_plan(since: int | None, retry: float | None) -> plans.Plan[NoReturn]:
+    return plans.events(OBSERVE_PATH, since=since, retry=retry)
 
 
 def record(answer: Any, cls: type[T]) -> T:

@@ -13,21 +13,21 @@ connection; other transports dial a connection per call (`wire.sync.Connection`)
                                     summary="sharper")
             if room.wait_for_review(proposal.proposal_id).status == "approved":
                 room.commit(proposal.proposal_id)
+
+This file and `aio.py` hold only what blocking and trio code cannot share.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import attrs
 
-from commonroom.client import common, errors
+from commonroom.client import common
 from commonroom.client.common import ClientBase, Resync
 from commonroom.client.operations import OPERATION_METHODS, BlockingShell, Call, Operations
-from commonroom.client.routes import ROUTES
 from commonroom.protocol import records as r
 from commonroom.protocol.events import Event
 from commonroom.wire import calls, plans, sync
@@ -53,33 +53,31 @@ class Lease(r.Lease):
     def __enter__(self) -> Lease:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        try:
+    def __exit__(self, *exc_info: object) -> None:
+        with common.releasing(exc_info[1]):
             self.release()
-        except errors.CommonroomError as error:
-            if not common.release_failure_ignored(error, exc):
-                raise
 
 
 class Client(ClientBase, Operations, BlockingShell):
-    """A session in a room. `Client.join(...)` joins; `Client(invitation, session=...)` resumes."""
+    """A session in a room. `Client.join(...)` joins; `Client(invitation, session=...)` resumes.
 
-    def __init__(self, invitation: str, *, session: str, timeout: float | None = None,
-                 hint: dict[str, Any] | None = None, timeouts: Timeouts | None = None) -> None:
-        super().__init__(invitation, session=session, timeout=timeout, hint=hint,
-                         timeouts=timeouts)
+    `timeout` bounds one call; `timeouts` (`commonroom.wire.timeouts.Timeouts`) all of them.
+    """
+
+    _connection: sync.Connection
+
+    def _open_connection(self) -> sync.Connection:
         # A plugin other than loopback TCP runs a trio loop per connection: not kept.
-        self._connection = sync.Connection(self.hint, timeouts=self.timeouts,
-                                           keep_alive=calls.dials_loopback(self.hint))
+        return sync.Connection(self.hint, timeouts=self.timeouts,
+                               keep_alive=calls.dials_loopback(self.hint))
 
     @classmethod
     def join(cls, invitation: str, *, name: str, kind: str = "agent",
              timeout: float | None = None, timeouts: Timeouts | None = None) -> Client:
         """Redeem `invitation` as participant `name`; the new session is `client.session`."""
-        client = cls(invitation, session="", timeout=timeout, timeouts=timeouts)
-        client._adopt(client._run(common.join_call(invitation, name, kind, client.hint)))
-        return client
+        joining = cls(invitation, session="", timeout=timeout, timeouts=timeouts)
+        joining._adopt(joining._run(joining._join_call(name, kind)))
+        return joining
 
     def close(self) -> None:
         """Close the connection; the session stays valid (use `leave()` to end it)."""
@@ -88,23 +86,20 @@ class Client(ClientBase, Operations, BlockingShell):
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def _run(self, call: Call[T]) -> T:
-        method, path = common.route(call)
-        answer = self._connection.call(method, path, call.params, bearer=self.session,
-                                       hold=call.hold)
-        return common.record(answer, call.result)
+        method, path, params, keywords = self._wire_call(call)
+        return common.record(self._connection.call(method, path, params, **keywords), call.result)
 
     def _runner(self) -> sync.Runner:
-        return sync.Runner(self._connection, bearer=self.session, routes=ROUTES)
+        return sync.Runner(self._connection, bearer=self.session, routes=common.ROUTES)
 
     def checkout(self, region: str, *, minutes: int | None = None) -> Lease:
         """Lease `region` now; the returned `Lease` releases it when its `with` block ends."""
-        taken = self._run(common.checkout_call(region, minutes))
-        return Lease(**common.lease_fields(taken), client=self)
+        return Lease(**common.lease_fields(self._run(common.checkout_call(region, minutes))),
+                     client=self)
 
     def leave(self) -> r.Left:
         """End this session (its leases are released); the client is closed afterwards."""
@@ -132,9 +127,5 @@ class Client(ClientBase, Operations, BlockingShell):
         session that ended raises `Unauthorized`. `retry` (seconds) overrides
         the room's reconnection delay.
         """
-        plan = plans.events(common.OBSERVE_PATH, since=since, retry=retry)
-        with contextlib.closing(self._runner().iterate(plan)) as items:
-            for item in items:
-                event = common.stream_item(item)
-                if event is not None:
-                    yield event
+        with contextlib.closing(self._runner().iterate(common.observe_plan(since, retry))) as items:
+            yield from common.events_of(items)
