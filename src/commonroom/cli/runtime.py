@@ -20,7 +20,6 @@ No trio at import: the one-shot verbs import this module for `timeouts()`.
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
 
@@ -31,7 +30,6 @@ from commonroom.wire.timeouts import DEFAULT, Timeouts
 T = TypeVar("T")
 
 ENV_TIMEOUTS: Final = "CE_TIMEOUTS"
-STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 
 
 def timeouts() -> Timeouts:
@@ -47,12 +45,14 @@ def timeouts() -> Timeouts:
 
 async def until_stopped(work: Callable[[], Awaitable[T]]) -> T:
     """`await work()`, unless SIGINT or SIGTERM comes first: then KeyboardInterrupt."""
+    import signal
+
     import trio
 
     stopped = False
     result: list[T] = []
     failure: list[Exception] = []
-    with trio.open_signal_receiver(*STOP_SIGNALS) as signals:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
 
             async def watch() -> None:

@@ -32,16 +32,19 @@ import collections
 import contextlib
 from collections.abc import AsyncGenerator, AsyncIterable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import h11
 
 from commonroom.client import errors
 from commonroom.wire import _trio_io as io
-from commonroom.wire import calls, http11, plans
+from commonroom.wire import calls, http11
 from commonroom.wire._trio_io import Stream, Streamlike
 from commonroom.wire.http11 import Headers, Response, SSEMessage
 from commonroom.wire.timeouts import DEFAULT, Timeouts
+
+if TYPE_CHECKING:
+    from commonroom.wire import plans
 
 T = TypeVar("T")
 
@@ -379,6 +382,8 @@ class Runner:
 
     async def iterate(self, plan: plans.Plan[Any]) -> AsyncGenerator[Any, None]:
         """What `plan` emits, item by item, while its steps are performed."""
+        from commonroom.wire import plans  # not at import: a one-shot `ce` verb runs no plan
+
         events: Events | None = None
         reply: Any = None
         failure: errors.CommonroomError | None = None
@@ -412,6 +417,8 @@ class Runner:
                 await events.aclose()
 
     async def _perform(self, step: plans.Step) -> Any:
+        from commonroom.wire import plans
+
         if isinstance(step, plans.Call):
             route = self.routes[step.op]
             method, path = str(route[0]), str(route[1])

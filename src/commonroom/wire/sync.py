@@ -10,16 +10,19 @@ import collections
 import contextlib
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import h11
 
 from commonroom.client import errors
 from commonroom.wire import _socket_io as io
-from commonroom.wire import calls, http11, plans
+from commonroom.wire import calls, http11
 from commonroom.wire._socket_io import Stream, Streamlike
 from commonroom.wire.http11 import Headers, Response, SSEMessage
 from commonroom.wire.timeouts import DEFAULT, Timeouts
+
+if TYPE_CHECKING:
+    from commonroom.wire import plans
 
 T = TypeVar("T")
 
@@ -357,6 +360,8 @@ class Runner:
 
     def iterate(self, plan: plans.Plan[Any]) -> Generator[Any, None, None]:
         """What `plan` emits, item by item, while its steps are performed."""
+        from commonroom.wire import plans  # not at import: a one-shot `ce` verb runs no plan
+
         events: Events | None = None
         reply: Any = None
         failure: errors.CommonroomError | None = None
@@ -390,6 +395,8 @@ class Runner:
                 events.close()
 
     def _perform(self, step: plans.Step) -> Any:
+        from commonroom.wire import plans
+
         if isinstance(step, plans.Call):
             route = self.routes[step.op]
             method, path = str(route[0]), str(route[1])
