@@ -253,6 +253,45 @@ def test_blocking_request_reads_to_content_length_and_closes(raw_server: Any) ->
     assert b"host: commonroom" in head and b"connection: close" in head
 
 
+def test_a_kept_connection_the_room_closed_while_idle_is_replaced_once() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    answered: list[threading.Event] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(65536)
+                body = b'{"version":%d}' % len(answered)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            answered.append(threading.Event())  # closed (FIN sent) after each answer
+            answered[-1].set()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    hint = {"type": "loopback", "address": "127.0.0.1", "port": listener.getsockname()[1]}
+    connection = sync.Connection(hint, timeouts=Timeouts(call=5), keep_alive=True)
+    try:
+        assert connection.call("GET", "/workspace/status") == {"version": 0}
+        deadline = time.monotonic() + 5
+        while not answered and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # The kept connection is closed now: the call goes again on a fresh one, once.
+        assert connection.call("GET", "/workspace/status") == {"version": 1}
+        assert len(answered) == 2
+    finally:
+        connection.close()
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(5)
+
+
 def test_a_call_the_room_never_answers_ends_at_the_call_bound(raw_server: Any) -> None:
     port, _, _ = raw_server
     hint = {"type": "loopback", "address": "127.0.0.1", "port": port}

@@ -211,24 +211,27 @@ async def _exchange(stream: Stream, conn: h11.Connection, payload: bytes, deadli
     return await stream.send_while(payload, deadline, lambda: _read_response(stream, conn, deadline))
 
 
-async def _next_event(stream: Stream, conn: h11.Connection, deadline: float, silent: str
-                      ) -> Any:
+async def _next_event(stream: Stream, conn: h11.Connection, deadline: float, silent: str,
+                      *, before_head: bool = False) -> Any:
     while True:
         event = http11.next_event(conn)
         if event is not h11.NEED_DATA:
             return event
-        conn.receive_data(await stream.receive(deadline, silent))
+        data = await stream.receive(deadline, silent)
+        if not data and before_head and not conn.trailing_data[0]:
+            # Closed before one byte of an answer (a kept connection the room closed while idle).
+            raise http11.NoResponse("the connection closed before a response arrived")
+        conn.receive_data(data)
 
 
 async def _read_head(stream: Stream, conn: h11.Connection, deadline: float
                      ) -> tuple[int, Headers]:
     while True:
         try:
-            event = await _next_event(stream, conn, deadline, _NO_ANSWER)
+            event = await _next_event(stream, conn, deadline, _NO_ANSWER, before_head=True)
         except http11.ConnectionLost as lost:
-            nothing_came = conn.their_state is h11.SEND_RESPONSE and not conn.trailing_data[0]
-            if nothing_came and not isinstance(lost, http11.NoResponse):
-                raise http11.NoResponse(lost.message) from None
+            if not conn.trailing_data[0] and not isinstance(lost, http11.NoResponse):
+                raise http11.NoResponse(lost.message) from None  # reset before any answer
             raise
         head = http11.head_of(event)
         if head is not None:

@@ -177,7 +177,10 @@ def next_event(conn: h11.Connection) -> Any:
     try:
         return conn.next_event()
     except h11.RemoteProtocolError as exc:
-        if "closed connection" in str(exc):  # h11's words for an EOF mid-message
+        # h11's words for an EOF before the answer was whole ("peer unexpectedly closed
+        # connection", "... without sending complete message body", "can't handle event type
+        # ConnectionClosed when ... SEND_RESPONSE").
+        if "closed connection" in str(exc) or "ConnectionClosed" in str(exc):
             raise ConnectionLost("the connection closed before the response was complete") from None
         raise Malformed("the room sent a malformed HTTP response") from None
     except h11.ProtocolError:
