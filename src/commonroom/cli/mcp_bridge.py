@@ -526,8 +526,12 @@ def print_config_text(client: str, invitation: str, name: str, *, ingress_url: s
     raise CommonroomError("invalid_request", f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
 
 
-def _session(flag: str | None) -> str | None:
-    """The session to use instead of joining: `--session` (warned: `ps` shows it), else CE_SESSION."""
+def _session(flag: str | None, invitation: str) -> str | None:
+    """The session to use instead of joining: `--session` (warned: `ps` shows it), else CE_SESSION.
+
+    CE_SESSION goes with CE_INVITATION: it is used only when that is unset or names
+    this invitation, so a session exported for another room is never sent here.
+    """
     from commonroom.cli import profiles
 
     if flag == profiles.FROM_STDIN:
@@ -537,6 +541,9 @@ def _session(flag: str | None) -> str | None:
                                f" {profiles.ENV_SESSION} instead of --session -")
     if flag:
         return profiles.session_argument(flag)
+    paired = os.environ.get(profiles.ENV_INVITATION, "").strip()
+    if paired and paired != invitation.strip():
+        return None
     return os.environ.get(profiles.ENV_SESSION) or None
 
 
@@ -547,7 +554,7 @@ def command(invitation: str, *, session: str | None, name: str, print_config: st
 
     @guarded(interrupt_exit=0)
     def body(json_mode: bool = False) -> None:
-        explicit = _session(session)
+        explicit = _session(session, invitation)
         invite = decode(invitation)
         if print_config is not None:
             hint = invite.transport
