@@ -73,8 +73,8 @@ def test_profile_saved_on_join_and_selected(room: RoomProcess, doc: Path,
     # Leave ends the session and deletes its profile; then the session is refused (7).
     left = ok_json("leave", "--profile", "two")
     assert left["left"] is True and not (folder / "two.json").exists()
-    refused = run("regions", "--invitation", second["invitation"], "--session",
-                  second["session_id"])
+    refused = run("regions", "--invitation", second["invitation"], "--session", "-",
+                  input=second["session_id"] + "\n")
     assert refused.returncode == 7 and refused.stderr.startswith("error: unauthorized")
     assert second["session_id"] not in refused.stderr
     assert run("whoami", "--profile", "two").returncode == 2
@@ -280,6 +280,29 @@ def at_terminal(args: list[str], answer: bytes, timeout: float = 30.0) -> tuple[
         os.close(leader)
         code = proc.wait(timeout)
     return code, out.decode("utf-8", "replace")
+
+
+def test_observe_call_and_withdraw_take_the_profile(room: RoomProcess, doc: Path) -> None:
+    join(doc, "bot")
+    assert ok_json("call", "GET", "/workspace/status")["version"] == 1  # no invitation, no session
+    risks = run("read", "Risks").stdout
+    proposal = run("propose", "Risks", "-", input=risks + "- Withdrawn later.\n\n").stdout.strip()
+    assert ok_json("call", "GET", f"/workspace/proposal?proposal_id={proposal}")["status"] == "pending"
+    withdrawn = run("withdraw", proposal)
+    assert withdrawn.returncode == 0 and withdrawn.stdout == f"{proposal} withdrawn\n"
+    again = run("withdraw", proposal)
+    assert again.returncode == 3 and again.stderr.startswith("error: proposal_conflict")
+    waited = run("wait", proposal)  # decided already: withdrawn is not approved
+    assert waited.returncode == 3 and f"{proposal} withdrawn" in waited.stdout
+    observer = subprocess.Popen([ce_path(), "observe", "--since", "0", "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = Lines(observer.stdout).until(
+            lambda line: json.loads(line)["type"] == "proposal.withdrawn")
+        assert json.loads(line)["payload"]["proposal_id"] == proposal
+    finally:
+        observer.terminate()
+        observer.wait(10)
 
 
 def test_review_at_a_terminal_shows_the_diff_and_asks(room: RoomProcess, doc: Path) -> None:

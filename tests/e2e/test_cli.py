@@ -174,7 +174,11 @@ def test_usage_and_errors_never_traceback(tmp_path: Path) -> None:
                  ["join", dead, "--name", "x", "--no-hold"]):
         result = ce(*args)
         assert result.returncode == 9  # unavailable (the exit codes of `ce --help`)
-        assert result.stderr.startswith("error: transport_unavailable")
+        *warned, last = result.stderr.splitlines()
+        assert last.startswith("error: transport_unavailable")
+        assert warned == (["warning: --session on the command line is visible to other users of this"
+                           " machine (ps); use the saved profile, CE_SESSION, or --session - (read"
+                           " from stdin)"] if "--session" in args else [])
         assert "ses_secret123" not in result.stderr and "s3cr3t" not in result.stderr
     # Every command takes --json (here: --help lists it).
     for command in ("serve", "invite", "invitations", "revoke", "status", "proposals", "review",

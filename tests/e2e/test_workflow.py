@@ -11,6 +11,7 @@ workspace, its sessions and its history.
 from __future__ import annotations
 
 import json
+import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -173,7 +174,7 @@ def test_refusals(room: RoomProcess, doc: Path) -> None:
     # Unknown route: 404 with the protocol's error shape.
     unknown = bot.err("GET", "/workspace/no-such-thing")
     assert unknown["error"] == "invalid_request"
-    readable = ce("call", once, "GET", "/no/such/route", "--session", bot.session)
+    readable = ce("call", once, "GET", "/no/such/route", env={**os.environ, "CE_SESSION": bot.session})
     assert readable.returncode != 0 and readable.stderr.startswith("error: invalid_request")
     assert "Traceback" not in readable.stderr
 

@@ -25,9 +25,10 @@ from typing import Any
 import trio
 from tools.hostile.owner_listener import owner_routes
 
-from commonroom.cli import byteclient
 from commonroom.engine.core import SIDECAR_SUFFIX
 from commonroom.protocol.timefmt import ManualClock
+from commonroom.wire import aio
+from commonroom.wire.http11 import Response
 from tests.service.conftest import SAMPLE, LiveRoom, start_room
 
 
@@ -42,7 +43,7 @@ def _clock() -> ManualClock:
 
 
 async def owner(live: LiveRoom, method: str, path: str, headers: Mapping[str, str] | None = None,
-                body: Any = None) -> byteclient.Response:
+                body: Any = None) -> Response:
     port = live.ready.owner_port
     all_headers = {"Host": f"127.0.0.1:{port}", **(headers or {})}
     if body is not None:
@@ -180,7 +181,7 @@ async def test_logout_all_ends_logins_tickets_and_open_streams(tmp_path: Path) -
         spare = (await owner(live, "POST", "/owner/stream-ticket", login)).json()["ticket"]
         port = live.ready.owner_port
         stream = await trio.open_tcp_stream("127.0.0.1", port)
-        status, _, chunks = await byteclient.open_stream(
+        status, _, chunks = await aio.open_stream(
             stream, f"/owner/api/workspace/observe?ticket={ticket}", headers={"Host": f"127.0.0.1:{port}"})
         assert status == 200
         refused = await owner(live, "POST", "/owner/logout-all", login)

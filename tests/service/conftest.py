@@ -11,8 +11,8 @@ import attrs
 import pytest
 import trio
 
-from commonroom.cli import byteclient
 from commonroom.service import Ready, ServeOptions, serve_room
+from commonroom.wire import aio
 from tests.conftest import SAMPLE
 
 
@@ -25,14 +25,14 @@ class LiveRoom:
 
     async def raw(self, method: str, path: str, *, body: Any = None,
                   headers: Mapping[str, str] | None = None, port: int | None = None,
-                  raw_body: bytes | None = None) -> byteclient.Response:
+                  raw_body: bytes | None = None) -> aio.Response:
         stream = await trio.open_tcp_stream("127.0.0.1", port or self.ready.ingress_port)
         data = raw_body if raw_body is not None else (
             None if body is None else json.dumps(body).encode())
-        return await byteclient.request(stream, method, path, headers=headers, body=data)
+        return await aio.request(stream, method, path, headers=headers, body=data)
 
     async def call(self, method: str, path: str, bearer: str | None = None, body: Any = None,
-                   headers: Mapping[str, str] | None = None) -> byteclient.Response:
+                   headers: Mapping[str, str] | None = None) -> aio.Response:
         all_headers = dict(headers or {})
         if bearer is not None:
             all_headers["Authorization"] = f"Bearer {bearer}"

@@ -7,7 +7,7 @@ from typing import Any
 
 import trio
 
-from commonroom.cli import byteclient
+from commonroom.wire import aio
 from tests.service.conftest import LiveRoom
 
 VERSION = "2026-07-28"
@@ -39,14 +39,14 @@ def headers_for(message: dict[str, Any], bearer: str | None = None) -> dict[str,
 
 
 async def post(live: LiveRoom, message: Any, headers: dict[str, str] | list[tuple[str, str]],
-               raw: bytes | None = None) -> byteclient.Response:
+               raw: bytes | None = None) -> aio.Response:
     body = raw if raw is not None else json.dumps(message).encode()
     stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
-    return await byteclient.request(stream, "POST", "/mcp", headers=headers, body=body)  # type: ignore[arg-type]
+    return await aio.request(stream, "POST", "/mcp", headers=headers, body=body)  # type: ignore[arg-type]
 
 
 async def rpc(live: LiveRoom, method: str, params: dict[str, Any] | None = None,
-              bearer: str | None = None, rid: Any = 1, **kw: Any) -> byteclient.Response:
+              bearer: str | None = None, rid: Any = 1, **kw: Any) -> aio.Response:
     message = envelope(method, params, rid, **kw)
     return await post(live, message, headers_for(message, bearer))
 
@@ -59,7 +59,7 @@ async def tool(live: LiveRoom, name: str, bearer: str, **arguments: Any) -> dict
 
 
 async def post_header_list(live: LiveRoom, message: Any, headers: list[tuple[str, str]]
-                           ) -> byteclient.Response:
+                           ) -> aio.Response:
     """POST /mcp with an exact header list (duplicates kept), read with the byte client's reader."""
     import h11
 
@@ -77,4 +77,4 @@ async def post_header_list(live: LiveRoom, message: Any, headers: list[tuple[str
     stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
     async with stream:
         await stream.send_all(data)
-        return await byteclient._read_response(stream, conn)
+        return await aio.read_response(stream, conn)

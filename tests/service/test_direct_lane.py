@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import trio
 
-from commonroom.cli import byteclient
 from commonroom.http import stream_views
 from commonroom.http.connection import HardenedTCPServer
 from commonroom.protocol.events import Event
+from commonroom.wire import aio
 from tests.service.conftest import LiveRoom
 
 
@@ -33,7 +33,7 @@ async def _sse(live: LiveRoom, bearer: str) -> Any:
     call, however late its pump subscribes (no sleep to wait for it)."""
     path = f"/workspace/observe?since_event_id={await _latest(live, bearer)}"
     stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
-    status, _, chunks = await byteclient.open_stream(
+    status, _, chunks = await aio.open_stream(
         stream, path, headers={"Authorization": f"Bearer {bearer}"})
     assert status == 200
     return chunks
@@ -49,7 +49,7 @@ async def _events_until(chunks: Any, last_type: str, count: int) -> list[dict[st
     """The stream's events until the `count`-th event of `last_type`."""
     events: list[dict[str, Any]] = []
     seen = 0
-    async with aclosing(byteclient.iter_sse(chunks)) as messages:
+    async with aclosing(aio.iter_sse(chunks)) as messages:
         with trio.fail_after(10):
             async for message in messages:
                 if message.comment is not None or not message.id:

@@ -9,16 +9,16 @@ from typing import Any
 
 import trio
 
-from commonroom.cli import byteclient
 from commonroom.cli.mcp_bridge import exchange
 from commonroom.engine.operations import OPERATIONS
+from commonroom.wire import aio, http11
 from tests.service.conftest import LiveRoom, start_room
 from tests.service.mcp_helpers import VERSION, envelope, headers_for, rpc, tool
 
 DOCUMENT = "commonroom://workspace/document"
 
 
-def result_of(response: byteclient.Response) -> dict[str, Any]:
+def result_of(response: aio.Response) -> dict[str, Any]:
     assert response.status == 200, response.body
     result: dict[str, Any] = response.json()["result"]
     assert result["resultType"] == "complete"
@@ -176,13 +176,13 @@ async def test_subscribe_rules(live: LiveRoom) -> None:
                                observer["session_id"]))["resultType"] == "complete"
 
 
-async def open_get_stream(live: LiveRoom, bearer: str) -> byteclient.BodyChunks:
+async def open_get_stream(live: LiveRoom, bearer: str) -> aio.BodyChunks:
     stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
-    status, headers, chunks = await byteclient.open_stream(stream, "/mcp", headers={
+    status, headers, chunks = await aio.open_stream(stream, "/mcp", headers={
         "Accept": "text/event-stream", "MCP-Protocol-Version": VERSION,
         "Authorization": f"Bearer {bearer}"})
     assert status == 200
-    assert byteclient.header(headers, "content-type").startswith("text/event-stream")
+    assert http11.header(headers, "content-type").startswith("text/event-stream")
     return chunks
 
 
@@ -199,7 +199,7 @@ async def test_the_session_stream_notifies_subscribed_changes_and_ends_on_revoke
     bearer = agent["session_id"]
     result_of(await rpc(live, "resources/subscribe", {"uri": DOCUMENT}, bearer))
     chunks = await open_get_stream(live, bearer)
-    async with chunks, aclosing(byteclient.iter_sse(chunks)) as messages:
+    async with chunks, aclosing(aio.iter_sse(chunks)) as messages:
         first = await messages.__anext__()
         assert first.is_comment  # open: a ping
         await raw_commit(live, "one")
@@ -238,7 +238,7 @@ async def test_listen_acknowledges_tags_filters_and_ends_with_a_result(doc: Any)
             "toolsListChanged": True}}, rid="listen-1")
         async with await post_stream(live, message, agent["session_id"]) as (status, headers, chunks):
             assert status == 200 and "text/event-stream" in headers["content-type"]
-            async with aclosing(byteclient.iter_sse(chunks)) as messages:
+            async with aclosing(aio.iter_sse(chunks)) as messages:
                 frames = []
                 async for sse in messages:
                     if sse.is_comment:
@@ -293,7 +293,7 @@ async def test_stopping_the_room_ends_the_session_stream(doc: Any) -> None:
         live = await start_room(nursery, doc)
         agent = await live.join("watcher")
         chunks = await open_get_stream(live, agent["session_id"])
-        async with chunks, aclosing(byteclient.iter_sse(chunks)) as messages:
+        async with chunks, aclosing(aio.iter_sse(chunks)) as messages:
             assert (await messages.__anext__()).is_comment
             live.stop.set()
             with trio.fail_after(5):

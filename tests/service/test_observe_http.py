@@ -10,14 +10,14 @@ from typing import Any
 import trio
 from trio_websocket import open_websocket_url
 
-from commonroom.cli import byteclient
+from commonroom.wire import aio
 from tests.service.conftest import LiveRoom, start_room
 
 
 async def _sse(live: LiveRoom, bearer: str, *, path: str = "/workspace/observe",
                headers: dict[str, str] | None = None) -> tuple[int, Any, Any]:
     stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
-    status, head, chunks = await byteclient.open_stream(
+    status, head, chunks = await aio.open_stream(
         stream, path, headers={"Authorization": f"Bearer {bearer}", **(headers or {})})
     return status, head, chunks
 
@@ -39,7 +39,7 @@ async def test_sse_replays_then_goes_live_and_resumes_with_last_event_id(live: L
     seen: list[int] = []
     first_retry: list[int | None] = []
     released = 0
-    async with aclosing(byteclient.iter_sse(chunks)) as messages:
+    async with aclosing(aio.iter_sse(chunks)) as messages:
         await _make_events(live, bearer, 3)
         with trio.fail_after(5):
             async for message in messages:
@@ -60,7 +60,7 @@ async def test_sse_replays_then_goes_live_and_resumes_with_last_event_id(live: L
     await _make_events(live, bearer, 1)
     status, _, chunks = await _sse(live, bearer, path="/workspace/observe?since_event_id=0",
                                    headers={"Last-Event-ID": str(seen[-1])})
-    async with aclosing(byteclient.iter_sse(chunks)) as messages:
+    async with aclosing(aio.iter_sse(chunks)) as messages:
         with trio.fail_after(5):
             async for message in messages:
                 if message.id:
@@ -83,7 +83,7 @@ async def test_sse_outlives_the_response_timeout_and_ends_on_revoke(doc: Path) -
         agent = await live.join()
         _, _, chunks = await _sse(live, agent["session_id"])
         heartbeats = 0
-        async with aclosing(byteclient.iter_sse(chunks)) as messages:
+        async with aclosing(aio.iter_sse(chunks)) as messages:
             with trio.move_on_after(2.0):  # twice Quart's (lowered) response timeout
                 async for message in messages:
                     if message.comment == "hb":

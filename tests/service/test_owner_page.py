@@ -7,15 +7,15 @@ from contextlib import aclosing
 
 import trio
 
-from commonroom.cli import byteclient
+from commonroom.wire import aio
 from tests.service.conftest import LiveRoom
 
 
 async def _owner(live: LiveRoom, method: str, path: str, headers: dict[str, str] | None = None,
-                 body: bytes | None = None) -> byteclient.Response:
+                 body: bytes | None = None) -> aio.Response:
     port = live.ready.owner_port
     stream = await trio.open_tcp_stream("127.0.0.1", port)
-    return await byteclient.request(stream, method, path, headers={"Host": f"127.0.0.1:{port}", **(headers or {})},
+    return await aio.request(stream, method, path, headers={"Host": f"127.0.0.1:{port}", **(headers or {})},
                                     body=body)
 
 
@@ -31,13 +31,13 @@ async def test_owner_observe_streams_the_rooms_events_with_the_host_session(live
     ticket = await _ticket(live, login)
     port = live.ready.owner_port
     stream = await trio.open_tcp_stream("127.0.0.1", port)
-    status, head, chunks = await byteclient.open_stream(
+    status, head, chunks = await aio.open_stream(
         stream, f"/owner/api/workspace/observe?since_event_id=0&ticket={ticket}",
         headers={"Host": f"127.0.0.1:{port}"})
     assert status == 200 and dict(head)["content-type"].startswith("text/event-stream")
     agent = await live.join("drafter")
     types: list[str] = []
-    async with aclosing(byteclient.iter_sse(chunks)) as messages:
+    async with aclosing(aio.iter_sse(chunks)) as messages:
         await live.call("POST", "/workspace/checkout", agent["session_id"], {"region": "Goals"})
         with trio.fail_after(5):
             async for message in messages:
@@ -59,7 +59,7 @@ async def test_owner_observe_and_api_need_the_login(live: LiveRoom) -> None:
     ticket = await _ticket(live, login)
     path = f"/owner/api/workspace/observe?ticket={ticket}"
     first = await trio.open_tcp_stream("127.0.0.1", live.ready.owner_port)
-    status, _, _ = await byteclient.open_stream(
+    status, _, _ = await aio.open_stream(
         first, path, headers={"Host": f"127.0.0.1:{live.ready.owner_port}"})
     assert status == 200
     await first.aclose()

@@ -114,7 +114,7 @@ def test_exit_codes_follow_the_decisions() -> None:
     for code, exit_code in expected.items():
         assert output.exit_code_for(code) == exit_code, code
     helped = output.exit_codes_help()
-    for exit_code in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 124):
+    for exit_code in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 124, 130):
         assert f"{exit_code:>4}  " in helped
 
 
@@ -122,7 +122,7 @@ def test_the_client_and_the_verbs_do_not_load_the_server() -> None:
     probe = (
         "import sys, commonroom\n"
         "commonroom.Client; commonroom.AsyncClient; commonroom.StaleVersion\n"
-        "import commonroom.cli.main, commonroom.cli.agent, commonroom.client.wire\n"
+        "import commonroom.cli.main, commonroom.cli.agent, commonroom.wire.sync\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('quart', 'quart_trio',"
         " 'hypercorn') or m.startswith(('commonroom.engine', 'commonroom.room',"
         " 'commonroom.http', 'commonroom.store')) or m in ('commonroom.service',"
@@ -133,7 +133,7 @@ def test_the_client_and_the_verbs_do_not_load_the_server() -> None:
                             timeout=60, check=True)
     assert result.stdout.strip() == "[]", result.stdout
     # The path a one-shot verb takes does not even load trio.
-    lean = ("import sys, commonroom.cli.main, commonroom.client.wire, commonroom.cli.profiles\n"
+    lean = ("import sys, commonroom.cli.main, commonroom.wire.sync, commonroom.cli.profiles\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('trio', 'cattrs')))\n")
     result = subprocess.run([sys.executable, "-c", lean], capture_output=True, text=True,
                             timeout=60, check=True)
@@ -163,8 +163,11 @@ def test_profiles_are_private_and_selected_in_order(tmp_path: Path,
     assert profiles.select(profile="second").session == "ses_2"  # flags first
     with pytest.raises(click.UsageError):
         profiles.select(profile="second", session="ses_3")
+    # A --session flag takes its invitation from CE_INVITATION, and needs one.
+    assert profiles.select(session="ses_3").invitation == "commonroom://join/z"
+    monkeypatch.delenv("CE_INVITATION")
     with pytest.raises(click.UsageError):
-        profiles.select(session="ses_3")  # --session needs --invitation
+        profiles.select(session="ses_3")
     with pytest.raises(click.UsageError):
         profiles.check_name("../escape")
     first.record_read(["Problem", "Doc/Problem"], 4)

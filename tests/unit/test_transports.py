@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import trio
 
-from commonroom.cli import byteclient
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.transport import TransportPlugin, registry
@@ -21,6 +20,7 @@ from commonroom.transport.base import is_loopback
 from commonroom.transport.local import LocalTransport
 from commonroom.transport.loopback import LoopbackTransport
 from commonroom.transport.tailcat import ProcessStream, TailcatTransport, parse_ready
+from commonroom.wire import aio
 
 FAKE_TAILCAT = Path(__file__).resolve().parent.parent / "fixtures" / "fake_tailcat.py"
 FAKE_KNOBS = (
@@ -297,7 +297,7 @@ async def test_tailcat_carries_the_byte_client(fake_tailcat: Path) -> None:
             assert isinstance(stream, ProcessStream)
             # The server never closes; the client reads to Content-Length, closes the
             # stream, and that ends the `tailcat forward` process.
-            response = await byteclient.request(stream, "GET", "/hello")
+            response = await aio.request(stream, "GET", "/hello")
             assert response.json() == {"host": "commonroom"}
             assert not alive(stream.pid)
             nursery.cancel_scope.cancel()
@@ -313,7 +313,7 @@ async def test_tailcat_dial_to_a_dead_endpoint_is_transport_unavailable(
     with trio.fail_after(LIMIT):
         stream = await TailcatTransport.dial(hint)
         with pytest.raises(CommonroomError) as caught:
-            await byteclient.request(stream, "GET", "/hello")
+            await aio.request(stream, "GET", "/hello")
     assert_no_address(caught.value, port)
 
 

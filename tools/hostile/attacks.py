@@ -23,8 +23,8 @@ from typing import Any, Final
 import attrs
 import trio
 
-from commonroom.cli import byteclient
 from commonroom.engine.operations import OPERATIONS
+from commonroom.wire import aio
 
 MIB: Final = 1024 * 1024
 HEAD_END: Final = b"\r\n\r\n"
@@ -157,7 +157,7 @@ async def probe(port: int, bearer: str, until: trio.Event, *, interval: float) -
         try:
             with trio.fail_after(10):
                 stream = await trio.open_tcp_stream("127.0.0.1", port)
-                answer = await byteclient.request(stream, "GET", "/workspace/status", headers=headers)
+                answer = await aio.request(stream, "GET", "/workspace/status", headers=headers)
             latencies.append(trio.current_time() - started if answer.status == 200 else math.inf)
         except (trio.TooSlowError, OSError, Exception):
             latencies.append(math.inf)

@@ -60,10 +60,10 @@ if __package__ in (None, ""):  # run as a script: the repository root holds `too
 from tools.soak.checker import Ack, Checker, ObserverLog, related
 from tools.soak.secrets_audit import Secret, find_secrets
 
-from commonroom.cli import byteclient
 from commonroom.engine.operations import OPERATIONS_BY_NAME
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import secret_from
+from commonroom.wire import aio
 
 REQUEST_TIMEOUT = 30.0
 READY_TIMEOUT = 30.0
@@ -248,7 +248,7 @@ class Wire:
         try:
             with trio.fail_after(REQUEST_TIMEOUT):
                 stream = await trio.open_tcp_stream("127.0.0.1", port)
-                response = await byteclient.request(stream, method, target, headers=sent, body=body)
+                response = await aio.request(stream, method, target, headers=sent, body=body)
         except trio.TooSlowError:
             self.violations.append(f"{op}: no answer within {REQUEST_TIMEOUT:g} s")
             return Answer(599, {"error": "timeout"})
@@ -278,20 +278,20 @@ class Wire:
         return Answer(response.status, parsed)
 
     async def stream(self, port: int, path: str, headers: dict[str, str], *, small_window: bool = False
-                     ) -> tuple[int, AsyncIterator[byteclient.SSEMessage] | bytes]:
+                     ) -> tuple[int, AsyncIterator[aio.SSEMessage] | bytes]:
         stream = await trio.open_tcp_stream("127.0.0.1", port)
         if small_window:
             # A small receive window, so a reader that stops reading backs up into the room
             # within seconds instead of into megabytes of loopback buffers.
             stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        status, _, chunks = await byteclient.open_stream(stream, path, headers=headers)
+        status, _, chunks = await aio.open_stream(stream, path, headers=headers)
         self.requests += 1
         if status != 200:
             async with chunks:
                 raw = await chunks.read_all()
             self.error_bodies.append((f"error body (observe, {status})", raw.decode(errors="replace")))
             return status, raw
-        return status, byteclient.iter_sse(chunks)
+        return status, aio.iter_sse(chunks)
 
 
 def route(op: str) -> tuple[str, str]:
@@ -407,7 +407,7 @@ class Soak:
         self.secret("owner_login_token", token)
         host = {"Host": f"127.0.0.1:{self.owner}", "Content-Type": "application/json"}
         stream = await trio.open_tcp_stream("127.0.0.1", self.owner)
-        login = await byteclient.request(stream, "POST", "/owner/login", headers=host,
+        login = await aio.request(stream, "POST", "/owner/login", headers=host,
                                          body=json.dumps({"token": token}).encode())
         if login.status != 200:
             raise RuntimeError(f"owner login failed ({login.status})")
@@ -764,7 +764,7 @@ class Soak:
 
     # -- observers --------------------------------------------------------------------
 
-    def take(self, log: ObserverLog, message: byteclient.SSEMessage) -> dict[str, Any] | None:
+    def take(self, log: ObserverLog, message: aio.SSEMessage) -> dict[str, Any] | None:
         if message.comment is not None or not message.data:
             return None
         data = json.loads(message.data)
@@ -820,7 +820,7 @@ class Soak:
                 return
             self.figures.reconnects += 1
 
-    async def read_stream(self, observer: Observer, messages: AsyncIterator[byteclient.SSEMessage]) -> bool:
+    async def read_stream(self, observer: Observer, messages: AsyncIterator[aio.SSEMessage]) -> bool:
         """True when the observer has seen everything (the soak is over)."""
         drop_after = observer.rng.expovariate(1 / self.config.reconnect_every_s)
         if observer.sleepy:

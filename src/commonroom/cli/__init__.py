@@ -1,1 +1,1 @@
-"""`ce`, the command-line client, and the byte client behind it (`byteclient`)."""
+"""`ce`, the command-line client (its byte client is `commonroom.wire`)."""

@@ -1,10 +1,11 @@
-"""The agent verbs: `ce regions/read/checkout/renew/release/propose/wait/commit/diff/history/
-participants/leases/whoami/leave`, over a saved session profile (issue 12).
+"""The agent verbs: `ce regions/read/checkout/renew/release/propose/wait/withdraw/commit/diff/
+history/participants/leases/whoami/leave`, over a saved session profile (issue 12).
 
-Each verb is one operation of the table called through the client's wire
-layer (`commonroom.client.wire`: the byte client's HTTP/1.1 over a blocking
-loopback socket, or the transport plugin), so a verb imports neither trio
-nor the engine on the common path, and a script's `ce read` starts fast.
+Each one-shot verb is one operation of the table called through the blocking
+wire (`commonroom.wire.sync`: HTTP/1.1 over a loopback socket, or the
+transport plugin), so it imports neither trio nor the engine on the common
+path, and a script's `ce read` starts fast. `ce wait` runs the wire's review
+plan under trio, so SIGINT/SIGTERM stop it (`runtime.until_stopped`).
 Which session a verb uses is `profiles.select`'s rule.
 
 Output: `--json` prints the operation's answer object; otherwise readable
@@ -22,7 +23,7 @@ from typing import Any, Final, TypeVar
 
 import click
 
-from commonroom.cli import profiles
+from commonroom.cli import profiles, runtime
 from commonroom.cli.output import echo, emit_json, guarded, write_text
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -43,8 +44,8 @@ def session_options(fn: F) -> F:
                      help="The saved session to use (default: CE_PROFILE, else the last joined)."),
         click.option("--invitation", metavar="URI", help="With --session: use this session,"
                      " not a profile."),
-        click.option("--session", metavar="ID", help="With --invitation (or CE_INVITATION +"
-                     " CE_SESSION)."),
+        click.option("--session", metavar="ID|-", help="With --invitation: `-` reads the session"
+                     " id from stdin (an ID here is visible to other users; CE_SESSION is not)."),
         click.option("--json", "json_mode", is_flag=True,
                      help="Machine-readable output (one JSON object)."),
     )):
@@ -59,12 +60,18 @@ def _profile(profile: str | None, invitation: str | None, session: str | None
 
 def _call(who: profiles.Profile, op: str, params: dict[str, Any] | None = None, *,
           timeout: float | None = None) -> Any:
-    from commonroom.client import wire
+    """One operation on a connection of its own (`Connection: close`), within the wire's timeouts."""
+    import dataclasses
+
     from commonroom.client.routes import ROUTES
+    from commonroom.wire.sync import Connection
 
     route = ROUTES[op]
-    return wire.call(who.hint, route.method, route.path, params, bearer=who.session,
-                     timeout=wire.DEFAULT_TIMEOUT if timeout is None else timeout)
+    bounds = runtime.timeouts()
+    if timeout is not None:
+        bounds = dataclasses.replace(bounds, connect=timeout, call=timeout)
+    return Connection(who.hint, timeouts=bounds).call(route.method, route.path, params,
+                                                      bearer=who.session)
 
 
 def _out(answer: Any, json_mode: bool, lines: Callable[[Any], list[str]]) -> None:
@@ -304,6 +311,9 @@ def propose(region: str, source: str | None, file: Any, summary: str | None, bas
                                " or `-` for stdin")
     if (source == "-") == (file is not None):
         raise click.UsageError("give the new text with exactly one of --file F or `-` (stdin)")
+    if source == "-" and session == profiles.FROM_STDIN:
+        raise click.UsageError("stdin cannot carry both the text and the session: give the text"
+                               " with --file F, or the session in CE_SESSION")
     who = _profile(profile, invitation, session)
     if base is None:
         base = who.last_read(region)
@@ -332,13 +342,16 @@ def propose(region: str, source: str | None, file: Any, summary: str | None, bas
 @guarded()
 def wait(proposal: str, timeout: float | None, profile: str | None, invitation: str | None,
          session: str | None, json_mode: bool) -> None:
-    """Wait until PROPOSAL is reviewed; print it. Exit 0 approved/committed, 3 otherwise."""
-    from commonroom.client.sync import Client
+    """Wait until PROPOSAL is reviewed; print it. Exit 0 approved/committed, 3 otherwise.
+
+    Ctrl-C or SIGTERM ends the wait with exit 130.
+    """
+    from commonroom.client.common import proposal_of
     from commonroom.protocol.records import to_wire
+    from commonroom.wire import plans
 
     who = _profile(profile, invitation, session)
-    client = Client(who.invitation, session=who.session, hint=who.hint)
-    decided = client.wait_for_review(proposal, timeout=timeout)
+    decided = proposal_of(runtime.run_plan(who.hint, who.session, plans.review(proposal, timeout)))
     answer = to_wire(decided)
     _out(answer, json_mode, lambda a: [
         f"{a.get('proposal_id')} {a.get('status')}"
@@ -348,6 +361,18 @@ def wait(proposal: str, timeout: float | None, profile: str | None, invitation: 
         from commonroom.cli.output import EXIT_CONFLICT
 
         raise SystemExit(EXIT_CONFLICT)
+
+
+@click.command()
+@click.argument("proposal", shell_complete=complete_proposals)
+@session_options
+@guarded()
+def withdraw(proposal: str, profile: str | None, invitation: str | None, session: str | None,
+             json_mode: bool) -> None:
+    """Withdraw your PROPOSAL (pending or approved): it will not be committed."""
+    answer = _call(_profile(profile, invitation, session), "workspace.withdraw",
+                   {"proposal_id": proposal})
+    _out(answer, json_mode, lambda a: [f"{a.get('proposal_id')} {a.get('status')}"])
 
 
 @click.command()
@@ -446,8 +471,8 @@ def leases(mine: bool, profile: str | None, invitation: str | None, session: str
         f"until {row.get('expires_at')}" for row in a.get("leases", [])] or ["no leases"])
 
 
-VERBS: Final = (whoami, leave, regions, read, checkout, renew, release, propose, wait, commit,
-                diff, history, participants, leases)
+VERBS: Final = (whoami, leave, regions, read, checkout, renew, release, propose, wait, withdraw,
+                commit, diff, history, participants, leases)
 
 
 def register(group: click.Group) -> None:

@@ -6,20 +6,20 @@ host (`*`) on the room around FILE, in one of two ways.
 - A room runs (the service's credential file next to FILE names a live
   process): the command calls that room's session ingress on
   `127.0.0.1:<ingress_port>` with the host bearer from the credential file,
-  over the byte client, so the running room applies the operation and
-  publishes its events.
+  over the blocking wire (`commonroom.wire.sync`, a plain socket: no trio),
+  so the running room applies the operation and publishes its events.
 - No room runs: the command opens the sidecar itself (`Engine(FILE)`), mints
   a short-lived host session and executes the operation directly.
 
 Either way the answer is the operation's wire JSON, and a refusal is raised
 as the `CommonroomError` the room would have sent. The operation's method
-and path come from the one operation table.
+and path come from the client's route table (held to the operation table by
+`tests/unit/test_client_surface.py`).
 """
 
 from __future__ import annotations
 
 import json
-import urllib.parse
 from pathlib import Path
 from typing import Any, Final
 
@@ -28,8 +28,6 @@ from commonroom.protocol.errors import CommonroomError
 # A host session minted for one direct call lives this long (minutes): long
 # enough for the call, short enough not to crowd the active-session limit.
 DIRECT_SESSION_MINUTES: Final = 1
-# How long a call to a running room may take before it counts as unreachable.
-CALL_TIMEOUT: Final = 30.0
 
 
 def host_call(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
@@ -39,40 +37,21 @@ def host_call(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
     params = {key: value for key, value in params.items() if value is not None}
     credentials = read_credentials(doc)
     if credentials is not None:
-        import trio
-
-        return trio.run(
-            _via_room, int(credentials.ingress_port), str(credentials.host_session), op_name,
-            params,
-        )
+        return _via_room(int(credentials.ingress_port), str(credentials.host_session), op_name,
+                         params)
     return _via_sidecar(doc, op_name, params)
 
 
-async def _via_room(port: int, bearer: str, op_name: str, params: dict[str, Any]) -> Any:
-    import trio
+def _via_room(port: int, bearer: str, op_name: str, params: dict[str, Any]) -> Any:
+    # The client's route copy, not the engine's table: a running room needs no engine here.
+    from commonroom.cli import runtime
+    from commonroom.client.routes import ROUTES
+    from commonroom.wire.calls import loopback_hint
+    from commonroom.wire.sync import Connection
 
-    from commonroom.cli.byteclient import request
-    from commonroom.cli.output import error_from_wire
-    from commonroom.engine.operations import OPERATIONS_BY_NAME
-    from commonroom.transport.base import open_loopback_tcp
-
-    op = OPERATIONS_BY_NAME[op_name]
-    headers = {"Authorization": f"Bearer {bearer}"}
-    path = op.path
-    body: bytes | None = None
-    if op.method == "GET":
-        if params:
-            path += "?" + urllib.parse.urlencode(params)
-    else:
-        headers["Content-Type"] = "application/json"
-        body = json.dumps(params).encode()
-    with trio.fail_after(CALL_TIMEOUT):
-        stream = await open_loopback_tcp("127.0.0.1", port, "room")
-        response = await request(stream, op.method, path, headers=headers, body=body)
-    answer = response.json()
-    if not 200 <= response.status < 300:
-        raise error_from_wire(response.status, answer)
-    return answer
+    route = ROUTES[op_name]
+    connection = Connection(loopback_hint(port), timeouts=runtime.timeouts())
+    return connection.call(route.method, route.path, params, bearer=bearer)
 
 
 def logout_all_pages(doc: Path) -> int:
@@ -93,24 +72,19 @@ def logout_all_pages(doc: Path) -> int:
             return owner_logins.end_all(engine)
         finally:
             engine.close()
-    import trio
+    from commonroom.cli import runtime
+    from commonroom.cli.output import error_from_wire
+    from commonroom.wire.calls import loopback_hint
+    from commonroom.wire.sync import Connection
 
-    async def post() -> int:
-        from commonroom.cli.byteclient import request
-        from commonroom.cli.output import error_from_wire
-        from commonroom.transport.base import open_loopback_tcp
-
-        port = int(credentials.owner_port)
-        with trio.fail_after(CALL_TIMEOUT):
-            stream = await open_loopback_tcp("127.0.0.1", port, "owner page")
-            response = await request(stream, "POST", "/owner/logout-all", headers={
-                "Authorization": f"Bearer {credentials.host_session}", "Host": f"127.0.0.1:{port}"})
-        answer = response.json()
-        if response.status != 200 or not isinstance(answer, dict):
-            raise error_from_wire(response.status, answer)
-        return int(answer["ended"])
-
-    return trio.run(post)
+    port = int(credentials.owner_port)
+    connection = Connection(loopback_hint(port), timeouts=runtime.timeouts())
+    response = connection.exchange("POST", "/owner/logout-all", {
+        "Authorization": f"Bearer {credentials.host_session}", "Host": f"127.0.0.1:{port}"})
+    answer = response.json()
+    if response.status != 200 or not isinstance(answer, dict):
+        raise error_from_wire(response.status, answer)
+    return int(answer["ended"])
 
 
 def _via_sidecar(doc: Path, op_name: str, params: dict[str, Any]) -> Any:

@@ -3,8 +3,10 @@
 Commands: `serve` (and `ce FILE` as its shorthand), the host commands
 (`invite`, `invitations`, `revoke`, `status`, `proposals`, `review`; see
 `host.py`), and the session commands that reach a room through the
-transport hint inside an invitation (`join`, `call`, `observe`), plus
-`decode`.
+transport hint inside an invitation or the saved profile (`join`, `call`,
+`observe`, `mcp`), plus `decode`. They all speak to a room through
+`commonroom.wire`; the long-running ones stop on SIGINT/SIGTERM whatever
+disposition they inherited (`runtime.until_stopped`).
 
 The agent verbs (`regions`, `read`, `checkout`, `propose`, `wait`, `commit`,
 ...) over a saved session profile live in `agent.py` and are registered on
@@ -29,26 +31,18 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import click
 
-from commonroom.cli import output
+from commonroom.cli import output, runtime
 from commonroom.cli.output import echo, emit_json, guarded
 from commonroom.protocol.errors import CommonroomError, invalid_request
 
 if TYPE_CHECKING:
-    import trio
-
-    from commonroom.cli.byteclient import Response
-    from commonroom.protocol.invitation import Invitation, TransportHint
+    from commonroom.protocol.invitation import Invitation
     from commonroom.service import Ready
+    from commonroom.wire.sync import Connection as SyncConnection
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 TRANSPORTS: Final = ("loopback", "tailcat", "local")
-# One request/response call may take this long (the longest server hold is
-# a 25 s /workspace/wait).
-CALL_TIMEOUT: Final = 60.0
-WAIT_SECONDS: Final = 25
-STATUS_POLL_SECONDS: Final = 30.0
-RETRY_SECONDS: Final = 2.0
 
 
 class CeGroup(click.Group):
@@ -360,10 +354,9 @@ def review(
 @guarded()
 def open_page(file: Path, no_browser: bool, logout_all: bool, json_mode: bool) -> None:
     """Print a fresh one-time link to the owner page of the room around FILE (and open it)."""
-    import trio
-
     from commonroom.cli.output import error_from_wire
     from commonroom.credentials import read_credentials
+    from commonroom.wire.calls import loopback_hint
 
     if logout_all:
         from commonroom.cli.host import logout_all_pages
@@ -380,22 +373,13 @@ def open_page(file: Path, no_browser: bool, logout_all: bool, json_mode: bool) -
             "transport_unavailable", f"no room is running around {file.name}; start one with `ce serve {file}`"
         )
 
-    async def mint() -> str:
-        from commonroom.cli.byteclient import request
-        from commonroom.transport.base import open_loopback_tcp
-
-        port = int(credentials.owner_port)
-        with trio.fail_after(CALL_TIMEOUT):
-            stream = await open_loopback_tcp("127.0.0.1", port, "owner page")
-            response = await request(stream, "POST", "/owner/login-link", headers={
-                "Authorization": f"Bearer {credentials.host_session}", "Host": f"127.0.0.1:{port}",
-            })
-        answer = response.json()
-        if response.status != 200 or not isinstance(answer, dict) or "url" not in answer:
-            raise error_from_wire(response.status, answer)
-        return str(answer["url"])
-
-    url = trio.run(mint)
+    port = int(credentials.owner_port)
+    response = _connection(loopback_hint(port)).exchange("POST", "/owner/login-link", {
+        "Authorization": f"Bearer {credentials.host_session}", "Host": f"127.0.0.1:{port}"})
+    answer = response.json()
+    if response.status != 200 or not isinstance(answer, dict) or "url" not in answer:
+        raise error_from_wire(response.status, answer)
+    url = str(answer["url"])
     opened = False
     if not no_browser and any(os.environ.get(name) for name in ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")):
         import webbrowser
@@ -421,49 +405,27 @@ def _decode(text: str) -> Invitation:
     return decode(text)
 
 
-async def _dial(hint: TransportHint) -> trio.abc.Stream:
-    from commonroom.transport.registry import dial
+def _connection(hint: dict[str, Any]) -> SyncConnection:
+    """The blocking wire to a room: over loopback a plain socket, so trio is never imported."""
+    from commonroom.wire.sync import Connection
 
-    return await dial(hint)
-
-
-async def _call(
-    hint: TransportHint,
-    method: str,
-    path: str,
-    *,
-    session: str | None = None,
-    body: bytes | None = None,
-    timeout: float = CALL_TIMEOUT,
-) -> Response:
-    """One request to the room, on a fresh connection; no timeout is a hang."""
-    import trio
-
-    from commonroom.cli.byteclient import request
-
-    headers: dict[str, str] = {}
-    if session:
-        headers["Authorization"] = f"Bearer {session}"
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-    with trio.move_on_after(timeout) as scope:
-        stream = await _dial(hint)
-        return await request(stream, method, path, headers=headers, body=body)
-    assert scope.cancelled_caught
-    raise CommonroomError(
-        "transport_unavailable", f"the room did not answer within {timeout:g} seconds"
-    )
+    return Connection(hint, timeouts=runtime.timeouts())
 
 
-def _answer(response: Response) -> Any:
-    answer = response.json()
-    if not 200 <= response.status < 300:
-        raise output.error_from_wire(response.status, answer)
-    return answer
+def _session_option(fn: F) -> F:
+    return click.option(
+        "--session", metavar="ID|-",
+        help="With INVITATION: the session id, or `-` to read it from stdin (default:"
+             " CE_SESSION; an ID here is visible to other users).")(fn)
+
+
+def _profile_option(fn: F) -> F:
+    return click.option("--profile", metavar="NAME",
+                        help="The saved session to use (default: as for every agent verb).")(fn)
 
 
 @main.command()
-@click.argument("invitation")
+@click.argument("invitation", metavar="INVITATION|-")
 @click.option("--name", required=True, help="Your display name in the room.")
 @click.option("--kind", type=click.Choice(["agent", "human"]), default="agent", show_default=True)
 @click.option("--no-hold", is_flag=True, help="Exit right after joining.")
@@ -474,133 +436,75 @@ def _answer(response: Response) -> Any:
 def join(
     invitation: str, name: str, kind: str, no_hold: bool, profile: str | None, json_mode: bool
 ) -> None:
-    """Join a room with INVITATION; save and print the session, then hold it until Ctrl-C.
+    """Join a room with INVITATION (`-`: read it from stdin); save and print the session, then
+    hold it until Ctrl-C (or SIGTERM).
 
     The session is saved as a profile (see `ce whoami`), so the agent verbs
     (`ce read`, `ce propose`, ...) need neither the invitation nor the session.
     """
-    import trio
-
     from commonroom.cli import profiles
 
     if profile is not None:
         profiles.check_name(profile)
+    invitation = profiles.invitation_argument(invitation)
     invite = _decode(invitation)
-
-    async def run() -> None:
-        body = {"invite": invitation.strip(), "name": name, "kind": kind,
-                "transport": invite.transport.type}
-        response = await _call(
-            invite.transport, "POST", "/session/join", body=json.dumps(body).encode()
-        )
-        session = _answer(response)
-        if not isinstance(session, dict) or not isinstance(session.get("session_id"), str):
-            raise CommonroomError("transport_unavailable", "the room's join answer has no session")
-        saved = profiles.create(profile or str(session.get("workspace_id") or "default"),
-                                invitation, session, invite.transport.to_json())
-        if json_mode:
-            emit_json(session)
-        else:
-            for key in ("session_id", "participant_id", "workspace_id", "name", "kind",
-                        "expires_at"):
-                if key in session:
-                    echo(f"{key}: {session[key]}")
-            echo(f"capabilities: {','.join(session.get('capabilities') or [])}")
-            echo(f"profile: {saved.name}")
-        if no_hold:
-            return
-        if not json_mode:
-            echo("holding the session (presence stays live); Ctrl-C to stop", err=True)
-        await _hold(invite.transport, session["session_id"])
-
-    trio.run(run)
+    hint = invite.transport.to_json()
+    session = _connection(hint).call("POST", "/session/join", {
+        "invite": invitation.strip(), "name": name, "kind": kind, "transport": invite.transport.type})
+    if not isinstance(session, dict) or not isinstance(session.get("session_id"), str):
+        raise CommonroomError("transport_unavailable", "the room's join answer has no session")
+    saved = profiles.create(profile or str(session.get("workspace_id") or "default"),
+                            invitation, session, hint)
+    if json_mode:
+        emit_json(session)
+    else:
+        for key in ("session_id", "participant_id", "workspace_id", "name", "kind",
+                    "expires_at"):
+            if key in session:
+                echo(f"{key}: {session[key]}")
+        echo(f"capabilities: {','.join(session.get('capabilities') or [])}")
+        echo(f"profile: {saved.name}")
+    if no_hold:
+        return
+    if not json_mode:
+        echo("holding the session (presence stays live); Ctrl-C to stop", err=True)
+    _hold(hint, session["session_id"])
 
 
-async def _hold(hint: TransportHint, session: str) -> None:
-    """Keep the session present until Ctrl-C: long-poll /workspace/wait, or poll status.
+def _hold(hint: dict[str, Any], session: str) -> None:
+    """Keep the session present until a signal: the wire's presence plan (long-poll or status)."""
+    from commonroom.wire import plans
 
-    Any request renews presence; the long poll does it with one request per
-    25 s. A session without `observe` polls `/workspace/status` instead. A
-    401 (the session ended or expired) ends the hold with that error; an
-    unreachable room (say, restarting) is retried.
-    """
-    import trio
+    def note(item: Any) -> None:
+        if isinstance(item, plans.Unreachable):
+            echo("note: the room is unreachable; retrying", err=True)
 
-    cursor: int | None = None
-    use_wait = True
-    warned = False
-    while True:
-        try:
-            if use_wait:
-                if cursor is None:
-                    cursor = await _latest_event_id(hint, session)
-                response = await _call(
-                    hint, "GET",
-                    f"/workspace/wait?cursor={cursor}&timeout_seconds={WAIT_SECONDS}",
-                    session=session,
-                )
-                cursor = _next_cursor(_answer(response), cursor)
-            else:
-                _answer(await _call(hint, "GET", "/workspace/status", session=session))
-                await trio.sleep(STATUS_POLL_SECONDS)
-            warned = False
-        except CommonroomError as error:
-            if error.code in ("unauthorized", "session_expired"):
-                raise
-            if error.code == "permission_denied":
-                if use_wait:
-                    use_wait = False
-                    continue
-                await trio.sleep(STATUS_POLL_SECONDS)  # a refused request still counts
-                continue
-            if error.code == "transport_unavailable" and not warned:
-                echo("note: the room is unreachable; retrying", err=True)
-                warned = True
-            delay = error.recovery.get("retry_after_seconds", RETRY_SECONDS)
-            await trio.sleep(float(delay) if isinstance(delay, (int, float)) else RETRY_SECONDS)
-
-
-async def _latest_event_id(hint: TransportHint, session: str) -> int:
-    """Where to long-poll from: the room's latest event (0 when the session cannot read)."""
-    try:
-        room = _answer(await _call(hint, "GET", "/workspace/room", session=session))
-    except CommonroomError as error:
-        if error.code != "permission_denied":
-            raise
-        return 0
-    latest = room.get("latest_event_id") if isinstance(room, dict) else None
-    return latest if isinstance(latest, int) else 0
-
-
-def _next_cursor(answer: Any, cursor: int) -> int | None:
-    if not isinstance(answer, dict):
-        return cursor
-    if answer.get("resync"):
-        new = answer.get("cursor")
-        return new if isinstance(new, int) else None
-    new = answer.get("cursor")
-    if isinstance(new, int):
-        return new
-    ids = [e.get("event_id") for e in answer.get("events") or [] if isinstance(e, dict)]
-    ints = [i for i in ids if isinstance(i, int)]
-    return max(ints, default=cursor)
+    runtime.run_plan(hint, session, plans.presence(), note)
 
 
 @main.command()
-@click.argument("invitation")
-@click.argument("method")
-@click.argument("path")
-@click.option("--session", metavar="ID", help="The session id from `ce join`.")
+@click.argument("words", nargs=-1, metavar="[INVITATION] METHOD PATH")
+@_profile_option
+@_session_option
 @click.option("--body", metavar="JSON", help="The request body (JSON).")
 @json_option
 @guarded()
 def call(
-    invitation: str, method: str, path: str, session: str | None, body: str | None,
+    words: tuple[str, ...], profile: str | None, session: str | None, body: str | None,
     json_mode: bool,
 ) -> None:
-    """One request METHOD PATH to the room; print the JSON answer (exit 0 on 2xx)."""
-    import trio
+    """One request METHOD PATH to the room; print the JSON answer (exit 0 on 2xx).
 
+    Without INVITATION the saved profile says which room and session; with it,
+    the session is --session or CE_SESSION, and none makes an anonymous request.
+    """
+    from commonroom.cli import profiles
+    from commonroom.wire.calls import bearer_headers
+
+    if len(words) not in (2, 3):
+        raise click.UsageError("give [INVITATION] METHOD PATH")
+    invitation = words[0] if len(words) == 3 else None
+    method, path = words[-2].upper(), words[-1]
     payload: bytes | None = None
     if body is not None:
         try:
@@ -610,12 +514,13 @@ def call(
         payload = json.dumps(parsed).encode()
     if not path.startswith("/"):
         raise invalid_request("PATH must start with '/'", "path")
-    if payload is not None and method.upper() in ("GET", "HEAD"):
-        raise click.UsageError(f"--body goes with POST, not {method.upper()}")
-    invite = _decode(invitation)
-    response = trio.run(
-        lambda: _call(invite.transport, method.upper(), path, session=session, body=payload)
-    )
+    if payload is not None and method in ("GET", "HEAD"):
+        raise click.UsageError(f"--body goes with POST, not {method}")
+    who = profiles.select(profile, invitation, session, anonymous=invitation is not None)
+    headers = bearer_headers(who.session)
+    if payload is not None:
+        headers["Content-Type"] = "application/json"
+    response = _connection(who.hint).exchange(method, path, headers, payload)
     ok = 200 <= response.status < 300
     if not response.body.strip():
         if json_mode and not ok:
@@ -644,63 +549,35 @@ def call(
 
 
 @main.command()
-@click.argument("invitation")
-@click.option("--session", metavar="ID", required=True, help="The session id from `ce join`.")
+@click.argument("invitation", required=False)
+@_profile_option
+@_session_option
 @click.option("--since", type=click.IntRange(min=0), metavar="N",
               help="Replay the retained events after event N first.")
 @json_option
 @guarded(interrupt_exit=0)
-def observe(invitation: str, session: str, since: int | None, json_mode: bool) -> None:
-    """Print the room's events as JSON lines until Ctrl-C."""
-    import trio
+def observe(invitation: str | None, profile: str | None, session: str | None,
+            since: int | None, json_mode: bool) -> None:
+    """Print the room's events as JSON lines until Ctrl-C (or SIGTERM).
 
-    invite = _decode(invitation)
-    trio.run(_observe, invite.transport, session, since)
+    Without INVITATION the saved profile says which room and session. A
+    dropped or silent stream is re-opened from the last event printed.
+    """
+    from commonroom.cli import profiles
+    from commonroom.client.routes import ROUTES
+    from commonroom.wire import plans
 
+    who = profiles.select(profile, invitation, session)
 
-async def _observe(hint: TransportHint, session: str, since: int | None) -> None:
-    import contextlib
+    def show(item: Any) -> None:
+        if isinstance(item, plans.SSEMessage):
+            emit_json(_event_line(item.event, item.data))
+        elif isinstance(item, plans.Reconnecting):
+            echo(f"note: {item.reason}; reconnecting in {item.delay:g} s"
+                 f" (from event {item.last_event_id or 'the start'})", err=True)
 
-    import trio
-
-    from commonroom.cli.byteclient import iter_sse, open_stream
-
-    last_id = "" if since is None else str(since)
-    retry = 5.0
-    connected_once = False
-    while True:
-        headers = {"Authorization": f"Bearer {session}"}
-        if last_id:
-            headers["Last-Event-ID"] = last_id
-        try:
-            stream = await _dial(hint)
-            status, _, chunks = await open_stream(stream, "/workspace/observe", headers=headers)
-            if not 200 <= status < 300:
-                async with chunks:
-                    raw = await chunks.read_all()
-                try:
-                    answer = json.loads(raw)
-                except (UnicodeDecodeError, json.JSONDecodeError):
-                    answer = None
-                raise output.error_from_wire(status, answer)
-            connected_once = True
-            async with contextlib.aclosing(iter_sse(chunks)) as messages:
-                async for message in messages:
-                    if message.retry is not None:
-                        retry = message.retry / 1000
-                    if message.is_comment:
-                        continue
-                    if message.id:
-                        last_id = message.id
-                    emit_json(_event_line(message.event, message.data))
-        except CommonroomError as error:
-            if error.code != "transport_unavailable" or not connected_once:
-                raise
-            echo(f"note: the connection to the room dropped; reconnecting in {retry:g} s"
-                 f" (from event {last_id or 'the start'})", err=True)
-        else:
-            echo(f"note: the room ended the stream; reconnecting in {retry:g} s", err=True)
-        await trio.sleep(retry)
+    plan = plans.events(ROUTES["workspace.observe"].path, since=since)
+    runtime.run_plan(who.hint, who.session, plan, show)
 
 
 def _event_line(event: str, data: str) -> Any:
@@ -724,8 +601,9 @@ def decode(invitation: str, json_mode: bool) -> None:
 
 @main.command(name="mcp")
 @click.argument("invitation")
-@click.option("--session", metavar="ID", help="Use this session instead of joining (and keeping"
-              " the session in your profile).")
+@click.option("--session", metavar="ID", help="Use this session instead of joining (default:"
+              " CE_SESSION, else join once and keep the session in your profile; an ID here is"
+              " visible to other users).")
 @click.option("--name", default="mcp-agent", show_default=True,
               help="Your display name when the bridge joins.")
 @click.option("--print-config", "print_config", metavar="CLIENT",

@@ -9,12 +9,15 @@ envelope: it adds `params._meta` (protocol version, client capabilities,
 client info from `initialize`) to a bare request and the routing headers
 (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, base64-encoded when the
 value is not plain ASCII) and the bearer. Each request runs in its own task
-on its own connection (the byte client, `Connection: close`), so a long-poll
-never holds up the others; each answer is written as one line on stdout. An
-SSE answer (`subscriptions/listen`) is written message by message.
+on its own connection (`commonroom.wire.aio`, `Connection: close`), so a
+long-poll never holds up the others; each answer is written as one line on
+stdout. An SSE answer (`subscriptions/listen`) is written message by message.
+The wire's timeouts bound every exchange, and a stream silent past
+`Timeouts.silence` (a half-open connection) fails instead of hanging.
 
-A second task holds `GET /mcp` open and writes its notifications to stdout,
-reconnecting after a drop. The room keeps `resources/subscribe` state in
+A second task holds `GET /mcp` open and writes its notifications to stdout;
+the wire's event-stream plan (`wire.plans.events`, with backoff) re-opens it
+after a drop or a silence. The room keeps `resources/subscribe` state in
 memory, so after a reconnect the bridge subscribes again to what the client
 subscribed and tells the client every such resource may have changed (a
 notification is a hint; the client rereads).
@@ -26,7 +29,8 @@ invitation is spent only once. A profile session the room no longer accepts
 is replaced by joining again (when the invitation still allows it).
 
 stdout carries only JSON-RPC; diagnostics go to stderr. EOF on stdin ends
-the bridge with exit status 0.
+the bridge with exit status 0, and so do SIGINT and SIGTERM, whatever
+disposition the bridge inherited (`runtime.until_stopped`).
 """
 
 from __future__ import annotations
@@ -40,21 +44,27 @@ from collections.abc import AsyncIterator
 from typing import Any, Final
 
 import attrs
-import h11
 import trio
 
 from commonroom import __version__
-from commonroom.cli import byteclient, mcp_profile
+from commonroom.cli import mcp_profile, runtime
+from commonroom.client import errors
+from commonroom.client.routes import ROUTES
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import Invitation, TransportHint
+from commonroom.wire import aio, http11, plans
+from commonroom.wire.http11 import NoResponse
+from commonroom.wire.timeouts import Timeouts
 
 VERSION: Final = "2026-07-28"
 LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 NAME_FIELD: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
                      "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
-REQUEST_TIMEOUT: Final = 60.0
-RECONNECT_MIN: Final = 0.25
-RECONNECT_MAX: Final = 5.0
+# `GET /mcp` is re-opened after this long, doubling up to the most (the client's
+# notifications are hints, so a quick first retry matters more than the room's `retry:`).
+RECONNECT_BACKOFF: Final = (0.25, 5.0)
+# `initialize` waits at most this long for the room's instructions (they are optional).
+DISCOVER_SECONDS: Final = 10.0
 BRIDGE_ERROR: Final = -32000
 SPARE_MAX_AGE: Final = 2.0  # seconds; the room's idle timeout for a connection is longer
 
@@ -97,53 +107,22 @@ def with_meta(message: dict[str, Any], client_info: dict[str, Any] | None,
     return {**message, "params": params}
 
 
-def encode_request(conn: h11.Connection, method: str, path: str, headers: dict[str, str],
-                   body: bytes | None) -> bytes:
-    head = [("Host", byteclient.HOST)]
-    head += [(k, v) for k, v in headers.items() if k.lower() not in ("host", "connection")]
-    if body is not None:
-        head.append(("Content-Length", str(len(body))))
-    head.append(("Connection", "close"))
-    out = conn.send(h11.Request(method=method, target=path, headers=head)) or b""
-    if body:
-        out += conn.send(h11.Data(data=body)) or b""
-    out += conn.send(h11.EndOfMessage()) or b""
-    return out
-
-
-class NoResponse(CommonroomError):
-    """The connection failed before a response head arrived: the room did not take the request."""
-
-
 @contextlib.asynccontextmanager
-async def exchange(stream: trio.abc.Stream, method: str, path: str, headers: dict[str, str],
-                   body: bytes | None = None
-                   ) -> AsyncIterator[tuple[int, dict[str, str], byteclient.BodyChunks]]:
-    """One request whose answer may be long-lived (SSE) or not: status, headers, body chunks."""
-    conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=byteclient.MAX_HEAD_BYTES)
-    try:
-        await stream.send_all(encode_request(conn, method, path, headers, body))
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await stream.receive_some(byteclient.RECEIVE_SIZE)
-                conn.receive_data(bytes(data))
-                continue
-            if isinstance(event, h11.InformationalResponse):
-                continue
-            if isinstance(event, h11.Response):
-                break
-            raise NoResponse("transport_unavailable", "the room sent no HTTP response")
-    except (h11.ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        await trio.aclose_forcefully(stream)
-        raise NoResponse("transport_unavailable", "the connection to the room failed") from None
-    except BaseException:
-        await trio.aclose_forcefully(stream)
-        raise
-    response_headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in event.headers}
-    chunks = byteclient.BodyChunks(stream, conn)
+async def exchange(stream: aio.Streamlike, method: str, path: str, headers: dict[str, str],
+                   body: bytes | None = None, *, timeouts: Timeouts | None = None,
+                   ) -> AsyncIterator[tuple[int, dict[str, str], aio.BodyChunks]]:
+    """One request whose answer may be long-lived (SSE) or not: status, headers, body chunks.
+
+    The head must come within `timeouts.call`, each read of the body within
+    `timeouts.silence`. A connection that ended before any byte of an answer
+    raises `NoResponse` (the room did not take the request: safe to resend).
+    """
+    bounds = timeouts or runtime.timeouts()
+    status, head, chunks = await aio.open_stream(
+        stream, path, method=method, headers=headers, body=body, timeout=bounds.call,
+        silence=bounds.silence)
     async with chunks:
-        yield event.status_code, response_headers, chunks
+        yield status, dict(head), chunks
 
 
 @attrs.define
@@ -154,9 +133,12 @@ class Session:
 
 class Bridge:
     def __init__(self, invitation: str, invite: Invitation, *, session: str | None,
-                 name: str, profile_dir: os.PathLike[str] | str | None = None) -> None:
+                 name: str, profile_dir: os.PathLike[str] | str | None = None,
+                 timeouts: Timeouts | None = None) -> None:
         self.invitation = invitation.strip()
         self.hint: TransportHint = invite.transport
+        self.timeouts = timeouts or runtime.timeouts()
+        self.room = aio.Connection(invite.transport.to_json(), timeouts=self.timeouts)
         self.workspace_id = invite.workspace_id
         self.name = name
         self.explicit_session = session
@@ -167,8 +149,7 @@ class Bridge:
         self.subscribed: set[str] = set()
         self.instructions: str | None = None
         self._rejoin_lock = trio.Lock()
-        self._plugin: Any = None
-        self._spare: tuple[trio.abc.Stream, float] | None = None
+        self._spare: tuple[aio.Stream, float] | None = None
         self._spare_wanted: trio.Event | None = None
         # stdout as a trio stream (no thread per line); set by `run`.
         self.stdout: trio.lowlevel.FdStream | None = None
@@ -197,7 +178,7 @@ class Bridge:
 
     # -- sessions -------------------------------------------------------------------
 
-    async def dial_for_request(self) -> tuple[trio.abc.Stream, bool]:
+    async def dial_for_request(self) -> tuple[aio.Stream, bool]:
         """A fresh connection for one request: the spare dialed ahead of time when it is young.
 
         Every request still has a connection of its own (`Connection: close`); dialing
@@ -211,8 +192,8 @@ class Bridge:
             stream, born = spare
             if trio.current_time() - born < SPARE_MAX_AGE:
                 return stream, True
-            await trio.aclose_forcefully(stream)
-        return await self.dial(), False
+            await stream.aclose()
+        return await self.room.dial(), False
 
     async def keep_spare(self) -> None:
         """Keep one young pre-dialed connection ready (best effort: errors just mean no spare)."""
@@ -220,22 +201,13 @@ class Bridge:
             self._spare_wanted = trio.Event()
             if self._spare is None:
                 with contextlib.suppress(CommonroomError):
-                    self._spare = (await self.dial(), trio.current_time())
+                    self._spare = (await self.room.dial(), trio.current_time())
             with trio.move_on_after(SPARE_MAX_AGE / 2):
                 await self._spare_wanted.wait()
             if self._spare is not None and trio.current_time() - self._spare[1] >= SPARE_MAX_AGE / 2:
                 stream, _ = self._spare
                 self._spare = None
-                await trio.aclose_forcefully(stream)
-
-    async def dial(self) -> trio.abc.Stream:
-        # The plugin class is looked up once: an entry-point scan per request costs milliseconds.
-        if self._plugin is None:
-            from commonroom.transport.registry import load
-
-            self._plugin = load(self.hint.type)
-        stream: trio.abc.Stream = await self._plugin.dial(self.hint)
-        return stream
+                await stream.aclose()
 
     async def ensure_session(self, *, replace: str | None = None) -> Session:
         async with self._rejoin_lock:
@@ -259,20 +231,12 @@ class Bridge:
             return self.session
 
     async def join(self) -> dict[str, Any]:
-        body = json.dumps({"invite": self.invitation, "name": self.name, "kind": "agent",
-                           "transport": self.hint.type}).encode()
-        with trio.fail_after(REQUEST_TIMEOUT):
-            stream = await self.dial()
-            response = await byteclient.request(
-                stream, "POST", "/session/join", headers={"Content-Type": "application/json"},
-                body=body)
-        answer = response.json()
-        if response.status != 200 or not isinstance(answer, dict) or "session_id" not in answer:
-            error = answer.get("error") if isinstance(answer, dict) else None
-            message = answer.get("message") if isinstance(answer, dict) else None
-            raise CommonroomError(error if isinstance(error, str) and error in _KNOWN_CODES
-                                  else "transport_unavailable",
-                                  str(message or f"joining failed (HTTP {response.status})"))
+        route = ROUTES["session.join"]
+        answer = await self.room.call(route.method, route.path, {
+            "invite": self.invitation, "name": self.name, "kind": "agent",
+            "transport": self.hint.type})
+        if not isinstance(answer, dict) or not isinstance(answer.get("session_id"), str):
+            raise http11.transport_unavailable("the room's join answer has no session")
         return answer
 
     # -- forwarding -----------------------------------------------------------------
@@ -294,18 +258,17 @@ class Bridge:
                 raise
             # The spare was dead (the room restarted, or closed it): the room never saw
             # the request, so sending it again on a fresh connection is safe.
-            return await self._post_on(await self.dial(), message, bearer, on_stream_message)
+            return await self._post_on(await self.room.dial(), message, bearer, on_stream_message)
 
-    async def _post_on(self, stream: trio.abc.Stream, message: dict[str, Any], bearer: str | None,
+    async def _post_on(self, stream: aio.Stream, message: dict[str, Any], bearer: str | None,
                        on_stream_message: Any) -> RoomAnswer | None:
         body = json.dumps(message).encode()
-        async with exchange(stream, "POST", "/mcp", mcp_headers(message, bearer), body) as (
-            status, headers, chunks
-        ):
+        async with exchange(stream, "POST", "/mcp", mcp_headers(message, bearer), body,
+                            timeouts=self.timeouts) as (status, headers, chunks):
             if status == 202:
                 return None
             if "text/event-stream" in headers.get("content-type", ""):
-                async with contextlib.aclosing(byteclient.iter_sse(chunks)) as messages:
+                async with contextlib.aclosing(aio.iter_sse(chunks)) as messages:
                     async for sse in messages:
                         if not sse.is_comment and sse.data:
                             await (on_stream_message or self.write_raw)(sse.data)
@@ -318,11 +281,11 @@ class Bridge:
         try:
             session = await self.ensure_session()
             outbound = with_meta(message, self.client_info)
-            answer = await self._post_with_timeout(outbound, session.bearer)
+            answer = await self.post_raw(outbound, session.bearer)
             if answer is not None and session.from_profile and answer.session_dead():
                 # The room no longer accepts the kept session: join again, once.
                 session = await self.ensure_session(replace=session.bearer)
-                answer = await self._post_with_timeout(outbound, session.bearer)
+                answer = await self.post_raw(outbound, session.bearer)
             if answer is None:
                 return
             if message.get("method") in ("resources/subscribe", "resources/unsubscribe"):
@@ -335,15 +298,6 @@ class Bridge:
             return
         async with self.out_lock:
             await self._send_line(line)
-
-    async def _post_with_timeout(self, message: dict[str, Any], bearer: str) -> RoomAnswer | None:
-        if message.get("method") == "subscriptions/listen":
-            return await self.post_raw(message, bearer)  # as long as the room keeps it open
-        with trio.move_on_after(REQUEST_TIMEOUT) as scope:
-            return await self.post_raw(message, bearer)
-        assert scope.cancelled_caught
-        raise CommonroomError("transport_unavailable",
-                              f"the room did not answer within {REQUEST_TIMEOUT:g} seconds")
 
     def _track_subscription(self, message: dict[str, Any], answer: dict[str, Any]) -> None:
         if "result" not in answer:
@@ -379,7 +333,7 @@ class Bridge:
     async def discover_instructions(self) -> str | None:
         if self.instructions is None:
             try:
-                with trio.move_on_after(10):
+                with trio.move_on_after(DISCOVER_SECONDS):
                     answer = await self.post(with_meta(
                         {"jsonrpc": "2.0", "id": "ce-mcp-discover", "method": "server/discover"},
                         self.client_info), None)
@@ -418,37 +372,40 @@ class Bridge:
     # -- GET /mcp ---------------------------------------------------------------------
 
     async def hold_notifications(self) -> None:
-        delay = RECONNECT_MIN
-        connected_before = False
+        """Hold `GET /mcp` for ever and write its notifications; re-subscribe after a reconnect.
+
+        Drops and silences are the wire plan's (re-opened with backoff); what is
+        left here is the session: 403 (no `observe`) ends the stream, 405 on a
+        kept session (the room forgot it) joins again, anything else is said
+        once and tried again.
+        """
         last_note = ""
+        session: Session | None = None
         while True:
             try:
                 session = await self.ensure_session()
-                stream = await self.dial()
-                headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": VERSION,
-                           "Authorization": f"Bearer {session.bearer}"}
-                async with exchange(stream, "GET", "/mcp", headers) as (status, _, chunks):
-                    if status == 200:
-                        if connected_before:
-                            await self.resubscribe(session.bearer)
-                        connected_before = True
-                        delay = RECONNECT_MIN
-                        async with contextlib.aclosing(byteclient.iter_sse(chunks)) as messages:
-                            async for sse in messages:
-                                if not sse.is_comment and sse.data:
-                                    await self.write_raw(sse.data)
-                    elif status == 403:
-                        diag("this session may not observe: no change notifications")
-                        return
-                    elif status == 405 and session.from_profile:
-                        await self.ensure_session(replace=session.bearer)
+                runner = aio.Runner(self.room, bearer=session.bearer, routes=ROUTES)
+                plan = plans.events("/mcp", headers={"MCP-Protocol-Version": VERSION},
+                                    resume=False, persistent=True, backoff=RECONNECT_BACKOFF)
+                async with contextlib.aclosing(runner.iterate(plan)) as items:
+                    async for item in items:
+                        if isinstance(item, plans.Connected):
+                            if item.again:
+                                await self.resubscribe(session.bearer)
+                        elif isinstance(item, plans.SSEMessage) and item.data:
+                            await self.write_raw(item.data)
+            except errors.PermissionDenied:
+                diag("this session may not observe: no change notifications")
+                return
             except CommonroomError as error:
+                if error.http_status == 405 and session is not None and session.from_profile:
+                    await self.ensure_session(replace=session.bearer)
+                    continue
                 note = f"notification stream: {error.message}"
-                if error.code != "transport_unavailable" and note != last_note:
+                if note != last_note:
                     diag(note)  # once per distinct problem, not once per retry
                 last_note = note
-            await trio.sleep(delay)
-            delay = min(RECONNECT_MAX, delay * 2)
+            await trio.sleep(RECONNECT_BACKOFF[1])
 
     async def resubscribe(self, bearer: str) -> None:
         """After a reconnect (the room may have restarted): subscribe again, hint every URI."""
@@ -482,13 +439,6 @@ class Bridge:
             if buffer.strip():
                 await self.handle_line(buffer, nursery)
             nursery.cancel_scope.cancel()
-
-
-_KNOWN_CODES: Final = frozenset({
-    "unauthorized", "session_expired", "permission_denied", "invitation_expired",
-    "invitation_revoked", "invitation_redeemed", "invalid_request", "limit_exceeded",
-    "unsupported_version", "transport_unavailable",
-})
 
 
 @attrs.frozen
@@ -543,9 +493,10 @@ def _write_stdout(data: bytes) -> None:
 
 
 def run_bridge(invitation: str, invite: Invitation, *, session: str | None, name: str) -> None:
+    """Run the bridge until EOF on stdin, SIGINT or SIGTERM (all exit 0)."""
     bridge = Bridge(invitation, invite, session=session, name=name)
     with contextlib.suppress(KeyboardInterrupt):
-        trio.run(bridge.run)
+        trio.run(runtime.until_stopped, bridge.run)
 
 
 # -- plug-in configuration ---------------------------------------------------------------
@@ -575,6 +526,27 @@ def print_config_text(client: str, invitation: str, name: str, *, ingress_url: s
     raise CommonroomError("invalid_request", f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
 
 
+def _session(flag: str | None, invitation: str) -> str | None:
+    """The session to use instead of joining: `--session` (warned: `ps` shows it), else CE_SESSION.
+
+    CE_SESSION goes with CE_INVITATION: it is used only when that is unset or names
+    this invitation, so a session exported for another room is never sent here.
+    """
+    from commonroom.cli import profiles
+
+    if flag == profiles.FROM_STDIN:
+        import click
+
+        raise click.UsageError("ce mcp: stdin is the MCP client's channel; put the session in"
+                               f" {profiles.ENV_SESSION} instead of --session -")
+    if flag:
+        return profiles.session_argument(flag)
+    paired = os.environ.get(profiles.ENV_INVITATION, "").strip()
+    if paired and paired != invitation.strip():
+        return None
+    return os.environ.get(profiles.ENV_SESSION) or None
+
+
 def command(invitation: str, *, session: str | None, name: str, print_config: str | None) -> None:
     """`ce mcp`: errors are one line on stderr (stdout is the client's JSON-RPC channel)."""
     from commonroom.cli.output import guarded
@@ -582,16 +554,17 @@ def command(invitation: str, *, session: str | None, name: str, print_config: st
 
     @guarded(interrupt_exit=0)
     def body(json_mode: bool = False) -> None:
+        explicit = _session(session, invitation)
         invite = decode(invitation)
         if print_config is not None:
             hint = invite.transport
             url = (f"http://{hint.address}:{hint.port}/mcp"
                    if hint.type == "loopback" and hint.address and hint.port else None)
             stored = mcp_profile.load(mcp_profile.profile_key(invitation, name))
-            bearer = session or (str(stored["session_id"]) if stored else None)
+            bearer = explicit or (str(stored["session_id"]) if stored else None)
             print(print_config_text(print_config, invitation.strip(), name,
                                     ingress_url=url, session=bearer))
             return
-        run_bridge(invitation, invite, session=session, name=name)
+        run_bridge(invitation, invite, session=explicit, name=name)
 
     body(json_mode=False)

@@ -57,6 +57,8 @@ EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
     (EXIT_RATE_LIMITED, "limit_exceeded (retry after retry_after_seconds)"),
     (EXIT_UNAVAILABLE, "transport_unavailable: the room is not reachable"),
     (EXIT_TIMEOUT, "`ce wait` timed out"),
+    (EXIT_INTERRUPTED, "`ce wait` stopped by Ctrl-C or SIGTERM (`ce observe`, `ce join` and"
+                       " `ce mcp` exit 0 then)"),
 )
 _BY_CODE: Final[dict[str, int]] = {
     "lease_conflict": EXIT_CONFLICT,

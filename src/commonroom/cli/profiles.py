@@ -8,9 +8,15 @@ given, so there is one per room by default.
 
 Which session a command uses (issue 12 "Decisions"):
 
-1. flags: `--profile NAME`, or `--invitation` with `--session`;
+1. flags: `--profile NAME`, or `--invitation` with `--session` (either may
+   come from `CE_INVITATION` / `CE_SESSION` instead);
 2. the environment: `CE_INVITATION` with `CE_SESSION`, then `CE_PROFILE`;
 3. the default profile: the one most recently joined (`ce whoami` says which).
+
+A bearer on the command line is readable by every local user (`ps`,
+`/proc/PID/cmdline`), so the session comes from the profile, `CE_SESSION`
+(the environment of a process is private to its user) or stdin
+(`--session -`); `--session ID` still works, with a one-line warning.
 
 A profile also remembers the version of the last `ce read` per region, the
 base `ce propose` defaults to. A session given by flags or `CE_SESSION` has
@@ -24,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +41,11 @@ import click
 ENV_INVITATION: Final = "CE_INVITATION"
 ENV_SESSION: Final = "CE_SESSION"
 ENV_PROFILE: Final = "CE_PROFILE"
+FROM_STDIN: Final = "-"
+VISIBLE_WARNING: Final = (
+    "warning: --session on the command line is visible to other users of this machine (ps);"
+    " use the saved profile, CE_SESSION, or --session - (read from stdin)"
+)
 _NAME: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -77,7 +89,7 @@ class Profile:
         hint = self.data.get("hint")
         if isinstance(hint, dict):
             return hint
-        from commonroom.client.wire import hint_of
+        from commonroom.wire.calls import hint_of
 
         hint = hint_of(self.invitation)
         self.data["hint"] = hint
@@ -182,15 +194,46 @@ def default() -> Profile | None:
     return max(candidates, key=lambda p: float(p.data.get("joined_at") or 0))
 
 
+def session_argument(value: str) -> str:
+    """The session a `--session` flag names: read from stdin for `-`, else warned about."""
+    if value != FROM_STDIN:
+        click.echo(VISIBLE_WARNING, err=True)
+        return value
+    line = sys.stdin.readline().strip()
+    if not line:
+        raise click.UsageError("--session -: no session id on stdin")
+    return line
+
+
+def invitation_argument(value: str) -> str:
+    """An invitation argument: read from stdin for `-` (so it is not in `ps`)."""
+    if value != FROM_STDIN:
+        return value
+    line = sys.stdin.readline().strip()
+    if not line:
+        raise click.UsageError("-: no invitation on stdin")
+    return line
+
+
 def select(profile: str | None = None, invitation: str | None = None,
-           session: str | None = None) -> Profile:
-    """The session a command runs as: flags, then the environment, then the default profile."""
+           session: str | None = None, *, anonymous: bool = False) -> Profile:
+    """The session a command runs as: flags, then the environment, then the default profile.
+
+    With an invitation given and `anonymous`, no session is needed (`ce call`
+    of a public route): the profile then has an empty session.
+    """
     if invitation or session:
         if profile:
             raise click.UsageError("give --profile or --invitation/--session, not both")
-        if not (invitation and session):
-            raise click.UsageError("--invitation and --session go together")
-        return Profile(None, {"invitation": invitation, "session_id": session})
+        pair = (f"--invitation and --session go together (either may be {ENV_INVITATION} /"
+                f" {ENV_SESSION})")
+        invitation = invitation or os.environ.get(ENV_INVITATION)
+        if not invitation:
+            raise click.UsageError(pair)
+        session = session_argument(session) if session else os.environ.get(ENV_SESSION)
+        if not (session or anonymous):
+            raise click.UsageError(pair)
+        return Profile(None, {"invitation": invitation, "session_id": session or ""})
     if profile:
         return load(profile)
     env_invitation, env_session = os.environ.get(ENV_INVITATION), os.environ.get(ENV_SESSION)

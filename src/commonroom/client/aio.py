@@ -7,36 +7,30 @@
             if (await room.wait_for_review(proposal.proposal_id)).status == "approved":
                 await room.commit(proposal.proposal_id)
 
-Every call dials the hint's transport plugin (`commonroom.transport.registry.dial`)
-and speaks the byte client (`commonroom.cli.byteclient`) over it.
+The operation methods are `Client`'s (`operations.Operations`), as coroutines.
+Every call dials the hint's transport plugin for a connection of its own
+(`wire.aio.Connection`), so one client serves many tasks at once. Waits run on
+trio's clock, so `trio.testing.MockClock` drives them in tests.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import TypeVar
 
 import attrs
-import trio
 
-from commonroom.client import errors, wire
-from commonroom.client.common import (
-    DECIDED,
-    WAIT_HOLD_SECONDS,
-    Resync,
-    event_concerns,
-    record,
-    sse_item,
-)
-from commonroom.client.routes import ROUTES
+from commonroom.client import common
+from commonroom.client.common import ClientBase, Resync
+from commonroom.client.operations import AsyncShell, Call, Operations
 from commonroom.protocol import records as r
-from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
+from commonroom.wire import aio
+from commonroom.wire.plans import review
+from commonroom.wire.timeouts import Timeouts
 
 T = TypeVar("T")
-RECONNECT_SECONDS: Final = 5.0
 
 
 @attrs.frozen
@@ -54,396 +48,67 @@ class AsyncLease(r.Lease):
     async def __aenter__(self) -> AsyncLease:
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
+    async def __aexit__(self, *exc_info: object) -> None:
+        with common.releasing(exc_info[1]):
             await self.release()
-        except errors.InvalidRequest as gone:
-            if gone.field != "lease_id":
-                raise
-            # The lease had ended already (released by hand, expired, or by the host).
-        except errors.CommonroomError:
-            if exc is None:
-                raise
-            # Already failing: the original error matters more than the release.
 
 
-class AsyncClient:
+class AsyncClient(ClientBase, Operations, AsyncShell):
     """A session in a room, under trio: `await AsyncClient.join(...)`, or `AsyncClient(inv, session=...)`."""
 
-    def __init__(
-        self, invitation: str, *, session: str, timeout: float = wire.DEFAULT_TIMEOUT,
-        hint: dict[str, Any] | None = None,
-    ) -> None:
-        self.invitation = invitation
-        self.session = session
-        self.timeout = timeout
-        self.hint = hint if hint is not None else wire.hint_of(invitation)
-        self.joined: r.Joined | None = None
-        self._closed = False
+    _connection: aio.Connection
+
+    def _open_connection(self) -> aio.Connection:
+        return aio.Connection(self.hint, timeouts=self.timeouts)
 
     @classmethod
-    async def join(
-        cls, invitation: str, *, name: str, kind: str = "agent",
-        timeout: float = wire.DEFAULT_TIMEOUT,
-    ) -> AsyncClient:
-        """Redeem `invitation` as participant `name`; the new session is `client.session`."""
-        hint = wire.hint_of(invitation)
-        route = ROUTES["session.join"]
-        answer = await wire.acall(
-            hint, route.method, route.path,
-            {"invite": invitation.strip(), "name": name, "kind": kind, "transport": hint.get("type")},
-            timeout=timeout,
-        )
-        joined = record(answer, r.Joined)
-        client = cls(invitation, session=joined.session_id, timeout=timeout, hint=hint)
-        client.joined = joined
+    async def join(cls, invitation: str, *, name: str, kind: str = "agent",
+                   timeout: float | None = None, timeouts: Timeouts | None = None) -> AsyncClient:
+        """As `Client.join`: redeem `invitation`; the new session is `client.session`."""
+        client = cls(invitation, session="", timeout=timeout, timeouts=timeouts)
+        client._adopt(await client._run(client._join_call(name, kind)))
         return client
 
-    # -- lifetime ---------------------------------------------------------------------
-
     async def close(self) -> None:
-        """Forget the connection details; the session stays valid (use `leave()` to end it)."""
-        self._closed = True
+        """Refuse further calls; the session stays valid (use `leave()` to end it)."""
+        await self._connection.aclose()
 
     async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
-    async def _call(self, op: str, cls: type[T], params: dict[str, Any] | None = None,
-              timeout: float | None = None) -> T:
-        if self._closed:
-            raise errors.TransportUnavailable("transport_unavailable", "this client is closed")
-        route = ROUTES[op]
-        answer = await wire.acall(self.hint, route.method, route.path, params, bearer=self.session,
-                           timeout=self.timeout if timeout is None else timeout)
-        return record(answer, cls)
+    async def _run(self, call: Call[T]) -> T:
+        method, path, params, keywords = self._wire_call(call)
+        answer = await self._connection.call(method, path, params, **keywords)
+        return common.record(answer, call.result)
 
-    # -- reads ------------------------------------------------------------------------
-
-    async def status(self) -> r.Status:
-        return await self._call("workspace.status", r.Status)
-
-    async def summary(self) -> r.Summary:
-        return await self._call("workspace.summary", r.Summary)
-
-    async def regions(self) -> r.Regions:
-        return await self._call("workspace.regions", r.Regions)
-
-    async def read(self, region: str = "workspace", *, version: int | None = None,
-             max_lines: int | None = None, max_bytes: int | None = None) -> r.ReadAnswer:
-        return await self._call("workspace.read", r.ReadAnswer, {
-            "region": region, "version": version, "max_lines": max_lines, "max_bytes": max_bytes})
-
-    async def diff(self, base_version: int, *, to_version: int | None = None,
-             region: str | None = None) -> r.DiffAnswer:
-        return await self._call("workspace.diff", r.DiffAnswer, {
-            "base_version": base_version, "to_version": to_version, "region": region})
-
-    async def changes_since(self, version: int, *, limit: int | None = None) -> r.Changes:
-        return await self._call("workspace.changes_since", r.Changes,
-                          {"version": version, "limit": limit})
-
-    async def history(self, *, limit: int | None = None,
-                before_event_id: int | None = None) -> r.History:
-        return await self._call("workspace.history", r.History,
-                          {"limit": limit, "before_event_id": before_event_id})
-
-    async def participants(self) -> r.Participants:
-        return await self._call("workspace.participants", r.Participants)
-
-    async def leases(self) -> r.Leases:
-        return await self._call("workspace.leases", r.Leases)
-
-    async def proposals(self, *, status: str | None = None, limit: int | None = None) -> r.Proposals:
-        return await self._call("workspace.proposals", r.Proposals, {"status": status, "limit": limit})
-
-    async def proposal(self, proposal_id: str) -> r.ProposalDetail:
-        return await self._call("workspace.proposal", r.ProposalDetail, {"proposal_id": proposal_id})
-
-    async def room(self) -> r.RoomSnapshot:
-        return await self._call("workspace.room", r.RoomSnapshot)
-
-    async def diagnostics(self) -> r.Diagnostics:
-        return await self._call("workspace.diagnostics", r.Diagnostics)
-
-    async def invitations(self, *, limit: int | None = None) -> r.Invitations:
-        return await self._call("workspace.invitations", r.Invitations, {"limit": limit})
-
-    # -- leases -----------------------------------------------------------------------
+    def _runner(self) -> aio.Runner:
+        return aio.Runner(self._connection, bearer=self.session, routes=common.ROUTES)
 
     async def checkout(self, region: str, *, minutes: int | None = None) -> AsyncLease:
-        """Lease `region` now; the returned `Lease` releases it when its `with` block ends."""
-        taken = await self._call("workspace.checkout", r.Lease, {"region": region, "minutes": minutes})
-        return AsyncLease(**attrs.asdict(taken, recurse=False), client=self)
-
-    async def renew(self, lease_id: str, *, minutes: int | None = None) -> r.Lease:
-        return await self._call("workspace.renew", r.Lease, {"lease_id": lease_id, "minutes": minutes})
-
-    async def release(self, lease_id: str) -> r.Released:
-        return await self._call("workspace.release", r.Released, {"lease_id": lease_id})
-
-    # -- proposals --------------------------------------------------------------------
-
-    async def propose(self, region: str, content: str, *, base_version: int,
-                summary: str | None = None) -> r.Proposal:
-        """Propose `content` (the region's new text, heading line included) on `base_version`."""
-        return await self._call("workspace.propose", r.Proposal, {
-            "region": region, "content": content, "base_version": base_version,
-            "summary": summary or f"update {region}"})
-
-    async def review(self, proposal_id: str, decision: str, *,
-               comment: str | None = None, content: str | None = None) -> r.Reviewed:
-        """Approve or reject; `content` (approve only) amends the text that lands."""
-        return await self._call("workspace.review", r.Reviewed, {
-            "proposal_id": proposal_id, "decision": decision, "comment": comment,
-            "content": content})
-
-    async def withdraw(self, proposal_id: str) -> r.Proposal:
-        return await self._call("workspace.withdraw", r.Proposal, {"proposal_id": proposal_id})
-
-    async def commit(self, proposal_id: str | None = None, *, base_version: int | None = None,
-               summary: str | None = None, content: str | None = None) -> r.Committed:
-        return await self._call("workspace.commit", r.Committed, {
-            "proposal_id": proposal_id, "base_version": base_version, "summary": summary,
-            "content": content})
-
-    async def wait_for_review(self, proposal_id: str, timeout: float | None = None) -> r.Proposal:
-        """Block until the proposal is decided (approved, rejected, superseded, ...); return it.
-
-        Long-polls `/workspace/wait` (needs `observe`), re-reading the proposal
-        only when an event about it arrives. Raises `commonroom.Timeout` after
-        `timeout` seconds (None: no limit).
-        """
-        deadline = None if timeout is None else trio.current_time() + timeout
-        cursor = (await self.room()).latest_event_id
-        current = await self._proposal(proposal_id)
-        while current.status not in DECIDED:
-            hold = float(WAIT_HOLD_SECONDS)
-            if deadline is not None:
-                hold = min(hold, deadline - trio.current_time())
-                if hold <= 0:
-                    raise errors.Timeout(
-                        f"proposal {proposal_id} is still {current.status} after {timeout:g} s",
-                        {"proposal_id": proposal_id, "status": current.status})
-            answer = await self.wait(cursor, timeout_seconds=hold)
-            cursor = answer.cursor
-            if answer.resync or any(event_concerns(e, proposal_id) for e in answer.events):
-                current = await self._proposal(proposal_id)
-        return current
-
-    async def _proposal(self, proposal_id: str) -> r.Proposal:
-        detail = await self.proposal(proposal_id)
-        fields = {f.name for f in attrs.fields(r.Proposal)}
-        return r.Proposal(**{k: v for k, v in attrs.asdict(detail).items() if k in fields})
-
-    # -- room ------------------------------------------------------------------------
-
-    async def invite(self, *, capabilities: list[str] | None = None,
-               expires_in_minutes: int | None = None, max_uses: int | None = None,
-               label: str | None = None, max_sessions: int | None = None,
-               ) -> r.InvitationCreatedAnswer:
-        return await self._call("workspace.invite", r.InvitationCreatedAnswer, {
-            "capabilities": capabilities, "expires_in_minutes": expires_in_minutes,
-            "max_uses": max_uses, "label": label, "max_sessions": max_sessions})
-
-    async def revoke_invitation(self, invite_id: str) -> r.InvitationInfo:
-        return await self._call("workspace.revoke_invitation", r.InvitationInfo,
-                          {"invite_id": invite_id})
-
-    async def revoke_session(self, participant_id: str) -> r.SessionsRevoked:
-        return await self._call("session.revoke", r.SessionsRevoked,
-                          {"participant_id": participant_id})
+        """Lease `region` now; the lease is released when its `async with` block ends."""
+        taken = await self._run(common.checkout_call(region, minutes))
+        return AsyncLease(**common.lease_fields(taken), client=self)
 
     async def leave(self) -> r.Left:
-        """End this session (its leases are released); the client is closed afterwards."""
-        left = await self._call("workspace.leave", r.Left)
+        """As `Client.leave`: end the session, then close this client."""
+        answer = await self._run(common.LEAVE)
         await self.close()
-        return left
+        return answer
 
-    # -- coordination: handoffs, tasks, room text, attachments, surfaces --------------
-
-    async def request_handoff(
-        self, to_participant_id: str, summary: str, *, details: str | None = None,
-        region: str | None = None, attachment_ids: list[str] | None = None,
-        request_id: str | None = None,
-    ) -> r.Handoff:
-        """Ask another participant to take something on (they decide).
-
-        A repeated `request_id` with the same body returns the same handoff.
-        """
-        return await self._call("handoff.request", r.Handoff, {
-            "to_participant_id": to_participant_id,
-            "summary": summary,
-            "details": details,
-            "region": region,
-            "attachment_ids": attachment_ids,
-            "request_id": request_id})
-
-    async def respond_handoff(self, handoff_id: str, decision: str, *, summary: str | None = None) -> r.Handoff:
-        """Accept or decline a handoff addressed to you (accepting creates its task)."""
-        return await self._call("handoff.respond", r.Handoff, {
-            "handoff_id": handoff_id,
-            "decision": decision,
-            "summary": summary})
-
-    async def report_handoff(
-        self, handoff_id: str, status: str, summary: str, *, details: str | None = None,
-    ) -> r.Handoff:
-        """Report an accepted handoff completed or failed."""
-        return await self._call("handoff.result", r.Handoff, {
-            "handoff_id": handoff_id,
-            "status": status,
-            "summary": summary,
-            "details": details})
-
-    async def cancel_handoff(self, handoff_id: str) -> r.Handoff:
-        """Cancel a handoff you requested."""
-        return await self._call("handoff.cancel", r.Handoff, {"handoff_id": handoff_id})
-
-    async def handoffs(self, *, status: str | None = None, limit: int | None = None) -> r.Handoffs:
-        """Handoffs, optionally by status."""
-        return await self._call("workspace.handoffs", r.Handoffs, {"status": status, "limit": limit})
-
-    async def handoff(self, handoff_id: str) -> r.Handoff:
-        """One handoff."""
-        return await self._call("workspace.handoff", r.Handoff, {"handoff_id": handoff_id})
-
-    async def task(self, task_id: str) -> r.Task:
-        """The task of an accepted handoff."""
-        return await self._call("task.get", r.Task, {"task_id": task_id})
-
-    async def update_task(
-        self, task_id: str, status: str, *, status_message: str | None = None,
-        result_summary: str | None = None, result_details: str | None = None,
-    ) -> r.Task:
-        """Report a task's progress (its handoff follows)."""
-        return await self._call("task.update", r.Task, {
-            "task_id": task_id,
-            "status": status,
-            "status_message": status_message,
-            "result_summary": result_summary,
-            "result_details": result_details})
-
-    async def cancel_task(self, task_id: str) -> r.Task:
-        """Cancel a task you requested."""
-        return await self._call("task.cancel", r.Task, {"task_id": task_id})
-
-    async def send_message(self, text: str, *, to: list[str] | None = None, handoff_id: str | None = None) -> r.Message:
-        """Room text, visible to everyone; `to` makes it an addressed turn for those participants."""
-        return await self._call("workspace.message", r.Message, {"text": text, "to": to, "handoff_id": handoff_id})
-
-    async def messages(
-        self, *, after: int | None = None, limit: int | None = None, handoff_id: str | None = None,
-    ) -> r.Messages:
-        """Room text after a seq, ascending."""
-        return await self._call("workspace.messages", r.Messages, {
-            "after": after,
-            "limit": limit,
-            "handoff_id": handoff_id})
-
-    async def advertise(self, capabilities: list[str]) -> r.Participant:
-        """Replace your self-reported capability tokens (hints, never authority)."""
-        return await self._call("workspace.advertise", r.Participant, {"capabilities": capabilities})
-
-    async def add_attachment(
-        self, file_name: str, mime_type: str, data_base64: str, *, handoff_id: str | None = None,
-    ) -> r.Attachment:
-        """Upload one file (text-like or png/jpeg/webp, at most 768 KiB; its type is sniffed)."""
-        return await self._call("attachment.add", r.Attachment, {
-            "file_name": file_name,
-            "mime_type": mime_type,
-            "data_base64": data_base64,
-            "handoff_id": handoff_id})
-
-    async def attachment(self, attachment_id: str) -> r.AttachmentData:
-        """One attachment with its data."""
-        return await self._call("attachment.get", r.AttachmentData, {"attachment_id": attachment_id})
-
-    async def delete_attachment(self, attachment_id: str) -> r.AttachmentDeleted:
-        """Delete an attachment you uploaded (the host deletes any)."""
-        return await self._call("attachment.delete", r.AttachmentDeleted,
-                          {"attachment_id": attachment_id})
-
-    async def publish_surface(self, data_base64: str, *, mime_type: str | None = None) -> r.Surface:
-        """Publish (replace) your one snapshot image of your own workspace."""
-        return await self._call("surface.publish", r.Surface, {"data_base64": data_base64, "mime_type": mime_type})
-
-    async def surface(self, participant_id: str | None = None) -> r.SurfaceData:
-        """A participant's current snapshot."""
-        return await self._call("surface.read", r.SurfaceData, {"participant_id": participant_id})
-
-    async def clear_surface(self) -> r.SurfaceClearedAnswer:
-        """Remove your snapshot."""
-        return await self._call("surface.clear", r.SurfaceClearedAnswer)
-
-    # -- events -----------------------------------------------------------------------
-
-    async def wait(self, cursor: int = 0, *, timeout_seconds: float | None = None) -> r.WaitAnswer:
-        """The events after `cursor`, held up to `timeout_seconds` (max 25) when there are none."""
-        hold = WAIT_HOLD_SECONDS if timeout_seconds is None else timeout_seconds
-        return await self._call("workspace.wait", r.WaitAnswer,
-                          {"cursor": cursor, "timeout_seconds": hold}, timeout=self.timeout + hold)
+    async def wait_for_review(self, proposal_id: str, timeout: float | None = None
+                              ) -> r.Proposal:
+        """As `Client.wait_for_review`, under trio."""
+        detail = await self._runner().run(review(proposal_id, timeout))
+        return common.proposal_of(detail)
 
     async def observe(self, since: int | None = None, *, retry: float | None = None
-                ) -> AsyncIterator[Event | Resync]:
-        """The room's events for ever: replays after `since`, then live; resumes after drops.
-
-        As `Client.observe`: a dropped connection is re-opened after the
-        room's `retry` delay with `Last-Event-ID`; `Resync` when the room
-        could not replay; a session that ended raises `Unauthorized`.
-        """
-        from commonroom.cli.byteclient import iter_sse, open_stream
-        from commonroom.transport.registry import dial
-
-        last_id = "" if since is None else str(since)
-        fixed_retry = retry
-        retry = RECONNECT_SECONDS if fixed_retry is None else fixed_retry
-        connected = False
-        route = ROUTES["workspace.observe"]
-        while True:
-            headers = {"Authorization": f"Bearer {self.session}"}
-            if last_id:
-                headers["Last-Event-ID"] = last_id
-            try:
-                try:
-                    with trio.fail_after(self.timeout):
-                        stream = await dial(wire.transport_hint(self.hint))
-                        status, _, chunks = await open_stream(stream, route.path, headers=headers)
-                except trio.TooSlowError:
-                    raise errors.TransportUnavailable(
-                        "transport_unavailable", "the room did not answer in time") from None
-                except errors.CommonroomError:
-                    raise
-                except CommonroomError as exc:
-                    raise errors.from_protocol(exc) from None
-                if not 200 <= status < 300:
-                    async with chunks:
-                        raw = await chunks.read_all()
-                    raise wire.answer_error(status, raw)
-                connected = True
-                async with contextlib.aclosing(iter_sse(chunks)) as messages:
-                    try:
-                        async for message in messages:
-                            if message.retry is not None and fixed_retry is None:
-                                retry = message.retry / 1000
-                            if message.id:
-                                last_id = message.id
-                            item = sse_item(message)
-                            if item is not None:
-                                yield item
-                    except errors.CommonroomError:
-                        raise
-                    except CommonroomError as exc:
-                        raise errors.from_protocol(exc) from None
-            except errors.TransportUnavailable:
-                if not connected:
-                    raise
-            await trio.sleep(retry)  # reconnection delay the room asked for, not a poll
+                      ) -> AsyncIterator[Event | Resync]:
+        """As `Client.observe`: events for ever, re-opened after drops and silences."""
+        async with contextlib.aclosing(self._runner().iterate(common.observe_plan(since, retry))
+                                       ) as items:
+            async for item in items:
+                if (event := common.stream_item(item)) is not None:
+                    yield event

@@ -1,25 +1,35 @@
-"""What `Client` and `AsyncClient` share: typing answers, reading event streams."""
+"""What `Client` and `AsyncClient` share beyond the operation methods: state, calls, typed answers.
+
+The shells (`sync.py`, `aio.py`) differ only where blocking and trio code
+must: how a `Call` is carried, and the methods built on the wire's plans
+(`observe`, `wait_for_review`) or returning context managers (`checkout`).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
-from typing import Any, Final, TypeVar
+from collections.abc import Iterable, Iterator
+from typing import Any, Final, NoReturn, TypeVar
 
 import attrs
 
-from commonroom.cli.http11 import SSEMessage
 from commonroom.client import errors
+from commonroom.client.operations import Call
+from commonroom.client.routes import ROUTES
 from commonroom.protocol import records
 from commonroom.protocol.events import Event, from_dict
+from commonroom.wire import calls, plans
+from commonroom.wire.http11 import SSEMessage
+from commonroom.wire.plans import DECIDED, WAIT_HOLD_SECONDS
+from commonroom.wire.timeouts import DEFAULT, Timeouts
 
 T = TypeVar("T")
 
-# Proposal statuses after a review or instead of one: `wait_for_review` returns on these.
-DECIDED: Final = frozenset(
-    {"approved", "rejected", "committed", "conflicted", "withdrawn", "superseded"}
-)
-# The room holds a long-poll at most 25 s.
-WAIT_HOLD_SECONDS: Final = 25
+__all__ = ["DECIDED", "ROUTES", "WAIT_HOLD_SECONDS", "ClientBase", "Resync"]
+
+OBSERVE_PATH: Final = ROUTES["workspace.observe"].path
 
 
 @attrs.frozen
@@ -29,6 +39,84 @@ class Resync:
     reason: str
     oldest_event_id: int | None
     latest_event_id: int | None
+
+
+class ClientBase:
+    """A session in a room: who (`session`), where (`hint`), and within which `timeouts`.
+
+    `timeout` is the bound of one call (`timeouts.call`); a long-poll adds its hold.
+    """
+
+    def __init__(self, invitation: str, *, session: str, timeout: float | None = None,
+                 hint: dict[str, Any] | None = None, timeouts: Timeouts | None = None) -> None:
+        self.invitation = invitation
+        self.session = session
+        self.timeouts = timeouts or DEFAULT
+        if timeout is not None:
+            self.timeouts = dataclasses.replace(self.timeouts, call=timeout)
+        self.timeout = self.timeouts.call
+        self.hint = hint if hint is not None else calls.hint_of(invitation)
+        self.joined: records.Joined | None = None
+        self._connection = self._open_connection()
+
+    def _open_connection(self) -> Any:
+        """The shell's `wire.*.Connection` to the room (its type is the shell's)."""
+        raise NotImplementedError
+
+    def _adopt(self, joined: records.Joined) -> None:
+        self.session = joined.session_id
+        self.joined = joined
+
+    def _join_call(self, name: str, kind: str) -> Call[records.Joined]:
+        return Call("session.join", records.Joined, {
+            "invite": self.invitation.strip(), "name": name, "kind": kind,
+            "transport": self.hint.get("type")})
+
+    def _wire_call(self, call: Call[Any]) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+        """The arguments of `Connection.call` for `call`: method, path, params, keywords."""
+        found = ROUTES[call.op]
+        return found.method, found.path, call.params, {"bearer": self.session, "hold": call.hold}
+
+
+def checkout_call(region: str, minutes: int | None) -> Call[records.Lease]:
+    return Call("workspace.checkout", records.Lease, {"region": region, "minutes": minutes})
+
+
+LEAVE: Final = Call("workspace.leave", records.Left, {})
+
+
+def lease_fields(taken: records.Lease) -> dict[str, Any]:
+    return attrs.asdict(taken, recurse=False)
+
+
+@contextlib.contextmanager
+def releasing(exc: object) -> Iterator[None]:
+    """Around a lease's release at the end of its `with` block: the failures that may go unsaid.
+
+    A lease that had ended already (released by hand, expired, ended by the
+    host) is fine; anything else is raised, unless the block is already failing
+    with `exc` (its error matters more than the release).
+    """
+    try:
+        yield
+    except errors.InvalidRequest as gone:
+        if gone.field != "lease_id":
+            raise
+    except errors.CommonroomError:
+        if exc is None:
+            raise
+
+
+def events_of(items: Iterable[Any]) -> Iterator[Event | Resync]:
+    """The events and resyncs among what the event-stream plan emitted."""
+    for item in items:
+        event = stream_item(item)
+        if event is not None:
+            yield event
+
+
+def observe_plan(since: int | None, retry: float | None) -> plans.Plan[NoReturn]:
+    return plans.events(OBSERVE_PATH, since=since, retry=retry)
 
 
 def record(answer: Any, cls: type[T]) -> T:
@@ -42,19 +130,23 @@ def record(answer: Any, cls: type[T]) -> T:
         ) from None
 
 
-def event_concerns(event: Event, proposal_id: str) -> bool:
-    return getattr(event.payload, "proposal_id", None) == proposal_id
+def proposal_of(detail: Any) -> records.Proposal:
+    """A `workspace.proposal` answer as the `Proposal` record `wait_for_review` returns."""
+    fields = {field.name for field in attrs.fields(records.Proposal)}
+    if not isinstance(detail, dict):
+        return record(detail, records.Proposal)
+    return record({key: value for key, value in detail.items() if key in fields}, records.Proposal)
 
 
-def sse_item(message: SSEMessage) -> Event | Resync | None:
-    """The event or resync a server-sent message carries (None for comments and others)."""
-    if message.is_comment:
+def stream_item(item: Any) -> Event | Resync | None:
+    """What `observe` yields for an item of the event-stream plan (None: nothing)."""
+    if not isinstance(item, SSEMessage) or item.is_comment:
         return None
     try:
-        data = json.loads(message.data)
+        data = json.loads(item.data)
     except json.JSONDecodeError:
         return None
-    if message.event == "resync" and isinstance(data, dict):
+    if item.event == "resync" and isinstance(data, dict):
         oldest, latest = data.get("oldest_event_id"), data.get("latest_event_id")
         return Resync(str(data.get("reason", "")), oldest if isinstance(oldest, int) else None,
                       latest if isinstance(latest, int) else None)

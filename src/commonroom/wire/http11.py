@@ -1,9 +1,9 @@
-"""The sans-I/O half of the byte client: HTTP/1.1 framing (h11) and server-sent events.
+"""The sans-I/O core of the wire: HTTP/1.1 framing (h11), server-sent events, the failures.
 
-No trio (and no attrs) here, so blocking callers (the synchronous `commonroom.Client` and
-the `ce` agent verbs, which must start fast) and `byteclient`'s trio
-streams share one encoder, one response reader and one SSE parser.
-`byteclient` re-exports these names.
+No I/O, no trio, no attrs: both drivers (`wire.aio`, and `wire.sync` generated from it)
+and every caller share one request encoder, one head reader, one SSE parser and one
+vocabulary of failures. Every failure is a `commonroom.TransportUnavailable` (the
+library's error classes, `client/errors.py`), and a message never carries an address.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from typing import Any, Final
 
 import h11
 
-from commonroom.protocol.errors import CommonroomError
+from commonroom.client import errors
 
 HOST: Final = "commonroom"
+JSON: Final = "application/json"
+EVENT_STREAM: Final = "text/event-stream"
 RECEIVE_SIZE: Final = 65536
 MAX_HEAD_BYTES: Final = 64 * 1024
 # Headers the client owns: the framing and the connection's lifetime.
@@ -29,8 +31,48 @@ _BODY_METHODS: Final = frozenset({"POST", "PUT", "PATCH"})
 Headers = tuple[tuple[str, str], ...]
 
 
-def transport_unavailable(message: str) -> CommonroomError:
-    return CommonroomError("transport_unavailable", message)
+def transport_unavailable(message: str) -> errors.TransportUnavailable:
+    return errors.TransportUnavailable("transport_unavailable", message)
+
+
+class WireFailure(errors.TransportUnavailable):
+    """A failure of the wire itself (code `transport_unavailable`); the subclasses say which."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("transport_unavailable", message)
+
+
+class ConnectionLost(WireFailure):
+    """The connection failed or was closed by the other side."""
+
+
+class NoResponse(ConnectionLost):
+    """The connection ended before any byte of an answer: the room did not take the request.
+
+    Sending it again on a fresh connection is safe; a kept-alive connection the room
+    closed while idle fails this way.
+    """
+
+
+class TimedOut(WireFailure):
+    """Nothing arrived within a bound of `wire.Timeouts` (a silent room or a half-open link)."""
+
+
+class Malformed(WireFailure):
+    """The other side does not speak HTTP/1.1 (or broke it)."""
+
+
+def explain(sent: WireFailure | None, read: errors.CommonroomError) -> errors.CommonroomError:
+    """The failure to report when sending a request failed (`sent`) and reading its answer too.
+
+    The send's failure says why, unless the room answered something that is not
+    HTTP; it stays a `NoResponse` when no byte of an answer came (safe to resend).
+    """
+    if sent is None or isinstance(read, Malformed):
+        return read
+    if isinstance(read, NoResponse) and not isinstance(sent, NoResponse):
+        return NoResponse(sent.message)
+    return sent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +119,6 @@ class SSEMessage:
         return self.comment is not None
 
 
-
 def new_connection() -> h11.Connection:
     return h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
 
@@ -109,10 +150,9 @@ def encode_request(
             out += conn.send(h11.Data(data=body))
         out += conn.send(h11.EndOfMessage())
     except h11.LocalProtocolError as exc:
-        raise CommonroomError("invalid_request", f"cannot send this request: {exc}") from None
+        raise errors.InvalidRequest("invalid_request", f"cannot send this request: {exc}") from None
     assert out is not None
     return out
-
 
 
 def head_of(event: Any) -> tuple[int, Headers] | None:
@@ -128,16 +168,23 @@ def head_of(event: Any) -> tuple[int, Headers] | None:
         )
         return event.status_code, decoded
     if isinstance(event, h11.ConnectionClosed):
-        raise transport_unavailable("the connection closed before a response arrived")
+        raise NoResponse("the connection closed before a response arrived")
     raise transport_unavailable("the room sent an unexpected HTTP event")
 
 
-def protocol_failure(exc: h11.ProtocolError) -> CommonroomError:
-    if isinstance(exc, h11.RemoteProtocolError):
-        if "closed connection" in str(exc):  # h11's words for an EOF mid-message
-            return transport_unavailable("the connection closed before the response was complete")
-        return transport_unavailable("the room sent a malformed HTTP response")
-    return transport_unavailable("the HTTP exchange went wrong on the client side")
+def next_event(conn: h11.Connection) -> Any:
+    """`conn.next_event()` with h11's protocol errors as the wire's failures."""
+    try:
+        return conn.next_event()
+    except h11.RemoteProtocolError as exc:
+        # h11's words for an EOF before the answer was whole ("peer unexpectedly closed
+        # connection", "... without sending complete message body", "can't handle event type
+        # ConnectionClosed when ... SEND_RESPONSE").
+        if "closed connection" in str(exc) or "ConnectionClosed" in str(exc):
+            raise ConnectionLost("the connection closed before the response was complete") from None
+        raise Malformed("the room sent a malformed HTTP response") from None
+    except h11.ProtocolError:
+        raise Malformed("the HTTP exchange went wrong on the client side") from None
 
 
 def header(headers: Headers, name: str) -> str | None:
@@ -146,7 +193,6 @@ def header(headers: Headers, name: str) -> str | None:
         if key == wanted:
             return value
     return None
-
 
 
 # -- server-sent events ----------------------------------------------------------

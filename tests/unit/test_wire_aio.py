@@ -1,4 +1,4 @@
-"""The byte client against a real hypercorn + quart-trio server and hand-made raw servers."""
+"""The trio wire (`commonroom.wire.aio`) against a real hypercorn + quart-trio server and hand-made raw servers."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from quart import request as quart_request
 from quart.typing import ResponseReturnValue
 from quart_trio import QuartTrio
 
-from commonroom.cli import byteclient
-from commonroom.cli.byteclient import SSEMessage, SSEParser, iter_sse, open_stream, request
 from commonroom.protocol.errors import CommonroomError
+from commonroom.wire import aio
+from commonroom.wire.aio import iter_sse, open_stream, request
+from commonroom.wire.http11 import SSEMessage, SSEParser
 
 PROMPT = 3.0  # seconds; every exchange here takes milliseconds
 
@@ -206,7 +207,7 @@ async def test_reads_until_content_length_when_server_keeps_socket_open(
     )
     with trio.fail_after(PROMPT):
         response = await request(await dial(server.port), "GET", "/x")
-        assert response == byteclient.Response(
+        assert response == aio.Response(
             status=200,
             headers=(("content-length", "11"), ("content-type", "text/plain")),
             body=b"hello world",
@@ -286,7 +287,7 @@ async def test_malformed_response_is_transport_unavailable(nursery: trio.Nursery
 
 
 async def test_non_json_body_is_transport_unavailable() -> None:
-    response = byteclient.Response(status=200, headers=(), body=b"<html>")
+    response = aio.Response(status=200, headers=(), body=b"<html>")
     with pytest.raises(CommonroomError) as caught:
         response.json()
     assert caught.value.code == "transport_unavailable"

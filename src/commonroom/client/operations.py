@@ -1,0 +1,372 @@
+"""Every operation of the table as a typed method, written once for `Client` and `AsyncClient`.
+
+Each method below declares an operation's Python signature and builds its
+parameters; `@operation(name, Result)` turns it into a method of both
+clients. On `Client` (a `BlockingShell`) it returns the `Result` record; on
+`AsyncClient` (an `AsyncShell`) it is a coroutine function returning it. Each
+shell says only how one `Call` is carried (`_run`); what differs beyond that
+(joining, leases as context managers, observe, wait_for_review) is in the
+shells themselves (`sync.py`, `aio.py`).
+
+mypy sees the two faces through `Operation.__get__`'s overloads; at run time a
+real function (with the builder's signature and docstring, the result as its
+return annotation, `async` on the async client) is made once per face and
+operation, the first time it is looked up.
+
+To add an operation: its route in `routes.py`, one method here. (Both will be
+generated from the protocol's spec table; that change only rewrites this file.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable
+from types import MethodType
+from typing import Any, Concatenate, Final, Generic, ParamSpec, TypeAlias, TypeVar, overload
+
+from commonroom.protocol import records as r
+from commonroom.wire.plans import WAIT_HOLD_SECONDS
+
+P = ParamSpec("P")
+T = TypeVar("T")
+Params: TypeAlias = dict[str, Any]
+
+WHOLE: Final = "workspace"
+
+
+@dataclasses.dataclass(frozen=True)
+class Call(Generic[T]):
+    """One operation call: its name, result record, parameters, and how long the room may hold it."""
+
+    op: str
+    result: type[T]
+    params: Params
+    hold: float = 0.0
+
+
+class BlockingShell:
+    """What `Client` provides: carry one call, return its record."""
+
+    def _run(self, call: Call[T]) -> T:
+        raise NotImplementedError
+
+
+class AsyncShell:
+    """What `AsyncClient` provides: carry one call under trio, return its record."""
+
+    async def _run(self, call: Call[T]) -> T:
+        raise NotImplementedError
+
+
+class Operation(Generic[P, T]):
+    """An operation method: `builder` makes the parameters, the shell carries the call."""
+
+    def __init__(self, op: str, result: type[T], builder: Callable[Concatenate[Any, P], Params],
+                 hold: str | None) -> None:
+        self.op = op
+        self.result = result
+        self.builder = builder
+        self.hold = hold
+        self.name = builder.__name__
+        self._functions: dict[bool, Callable[..., Any]] = {}
+
+    def call(self, client: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Call[T]:
+        params = self.builder(client, *args, **kwargs)
+        hold = params.get(self.hold) if self.hold else None
+        return Call(self.op, self.result, params, float(hold or 0.0))
+
+    @overload
+    def __get__(self, client: BlockingShell, owner: type | None = None) -> Callable[P, T]: ...
+
+    @overload
+    def __get__(self, client: AsyncShell, owner: type | None = None) -> Callable[P, Awaitable[T]]: ...
+
+    @overload
+    def __get__(self, client: None, owner: type | None = None) -> Callable[..., Any]: ...
+
+    def __get__(self, client: Any, owner: type | None = None) -> Any:
+        is_async = isinstance(client, AsyncShell) if client is not None \
+            else owner is not None and issubclass(owner, AsyncShell)
+        function = self._functions.get(is_async) or self._make(is_async)
+        return function if client is None else MethodType(function, client)
+
+    def _make(self, is_async: bool) -> Callable[..., Any]:
+        import inspect
+        import typing
+
+        operation = self
+
+        async def async_method(client: Any, *args: Any, **kwargs: Any) -> Any:
+            return await client._run(operation.call(client, args, kwargs))
+
+        def blocking_method(client: Any, *args: Any, **kwargs: Any) -> Any:
+            return client._run(operation.call(client, args, kwargs))
+
+        method: Callable[..., Any] = async_method if is_async else blocking_method
+
+        hints = {**typing.get_type_hints(self.builder), "return": self.result}
+        signature = inspect.signature(self.builder)
+        method.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[p.replace(annotation=hints.get(p.name, p.annotation))
+                        for p in signature.parameters.values()],
+            return_annotation=self.result)
+        method.__annotations__ = hints
+        for attribute in ("__name__", "__qualname__", "__doc__", "__module__"):
+            setattr(method, attribute, getattr(self.builder, attribute))
+        self._functions[is_async] = method
+        return method
+
+
+def operation(op: str, result: type[T], *, hold: str | None = None
+              ) -> Callable[[Callable[Concatenate[Any, P], Params]], Operation[P, T]]:
+    """Declare an operation method; `hold` names the parameter saying how long the room may hold it."""
+
+    def declare(builder: Callable[Concatenate[Any, P], Params]) -> Operation[P, T]:
+        return Operation(op, result, builder, hold)
+
+    return declare
+
+
+class Operations:
+    """The operation methods both clients share (see the module docstring)."""
+
+    # -- reads ------------------------------------------------------------------------
+
+    @operation("workspace.status", r.Status)
+    def status(self) -> Params:
+        return {}
+
+    @operation("workspace.summary", r.Summary)
+    def summary(self) -> Params:
+        return {}
+
+    @operation("workspace.regions", r.Regions)
+    def regions(self) -> Params:
+        return {}
+
+    @operation("workspace.read", r.ReadAnswer)
+    def read(self, region: str = WHOLE, *, version: int | None = None,
+             max_lines: int | None = None, max_bytes: int | None = None) -> Params:
+        return {"region": region, "version": version, "max_lines": max_lines,
+                "max_bytes": max_bytes}
+
+    @operation("workspace.diff", r.DiffAnswer)
+    def diff(self, base_version: int, *, to_version: int | None = None,
+             region: str | None = None) -> Params:
+        return {"base_version": base_version, "to_version": to_version, "region": region}
+
+    @operation("workspace.changes_since", r.Changes)
+    def changes_since(self, version: int, *, limit: int | None = None) -> Params:
+        return {"version": version, "limit": limit}
+
+    @operation("workspace.history", r.History)
+    def history(self, *, limit: int | None = None, before_event_id: int | None = None) -> Params:
+        return {"limit": limit, "before_event_id": before_event_id}
+
+    @operation("workspace.participants", r.Participants)
+    def participants(self) -> Params:
+        return {}
+
+    @operation("workspace.leases", r.Leases)
+    def leases(self) -> Params:
+        return {}
+
+    @operation("workspace.proposals", r.Proposals)
+    def proposals(self, *, status: str | None = None, limit: int | None = None) -> Params:
+        return {"status": status, "limit": limit}
+
+    @operation("workspace.proposal", r.ProposalDetail)
+    def proposal(self, proposal_id: str) -> Params:
+        return {"proposal_id": proposal_id}
+
+    @operation("workspace.room", r.RoomSnapshot)
+    def room(self) -> Params:
+        return {}
+
+    @operation("workspace.diagnostics", r.Diagnostics)
+    def diagnostics(self) -> Params:
+        return {}
+
+    @operation("workspace.invitations", r.Invitations)
+    def invitations(self, *, limit: int | None = None) -> Params:
+        return {"limit": limit}
+
+    # -- leases (checkout is the shells': it returns a lease bound to the client) --------
+
+    @operation("workspace.renew", r.Lease)
+    def renew(self, lease_id: str, *, minutes: int | None = None) -> Params:
+        return {"lease_id": lease_id, "minutes": minutes}
+
+    @operation("workspace.release", r.Released)
+    def release(self, lease_id: str) -> Params:
+        return {"lease_id": lease_id}
+
+    # -- proposals --------------------------------------------------------------------
+
+    @operation("workspace.propose", r.Proposal)
+    def propose(self, region: str, content: str, *, base_version: int,
+                summary: str | None = None) -> Params:
+        """Propose `content` (the region's new text, heading line included) on `base_version`."""
+        return {"region": region, "content": content, "base_version": base_version,
+                "summary": summary or f"update {region}"}
+
+    @operation("workspace.review", r.Reviewed)
+    def review(self, proposal_id: str, decision: str, *, comment: str | None = None,
+               content: str | None = None) -> Params:
+        """Approve or reject; `content` (approve only) amends the text that lands."""
+        return {"proposal_id": proposal_id, "decision": decision, "comment": comment,
+                "content": content}
+
+    @operation("workspace.withdraw", r.Proposal)
+    def withdraw(self, proposal_id: str) -> Params:
+        return {"proposal_id": proposal_id}
+
+    @operation("workspace.commit", r.Committed)
+    def commit(self, proposal_id: str | None = None, *, base_version: int | None = None,
+               summary: str | None = None, content: str | None = None) -> Params:
+        return {"proposal_id": proposal_id, "base_version": base_version, "summary": summary,
+                "content": content}
+
+    # -- room -------------------------------------------------------------------------
+
+    @operation("workspace.invite", r.InvitationCreatedAnswer)
+    def invite(self, *, capabilities: list[str] | None = None,
+               expires_in_minutes: int | None = None, max_uses: int | None = None,
+               label: str | None = None, max_sessions: int | None = None) -> Params:
+        return {"capabilities": capabilities, "expires_in_minutes": expires_in_minutes,
+                "max_uses": max_uses, "label": label, "max_sessions": max_sessions}
+
+    @operation("workspace.revoke_invitation", r.InvitationInfo)
+    def revoke_invitation(self, invite_id: str) -> Params:
+        return {"invite_id": invite_id}
+
+    @operation("session.revoke", r.SessionsRevoked)
+    def revoke_session(self, participant_id: str) -> Params:
+        return {"participant_id": participant_id}
+
+    # -- coordination: handoffs, tasks, room text, attachments, surfaces --------------
+
+    @operation("handoff.request", r.Handoff)
+    def request_handoff(self, to_participant_id: str, summary: str, *, details: str | None = None,
+                        region: str | None = None, attachment_ids: list[str] | None = None,
+                        request_id: str | None = None) -> Params:
+        """Ask another participant to take something on (they decide).
+
+        A repeated `request_id` with the same body returns the same handoff.
+        """
+        return {"to_participant_id": to_participant_id, "summary": summary, "details": details,
+                "region": region, "attachment_ids": attachment_ids, "request_id": request_id}
+
+    @operation("handoff.respond", r.Handoff)
+    def respond_handoff(self, handoff_id: str, decision: str, *,
+                        summary: str | None = None) -> Params:
+        """Accept or decline a handoff addressed to you (accepting creates its task)."""
+        return {"handoff_id": handoff_id, "decision": decision, "summary": summary}
+
+    @operation("handoff.result", r.Handoff)
+    def report_handoff(self, handoff_id: str, status: str, summary: str, *,
+                       details: str | None = None) -> Params:
+        """Report an accepted handoff completed or failed."""
+        return {"handoff_id": handoff_id, "status": status, "summary": summary,
+                "details": details}
+
+    @operation("handoff.cancel", r.Handoff)
+    def cancel_handoff(self, handoff_id: str) -> Params:
+        """Cancel a handoff you requested."""
+        return {"handoff_id": handoff_id}
+
+    @operation("workspace.handoffs", r.Handoffs)
+    def handoffs(self, *, status: str | None = None, limit: int | None = None) -> Params:
+        """Handoffs, optionally by status."""
+        return {"status": status, "limit": limit}
+
+    @operation("workspace.handoff", r.Handoff)
+    def handoff(self, handoff_id: str) -> Params:
+        """One handoff."""
+        return {"handoff_id": handoff_id}
+
+    @operation("task.get", r.Task)
+    def task(self, task_id: str) -> Params:
+        """The task of an accepted handoff."""
+        return {"task_id": task_id}
+
+    @operation("task.update", r.Task)
+    def update_task(self, task_id: str, status: str, *, status_message: str | None = None,
+                    result_summary: str | None = None,
+                    result_details: str | None = None) -> Params:
+        """Report a task's progress (its handoff follows)."""
+        return {"task_id": task_id, "status": status, "status_message": status_message,
+                "result_summary": result_summary, "result_details": result_details}
+
+    @operation("task.cancel", r.Task)
+    def cancel_task(self, task_id: str) -> Params:
+        """Cancel a task you requested."""
+        return {"task_id": task_id}
+
+    @operation("workspace.message", r.Message)
+    def send_message(self, text: str, *, to: list[str] | None = None,
+                     handoff_id: str | None = None) -> Params:
+        """Room text, visible to everyone; `to` makes it an addressed turn for those participants."""
+        return {"text": text, "to": to, "handoff_id": handoff_id}
+
+    @operation("workspace.messages", r.Messages)
+    def messages(self, *, after: int | None = None, limit: int | None = None,
+                 handoff_id: str | None = None) -> Params:
+        """Room text after a seq, ascending."""
+        return {"after": after, "limit": limit, "handoff_id": handoff_id}
+
+    @operation("workspace.advertise", r.Participant)
+    def advertise(self, capabilities: list[str]) -> Params:
+        """Replace your self-reported capability tokens (hints, never authority)."""
+        return {"capabilities": capabilities}
+
+    @operation("attachment.add", r.Attachment)
+    def add_attachment(self, file_name: str, mime_type: str, data_base64: str, *,
+                       handoff_id: str | None = None) -> Params:
+        """Upload one file (text-like or png/jpeg/webp, at most 768 KiB; its type is sniffed)."""
+        return {"file_name": file_name, "mime_type": mime_type, "data_base64": data_base64,
+                "handoff_id": handoff_id}
+
+    @operation("attachment.get", r.AttachmentData)
+    def attachment(self, attachment_id: str) -> Params:
+        """One attachment with its data."""
+        return {"attachment_id": attachment_id}
+
+    @operation("attachment.delete", r.AttachmentDeleted)
+    def delete_attachment(self, attachment_id: str) -> Params:
+        """Delete an attachment you uploaded (the host deletes any)."""
+        return {"attachment_id": attachment_id}
+
+    @operation("surface.publish", r.Surface)
+    def publish_surface(self, data_base64: str, *, mime_type: str | None = None) -> Params:
+        """Publish (replace) your one snapshot image of your own workspace."""
+        return {"data_base64": data_base64, "mime_type": mime_type}
+
+    @operation("surface.read", r.SurfaceData)
+    def surface(self, participant_id: str | None = None) -> Params:
+        """A participant's current snapshot."""
+        return {"participant_id": participant_id}
+
+    @operation("surface.clear", r.SurfaceClearedAnswer)
+    def clear_surface(self) -> Params:
+        """Remove your snapshot."""
+        return {}
+
+    # -- events -------------------------------------------------------------------------
+
+    @operation("workspace.wait", r.WaitAnswer, hold="timeout_seconds")
+    def wait(self, cursor: int = 0, *, timeout_seconds: float | None = None) -> Params:
+        """The events after `cursor`, held up to `timeout_seconds` (max 25) when there are none."""
+        return {"cursor": cursor,
+                "timeout_seconds": WAIT_HOLD_SECONDS if timeout_seconds is None else timeout_seconds}
+
+
+# op name -> method name, for every operation a client method carries.
+OPERATION_METHODS: Final[dict[str, str]] = {
+    **{value.op: name for name, value in vars(Operations).items() if isinstance(value, Operation)},
+    # The shells' own methods.
+    "session.join": "join",
+    "workspace.checkout": "checkout",
+    "workspace.leave": "leave",
+    "workspace.observe": "observe",
+}
