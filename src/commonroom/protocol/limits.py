@@ -1,4 +1,4 @@
-"""Numbers the protocol fixes (PROTOCOL.md sections 4, 6, 7, 8, 10, 11), in one place.
+"""Numbers the protocol fixes (PROTOCOL.md sections 4, 6, 7, 8, 10, 11, 16), in one place.
 
 The engine and the adapters read them from here; `ServingLimits` holds the
 ones a room may be started with other values for (`ce serve` options, tests),
@@ -48,6 +48,17 @@ SURFACE_MAX_BYTES: Final = 768 * 1024
 GUARD_MAX_SENDS: Final = 20
 GUARD_WINDOW_SECONDS: Final = 5 * 60
 HUMAN_HOLD_MINUTES: Final = 2.0
+# External edits (section 16): a changed file is read once its (inode, size, mtime)
+# stayed still this long (`ce serve --settle-ms`, within the bounds); one that never
+# settles is read every UNSETTLED_READ_SECONDS; a write waits at most
+# SETTLE_WAIT_SECONDS for a settle before it answers `file_changing`.
+SETTLE_MS: Final = 250
+SETTLE_MS_MIN: Final = 50
+SETTLE_MS_MAX: Final = 5000
+UNSETTLED_READ_SECONDS: Final = 5.0
+SETTLE_WAIT_SECONDS: Final = 2.0
+# A file gone this long is put back from the last version (docs/protocol.md).
+RESTORE_AFTER_SECONDS: Final = 5.0
 
 
 @attrs.frozen
