@@ -72,6 +72,7 @@ def test_the_checks_catch_a_silent_revert(tmp_path: Path) -> None:
         doc.write_bytes(before)  # the acknowledged commit is gone from the file
         room = Room(doc, runtime, None)
         assert room.wait_ready()
+        _wait_settled(room, hashlib.sha256(before).hexdigest())  # recorded once it settled
         with pytest.raises(CheckFailed, match="reverted"):
             crash.check_room(room, [agent], ledger)
     finally:
