@@ -54,6 +54,7 @@ from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.limits import (
     HUMAN_HOLD_MINUTES,
+    SETTLE_MS,
     STREAMS_PER_PARTICIPANT,
     STREAMS_PER_SESSION,
     ServingLimits,
@@ -85,6 +86,7 @@ class ServeOptions:
     requests_per_minute: int = 600
     anonymous_per_minute: int = 60
     human_hold_minutes: float = HUMAN_HOLD_MINUTES  # an external edit holds what it changed
+    settle_ms: int = SETTLE_MS  # a changed file is read once it stayed still this long
     # A connection idle this long is closed; it also bounds how long a request's
     # head may take to arrive (slowloris). Tests shorten it.
     keep_alive_timeout: float = 5.0
@@ -167,6 +169,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
             anonymous_per_minute=options.anonymous_per_minute,
         )
         engine.human_hold_minutes = options.human_hold_minutes
+        engine.set_settle_ms(options.settle_ms)
         try:
             room = Room(engine, stream_slots=StreamSlots(
                 per_session=options.streams_per_session,

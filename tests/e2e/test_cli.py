@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -157,6 +158,11 @@ def test_host_commands_with_and_without_a_room(doc: Path) -> None:
     assert ce_ok("decode", reinvite["invitation"])["transport"]["port"] == room.ready[
         "ingress_port"
     ]
+    # Edited while no room runs: the command lets the edit settle and records it first.
+    before = ce_ok("status", str(doc))["version"]
+    doc.write_text(doc.read_text() + "\nAdded offline.\n")
+    edited = ce_ok("status", str(doc))
+    assert (edited["version"], edited["file"]) == (before + 1, "settled")
 
 
 def test_usage_and_errors_never_traceback(tmp_path: Path) -> None:
@@ -353,6 +359,32 @@ def test_a_whole_session_through_the_tailcat_transport(doc: Path, tmp_path: Path
         room.close()
 
 
+def wait_for_version(doc: Path, version: int, timeout: float = 20.0) -> dict[str, Any]:
+    """`ce status FILE` until the room is at `version` (a save settles first)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status: dict[str, Any] = ce_ok("status", str(doc))
+        if status["version"] >= version or time.monotonic() > deadline:
+            assert status["version"] == version, status
+            return status
+
+
+def test_serve_settle_ms_reaches_the_room(doc: Path) -> None:
+    """`ce serve --settle-ms N`: a save is still settling well within N ms, then recorded.
+    (The waiting commit and its `file_changing` answer: tests/service/test_room.py.)"""
+    process = start_room(doc, "--port-ingress", "0", "--settle-ms", "5000")
+    try:
+        save_like_an_editor(doc, doc.read_text().replace("## Risks\n", "## Risks\n\nTyped.\n"))
+        status = ce_ok("status", str(doc))
+        assert (status["version"], status["file"]) == (1, "settling")
+        assert wait_for_version(doc, 2)["file"] == "settled"
+    finally:
+        process.close()
+    for bad in ("49", "5001"):
+        refused = ce("serve", str(doc), "--settle-ms", bad, "--json")
+        assert refused.returncode == 2 and "--settle-ms" in refused.stdout  # the --json error line
+
+
 def test_serve_human_hold_minutes_reaches_the_room(doc: Path) -> None:
     """`ce serve --human-hold-minutes N`: the host's own edit holds the section for N minutes."""
     process = start_room(doc, "--port-ingress", "0", "--human-hold-minutes", "7")
@@ -360,6 +392,7 @@ def test_serve_human_hold_minutes_reaches_the_room(doc: Path) -> None:
         invitation = ce_ok("invite", str(doc))["invitation"]
         session = ce_ok("join", invitation, "--name", "agent", "--no-hold")["session_id"]
         save_like_an_editor(doc, doc.read_text().replace("## Risks\n", "## Risks\n\nTyped by the host.\n"))
+        wait_for_version(doc, 2)  # recorded once it settled
         error, _ = ce_err("call", invitation, "POST", "/workspace/checkout", "--session", session,
                           "--body", '{"region": "Risks"}')
         assert error["error"] == "lease_conflict" and error["details"]["reason"] == "human_editing"

@@ -17,7 +17,7 @@ import pytest
 
 import commonroom
 from commonroom.credentials import read_credentials
-from commonroom.protocol.events import Event, ProposalCreated
+from commonroom.protocol.events import Event, ProposalCreated, ProposalSuperseded
 from tests.e2e.conftest import REPO, RoomProcess, start_room
 from tests.editing import save_like_an_editor
 
@@ -36,6 +36,19 @@ def next_proposal(host: commonroom.Client, cursor: int) -> tuple[str, int]:
             if isinstance(event, Event) and isinstance(event.payload, ProposalCreated):
                 return event.payload.proposal_id, cursor
     raise AssertionError("the bot never proposed")
+
+
+def wait_for_superseded(host: commonroom.Client, cursor: int, proposal_id: str) -> None:
+    """Long-poll (from a cursor of its own, so `next_proposal` still sees every event)
+    until `proposal_id` is superseded."""
+    for _ in range(20):
+        answer = host.wait(cursor, timeout_seconds=5)
+        cursor = answer.cursor
+        for event in answer.events:
+            if (isinstance(event, Event) and isinstance(event.payload, ProposalSuperseded)
+                    and event.payload.proposal_id == proposal_id):
+                return
+    raise AssertionError("the edit never superseded the proposal")
 
 
 def test_section_bot_rereads_after_a_change_and_commits(doc: Path) -> None:
@@ -62,7 +75,8 @@ def _run_bot(room: RoomProcess, doc: Path) -> None:
         # Someone edits the section in their editor before the host looks at it.
         save_like_an_editor(doc, doc.read_text().replace("manual entry\n  must stay quick.",
                                                "manual entry\n  must stay quick and easy."))
-        assert host.proposal(first).status == "superseded"  # the read records the edit
+        wait_for_superseded(host, cursor, first)  # the save settles, then it is a version
+        assert host.proposal(first).status == "superseded"
         second, cursor = next_proposal(host, cursor)
         detail = host.proposal(second)
         assert detail.base_version == 2 and LINE in detail.content

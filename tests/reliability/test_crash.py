@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -71,6 +72,7 @@ def test_the_checks_catch_a_silent_revert(tmp_path: Path) -> None:
         doc.write_bytes(before)  # the acknowledged commit is gone from the file
         room = Room(doc, runtime, None)
         assert room.wait_ready()
+        _wait_settled(room, hashlib.sha256(before).hexdigest())  # recorded once it settled
         with pytest.raises(CheckFailed, match="reverted"):
             crash.check_room(room, [agent], ledger)
     finally:
@@ -102,3 +104,82 @@ def test_a_malformed_fault_variable_is_refused_not_ignored() -> None:
         env={faults.ENV: "after_fsyncc:1", "PATH": ""}, capture_output=True, text=True, timeout=30,
     )
     assert result.returncode != 0 and "unknown point 'after_fsyncc'" in result.stderr
+
+
+def _save_in_place(path: Path, data: bytes, pieces: int) -> None:
+    """Truncate, then write the first `pieces` of four (all four: the whole save)."""
+    step = len(data) // 4 + 1
+    with open(path, "r+b", buffering=0) as handle:
+        handle.truncate(0)
+        for start in list(range(0, len(data), step))[:pieces]:
+            handle.write(data[start:start + step])
+
+
+def _versions(room: Room) -> list[str]:
+    """The content hash of every version, oldest first (each read whole, byte-exact)."""
+    status = crash.ok(room.port, "GET", "/workspace/status", room.host)
+    return [hashlib.sha256(crash.ok(room.port, "GET", "/workspace/read", room.host, params={
+        "region": "workspace", "version": v})["content"].encode()).hexdigest()
+        for v in range(1, int(status["version"]) + 1)]
+
+
+def _wait_settled(room: Room, digest: str) -> dict[str, object]:
+    for _ in range(200):
+        status = crash.ok(room.port, "GET", "/workspace/status", room.host)
+        if status["file"] == "settled" and status["content_hash"] == digest:
+            return status
+        time.sleep(0.05)
+    raise AssertionError(f"the file never settled as the whole save: {status}")
+
+
+def test_a_kill_during_a_settle_loses_no_version_and_the_restart_records_the_save(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL while the host's save settles (and once with the save half-written);
+    the restart keeps every recorded version and records the whole save, once."""
+    doc = tmp_path / "crash.md"
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    notes = "".join(f"line {i} of the host's notes\n" for i in range(20_000))  # 600 KB
+    text = f"# Notes\n\n{notes}\n" + crash.initial_document(1)
+    doc.write_text(text)
+    agent = Agent(0, baseline=crash.initial_section(0, 1))
+    settle = ("--settle-ms", "2000")  # time enough to see the settle, then kill in it
+    room = Room(doc, runtime, None, *settle)
+    try:
+        assert room.wait_ready()
+        agent.session = crash.ok(room.port, "POST", "/session/join",
+                                 body={"invite": room.invitation, "name": "a"})["session_id"]
+        _commit_once(agent, room)
+        recorded = _versions(room)
+        # 1. The save is whole on disk, the room is killed before it settled.
+        first = doc.read_bytes().replace(b"line 7 of", b"LINE 7 of")
+        _save_in_place(doc, first, 4)
+        status = crash.ok(room.port, "GET", "/workspace/status", room.host)
+        assert status["file"] == "settling" and len(_versions(room)) == len(recorded)
+        room.kill()
+        room.close()
+        room = Room(doc, runtime, None, *settle)
+        assert room.wait_ready()
+        _wait_settled(room, hashlib.sha256(first).hexdigest())
+        after = _versions(room)
+        assert after[: len(recorded)] == recorded  # nothing recorded was lost
+        assert after[len(recorded):] == [hashlib.sha256(first).hexdigest()]  # the save, once
+        # 2. Killed with the save half-written (the room saw it settling); the host's
+        # editor finishes it while no room runs: the restart records the whole save.
+        # (A room that opens in the middle of a save: tests/unit/test_saves_and_commits.py.)
+        second = first.replace(b"line 8 of", b"LINE 8 of")
+        _save_in_place(doc, second, 2)
+        status = crash.ok(room.port, "GET", "/workspace/status", room.host)
+        assert (status["version"], status["file"]) == (len(after), "settling")
+        room.kill()
+        room.close()
+        _save_in_place(doc, second, 4)
+        room = Room(doc, runtime, None, *settle)
+        assert room.wait_ready()
+        _wait_settled(room, hashlib.sha256(second).hexdigest())
+        final = _versions(room)
+        assert final == [*after, hashlib.sha256(second).hexdigest()]
+        assert room.stop() == 0
+    finally:
+        room.close()

@@ -101,6 +101,8 @@ def test_a_full_disk_commits_nothing_and_the_room_recovers_when_space_returns(
         assert is_storage_error(code, error), (code, error)
         assert error["details"]["file"] == doc.name and str(small_disk) not in error["message"]
         assert_nothing_committed(room, status, on_disk)
+        # The host sees it where they look: one line on the room's stderr.
+        wait_for(lambda: f"commonroom: storage fault: {error['message']}\n" in room.stderr(), room)
 
         # 2. No space at all: every write is refused in the same shape, reads keep serving.
         fill(small_disk)
@@ -123,8 +125,10 @@ def test_a_full_disk_commits_nothing_and_the_room_recovers_when_space_returns(
         with open(doc, "r+b") as handle:
             handle.write(edited)
             handle.truncate()
-        wait_for(lambda: "refused (storage_unavailable)" in room.stderr()
-                 or "could not be recorded yet (storage_unavailable)" in room.stderr(), room)
+        # Once it settled, the look that reads it is refused: every request then
+        # answers storage_unavailable (serving the old version would hide the edit).
+        wait_for(lambda: crash.call(room.port, "GET", "/workspace/status", room.host)[0] == 503, room)
+        assert "could not write the sidecar full.md.commonroom.db" in room.stderr()
         assert room.proc.poll() is None, room.stderr()
 
         # 3. Space returns: the edit becomes a version, the approved proposal commits on
@@ -148,7 +152,7 @@ def test_a_full_disk_commits_nothing_and_the_room_recovers_when_space_returns(
 
 
 def wait_for(condition: Callable[[], bool], room: Room, timeout: float = 10.0) -> None:
-    """Until the room shows `condition` (its watcher runs every 0.5 s on its own)."""
+    """Until the room shows `condition` (its watcher looks every 0.1 s on its own)."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert room.proc.poll() is None, f"the room died: {room.stderr()}"

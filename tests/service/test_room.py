@@ -103,3 +103,121 @@ async def test_a_stream_ends_within_a_second_of_its_session_expiring(
         assert timedelta(0) <= late <= timedelta(seconds=1)
         nursery.cancel_scope.cancel()
     room.engine.close()
+
+
+# -- the host's saves: the watcher settles them, a write waits for them (PROTOCOL.md 16)
+
+
+async def _watching_room(doc_path: Path, clock: trio.testing.MockClock,
+                         faults: list[str]) -> tuple[Room, str, str]:
+    """A room with its watcher (every 0.1 s) and an approved proposal on Goals."""
+    engine = open_engine(doc_path, clock=mock_wall_clock(clock))  # type: ignore[arg-type]
+    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    room = Room(engine, max_sweep_sleep=10**7, inline_store=True, fault_sink=faults.append)
+    host = sessions.mint_host_session(engine)
+    invite = await room.call("workspace.invite", host, {})
+    agent = (await room.call("session.join", None, {"invite": invite["invitation"], "name": "a"}))
+    proposal = await room.call("workspace.propose", agent["session_id"], {
+        "region": "Goals", "base_version": 1, "summary": "s", "content": "## Goals\n\n- mine\n\n"})
+    await room.call("workspace.review", host, {"proposal_id": proposal["proposal_id"],
+                                               "decision": "approve"})
+    return room, agent["session_id"], proposal["proposal_id"]
+
+
+def _save_in_place(path: Path, text: str) -> None:
+    with open(path, "r+b") as handle:
+        handle.truncate(0)
+        handle.write(text.encode())
+
+
+async def test_a_save_becomes_one_version_a_settle_period_later_with_nobody_calling(
+    doc_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    room, _, _ = await _watching_room(doc_path, autojump_clock, [])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(room.run)
+        sub = room.hub.subscribe()
+        await trio.sleep(0.05)
+        saved = trio.current_time()
+        text = doc_path.read_text()
+        _save_in_place(doc_path, text[:30])  # a save in two writes, 20 ms apart
+        await trio.sleep(0.02)
+        _save_in_place(doc_path, text.replace("Intro text.", "Typed."))
+        with trio.fail_after(5):
+            event = await _next_of(sub, "change.committed")
+        took = trio.current_time() - saved
+        assert 0.25 <= took <= 0.25 + 0.1 + 0.02 + 0.01  # settle, one watcher tick, the save itself
+        assert event.payload.source == "external" and room.engine.current_version == 2
+        assert room.engine.current().text == text.replace("Intro text.", "Typed.")
+        nursery.cancel_scope.cancel()
+    room.engine.close()
+
+
+async def test_a_commit_waits_for_the_hosts_save_and_then_lands(
+    doc_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    faults: list[str] = []
+    room, agent, proposal_id = await _watching_room(doc_path, autojump_clock, faults)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(room.run)
+        _save_in_place(doc_path, doc_path.read_text().replace("The end.", "The host's end."))
+        started = trio.current_time()
+        done = await room.call("workspace.commit", agent, {"proposal_id": proposal_id})
+        assert 0.25 <= trio.current_time() - started <= 0.3
+        assert done["version"] == 3  # the save first (version 2), then the commit on top
+        text = doc_path.read_text()
+        assert "The host's end." in text and "- mine" in text
+        nursery.cancel_scope.cancel()
+    assert faults == []  # a save is no storage fault
+    room.engine.close()
+
+
+async def test_a_file_that_never_settles_answers_file_changing_after_two_seconds(
+    doc_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    faults: list[str] = []
+    room, agent, proposal_id = await _watching_room(doc_path, autojump_clock, faults)
+    text = doc_path.read_text()
+
+    async def host_keeps_typing() -> None:
+        for n in range(1000):
+            _save_in_place(doc_path, text.replace("The end.", f"The end {n}."))
+            await trio.sleep(0.1)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(room.run)
+        nursery.start_soon(host_keeps_typing)
+        await trio.sleep(0.01)
+        started = trio.current_time()
+        outcome = await room.execute("workspace.commit", agent, {"proposal_id": proposal_id})
+        assert 2.0 - 1e-6 <= trio.current_time() - started <= 2.01  # waited the 2 s, then answered
+        assert outcome.error is not None
+        wire = outcome.error.to_wire()
+        assert (outcome.error.http_status, wire["error"], wire["details"]["reason"]) == (
+            503, "storage_unavailable", "file_changing")
+        assert wire["retry_after_seconds"] >= 1
+        assert room.engine.current_version == 1 and "- mine" not in doc_path.read_text()
+        nursery.cancel_scope.cancel()
+    assert faults == []
+    room.engine.close()
+
+
+async def test_storage_faults_are_one_line_on_stderr_and_repeats_are_counted(
+    doc_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    faults: list[str] = []
+    room, agent, proposal_id = await _watching_room(doc_path, autojump_clock, faults)
+
+    def full_disk(data: bytes) -> Path:
+        raise OSError(28, "No space left on device")
+
+    room.engine.doc.prepare = full_disk  # type: ignore[method-assign]
+    for _ in range(3):
+        outcome = await room.execute("workspace.commit", agent, {"proposal_id": proposal_id})
+        assert outcome.error is not None and outcome.error.code == "storage_unavailable"
+    assert faults == [f"commonroom: storage fault: {outcome.error.message}"]
+    assert "\n" not in faults[0] and "No space left on device" in faults[0]
+    await trio.sleep(31)
+    await room.execute("workspace.commit", agent, {"proposal_id": proposal_id})
+    assert faults[1] == faults[0] + " (the fault before repeated 2 more times)"
+    room.engine.close()

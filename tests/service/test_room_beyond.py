@@ -261,6 +261,10 @@ async def test_the_human_editing_hold_through_a_real_file_edit(doc: Path) -> Non
         # The host types in their editor: a real write to the real file.
         save_like_an_editor(doc, doc.read_text().replace("Nothing yet.", "The person typing.")
                        .replace("- ship it\n", "- ship it today\n"))
+        # It settles first (reads answer the last version meanwhile), then it is a version.
+        status = (await live.call("GET", "/workspace/status", bearer)).json()
+        assert (status["version"], status["file"]) == (1, "settling")
+        clock.advance(seconds=0.25)
         refused = await live.call("POST", "/workspace/checkout", bearer, {"region": "Risks"})
         assert refused.status == 409
         wire = refused.json()

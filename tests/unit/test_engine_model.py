@@ -398,11 +398,16 @@ class EngineModel(RuleBasedStateMachine):
         pieces = tuple(piece(i, data.draw(BODIES, label=f"edit {i}")) if i in edited else text
                        for i, text in enumerate(self.pieces))
         save_like_an_editor(self.path, "".join(pieces))
+        # The next operation sees the save; it is a version once it settled (the
+        # watcher looks again then), and until then reads answer the last one.
+        status = self.call("workspace.status", self.host, None)
+        assert (status["version"], status["file"]) == (self.version, "settling")
+        self.clock.advance(seconds=self.engine.settle.period.total_seconds())
         self.expire()
         if pieces != self.pieces:
             self.new_version(pieces, None, external=True)
-        # The next operation notices the edit (its refresh); the host's status is one.
-        assert self.call("workspace.status", self.host, None)["version"] == self.version
+        status = self.call("workspace.status", self.host, None)
+        assert (status["version"], status["file"]) == (self.version, "settled")
         self.new_lease_ids()
 
     @rule(minutes=st.sampled_from([0.5, 1, 2, 5, 16, 60, 121, SESSION_MINUTES + 1]), act=st.integers(0, 1))

@@ -19,6 +19,7 @@ from commonroom.engine.dispatch import open_engine
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.timefmt import ManualClock
 from tests.conftest import SAMPLE, Driver
+from tests.editing import let_settle
 
 LATIN1 = "# Caf\xe9\n\nbonjour\n".encode("latin-1")
 
@@ -45,9 +46,9 @@ def test_a_latin1_edit_while_running_is_not_a_version_and_blocks_only_commits(
 ) -> None:
     agent = room.join(caps=["read", "propose", "commit"])["session_id"]
     room.engine.path.write_bytes(LATIN1)
-    events, _ = room.engine.sweep()  # what the watcher and the sweeper call
-    # No version (the same sweep may announce presence; that is not a change).
-    assert [e.type for e in events if e.type.startswith(("change.", "proposal."))] == []
+    events = let_settle(room.engine, room.clock)  # what the watcher does
+    assert [e.type for e in events] == []  # no version
+    assert room.call("workspace.status", agent)["file"] == "unusable"
     read = room.call("workspace.read", agent, region="Goals")
     assert read["version"] == 1 and "ship it" in read["content"]
     prop = room.call("workspace.propose", agent, region="Goals", base_version=1, summary="s",
@@ -61,7 +62,9 @@ def test_a_latin1_edit_while_running_is_not_a_version_and_blocks_only_commits(
     )
     # Text again: an ordinary external edit, and commits work.
     room.engine.path.write_text(SAMPLE.replace("Intro text.", "Fixed by hand."))
-    assert room.call("workspace.status", agent)["version"] == 2
+    let_settle(room.engine, room.clock)
+    status = room.call("workspace.status", agent)
+    assert status["version"] == 2 and status["file"] == "settled"
     # The hand edit holds what it changed ("Plan") for a while (human editing, §10.1).
     assert room.error("workspace.commit", agent, proposal_id=prop["proposal_id"]).code == "lease_conflict"
     room.clock.advance(minutes=3)

@@ -14,6 +14,7 @@ from commonroom.engine.presence import Presence
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from tests.conftest import Driver
+from tests.editing import let_settle
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 40
 JPEG = b"\xff\xd8\xff\xe0" + b"\x00" * 40
@@ -380,7 +381,7 @@ def _edit(room: Driver, old: str, new: str) -> None:
     path = room.engine.path
     text = path.read_text()
     assert old in text
-    path.write_text(text.replace(old, new))  # the next operation's refresh notices it
+    path.write_text(text.replace(old, new))  # recorded once it settled (`let_settle`)
 
 
 def test_an_external_edit_holds_the_innermost_regions_it_changed(room: Driver) -> None:
@@ -396,6 +397,7 @@ def test_an_external_edit_holds_the_innermost_regions_it_changed(room: Driver) -
     room.call("workspace.review", room.host, proposal_id=approved["proposal_id"], decision="approve")
     _edit(room, "- ship it\n", "- ship it now\n")
     _edit(room, "Nothing yet.", "Plenty.")  # one external edit touching two sections
+    let_settle(room.engine, room.clock)
     status = room.call("workspace.status", room.host)
     assert status["version"] == 2
     leases = room.call("workspace.leases", b)["leases"]
@@ -436,6 +438,7 @@ def test_edits_through_the_room_and_a_zero_hold_place_no_hold(room: Driver) -> N
     assert room.call("workspace.leases", a)["leases"] == []
     room.engine.human_hold_minutes = 0
     _edit(room, "Nothing yet.", "Plenty.")
+    let_settle(room.engine, room.clock)
     assert room.call("workspace.status", a)["version"] == 3
     assert room.call("workspace.leases", a)["leases"] == []
 
@@ -460,6 +463,7 @@ def test_an_edit_made_while_no_room_ran_holds_nothing(doc_path: Any, clock: Any)
     doc_path.write_text(doc_path.read_text().replace("Nothing yet.", "Edited offline."))
     engine = open_engine(doc_path, clock=clock)
     try:
+        let_settle(engine, clock)
         assert engine.current_version == 2  # the file won
         rows = engine.conn.execute("SELECT count(*) FROM leases").fetchone()[0]
         assert rows == 0

@@ -9,6 +9,7 @@ import stat
 from pathlib import Path
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from commonroom.engine import dispatch, sessions
@@ -17,6 +18,7 @@ from commonroom.engine.dispatch import open_engine
 from commonroom.protocol.timefmt import ManualClock
 from commonroom.store import blobs
 from tests.conftest import SAMPLE, Driver
+from tests.editing import let_settle
 
 
 def test_blocks_round_trip_and_share(tmp_path: Path) -> None:
@@ -96,15 +98,32 @@ def test_external_edit_is_detected_before_reads_and_writes(room: Driver) -> None
     agent = room.join()["session_id"]
     base = room.version
     room.engine.path.write_text(SAMPLE.replace("Intro text.", "Edited by hand."))
+    # While it settles, reads answer from the last version and say so.
+    read = room.call("workspace.read", agent, region="Plan")
+    assert read["version"] == base and "Edited by hand." not in read["content"]
+    assert room.call("workspace.status", agent)["file"] == "settling"
+    room.clock.advance(seconds=0.2)
+    assert room.call("workspace.read", agent, region="Plan")["version"] == base
+    room.clock.advance(seconds=0.05)  # still for the whole 250 ms: the next call records it
     read = room.call("workspace.read", agent, region="Plan")
     assert read["version"] == base + 1 and "Edited by hand." in read["content"]
+    assert room.call("workspace.status", agent)["file"] == "settled"
     events = room.call("workspace.history", room.host, limit=5)["events"]
     change = next(e for e in events if e["type"] == "change.committed")
     assert change["payload"]["source"] == "external"
     assert change["payload"]["participant_id"] is None
     assert change["payload"]["summary"] == "external edit"
-    # Before a write: a proposal based on the old version is based on a stale version.
+    # Before a write: a write waits for the settle (the room retries it then); once
+    # the edit is a version, a commit based on the one before is stale.
     room.engine.path.write_text(SAMPLE.replace("The end.", "Another end."))
+    outcome = dispatch.execute(room.engine, "workspace.commit", room.host,
+                               {"base_version": base + 1, "summary": "x", "content": "# X\n"})
+    assert outcome.error is not None and outcome.retry_at == room.clock.now + room.engine.settle.period
+    assert outcome.error.code == "storage_unavailable"
+    assert outcome.error.details["reason"] == "file_changing"
+    assert outcome.error.to_wire()["retry_after_seconds"] == 1
+    assert room.version == base + 1 and b"# X" not in room.engine.path.read_bytes()
+    room.clock.advance(seconds=0.25)
     err = room.error("workspace.commit", room.host, base_version=base + 1, summary="x",
                      content="# X\n")
     assert err.code == "stale_version" and err.to_wire()["current_version"] == base + 2
@@ -116,7 +135,7 @@ def test_unchanged_file_is_a_stat_not_a_read(room: Driver, monkeypatch: object) 
     reads: list[int] = []
     original = room.engine.doc.read
 
-    def counting_read() -> bytes:
+    def counting_read() -> tuple[bytes, object, object]:
         reads.append(1)
         return original()
 
@@ -127,8 +146,7 @@ def test_unchanged_file_is_a_stat_not_a_read(room: Driver, monkeypatch: object) 
 
 
 def test_atomic_write_keeps_permission_bits(room: Driver) -> None:
-    os.chmod(room.engine.path, 0o640)
-    room.engine.doc.stamp = None  # the chmod is not a content change
+    os.chmod(room.engine.path, 0o640)  # not a change of the stamp (size, mtime, inode)
     room.call("workspace.commit", room.host, base_version=room.version, summary="x",
               content="# X\n")
     mode = stat.S_IMODE(os.stat(room.engine.path).st_mode)
@@ -154,7 +172,10 @@ def test_file_edited_while_closed_becomes_a_version(doc_path: Path, clock: Manua
     first.close()
     doc_path.write_text("# Changed offline\n")
     second = open_engine(doc_path, clock=clock)
-    assert second.current_version == 2
+    # Settled like any save (it could be one in progress), then recorded.
+    assert second.current_version == 1 and second.file_state == "settling"
+    let_settle(second, clock)
+    assert second.current_version == 2 and second.file_state == "settled"
     assert second.current().text == "# Changed offline\n"
     second.close()
 
@@ -202,5 +223,63 @@ def test_failed_temp_write_commits_nothing(doc_path: Path, clock: ManualClock) -
 def test_file_deleted_under_the_room_is_restored(room: Driver) -> None:
     agent = room.join()["session_id"]
     room.engine.path.unlink()
-    room.call("workspace.status", agent)
+    # Gone is a change like any: settling, and never an empty version.
+    assert room.call("workspace.status", agent)["file"] == "settling"
+    room.clock.advance(seconds=4.9)
+    assert room.call("workspace.status", agent)["file"] == "settling"
+    assert not room.engine.path.exists()  # an editor that deletes, then writes, is not raced
+    room.clock.advance(seconds=0.1)
+    status = room.call("workspace.status", agent)
+    assert status["file"] == "settled" and status["version"] == 1
     assert room.engine.path.read_text() == SAMPLE
+    assert room.call("workspace.commit", room.host, base_version=1, summary="x",
+                     content="# X\n")["version"] == 2
+
+
+def test_a_file_that_comes_back_is_settled_not_overwritten(room: Driver) -> None:
+    agent = room.join()["session_id"]
+    room.engine.path.unlink()
+    room.call("workspace.status", agent)
+    room.clock.advance(seconds=3)
+    room.engine.path.write_text("# Saved again\n")  # the host's editor recreates it
+    assert room.call("workspace.status", agent)["version"] == 1  # a new stamp: settling again
+    room.clock.advance(seconds=0.25)
+    status = room.call("workspace.status", agent)
+    assert status["version"] == 2 and status["file"] == "settled"
+    assert room.engine.path.read_text() == "# Saved again\n"
+
+
+def test_restore_never_replaces_a_file_that_is_back(tmp_path: Path) -> None:
+    from commonroom.store.document import DocumentFile
+
+    path = tmp_path / "idea.md"
+    doc = DocumentFile(path)
+    stamp = doc.restore(b"# Restored\n")
+    assert path.read_bytes() == b"# Restored\n" and doc.stat() == stamp
+    path.write_bytes(b"# The host's\n")
+    with pytest.raises(FileExistsError):
+        doc.restore(b"# Restored\n")
+    assert path.read_bytes() == b"# The host's\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["idea.md"]  # no temp file left
+
+
+def test_a_file_that_cannot_be_stat_ed_refuses_writes_until_it_is_read_again(
+    room: Driver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from commonroom.store.document import DocumentFile
+
+    real_stat = DocumentFile.stat
+
+    def refused(self: DocumentFile) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(DocumentFile, "stat", refused)
+    assert room.call("workspace.status", room.host)["file"] == "unusable"
+    err = room.error("workspace.commit", room.host, base_version=1, summary="x", content="# X\n")
+    assert err.code == "storage_unavailable" and "cannot be read" in err.message
+    monkeypatch.setattr(DocumentFile, "stat", real_stat)
+    assert room.call("workspace.status", room.host)["file"] == "settling"  # known again only once read
+    room.clock.advance(seconds=0.25)
+    assert room.call("workspace.status", room.host)["file"] == "settled"
+    assert room.call("workspace.commit", room.host, base_version=1, summary="x",
+                     content="# X\n")["version"] == 2

@@ -181,7 +181,8 @@ def test_an_edit_recorded_before_a_refused_expiry_still_reaches_the_outcome(
     room.call("workspace.checkout", agent, region="Goals")
     path = room.engine.path
     path.write_text(path.read_text() + "\nAn external line.\n")
-    room.clock.advance(hours=1)  # the lease is due
+    room.engine.watch()  # the watcher sees the save: it settles from here
+    room.clock.advance(hours=1)  # the lease is due (and the save long settled)
 
     def refuse(_self: Engine, _tx: object) -> None:
         from commonroom.protocol.errors import CommonroomError

@@ -102,7 +102,7 @@ def initial_document(agents: int) -> str:
 class Room:
     """One `ce serve` process on the harness's document."""
 
-    def __init__(self, doc: Path, runtime: Path, fault: str | None) -> None:
+    def __init__(self, doc: Path, runtime: Path, fault: str | None, *extra: str) -> None:
         self.doc = doc
         self.runtime = runtime
         self.fault = fault
@@ -113,7 +113,7 @@ class Room:
         self.stderr_path = runtime / "room.err"
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(
-            [ce_path(), "serve", str(doc), "--json", "--port-owner", "0", "--port-ingress", "0"],
+            [ce_path(), "serve", str(doc), "--json", "--port-owner", "0", "--port-ingress", "0", *extra],
             cwd=doc.parent, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
             stderr=self._stderr, env=env,
         )

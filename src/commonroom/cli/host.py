@@ -21,9 +21,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from commonroom.protocol.errors import CommonroomError
+
+if TYPE_CHECKING:
+    from commonroom.engine.core import Engine
 
 # A host session minted for one direct call lives this long (minutes): long
 # enough for the call, short enough not to crowd the active-session limit.
@@ -93,6 +96,7 @@ def _via_sidecar(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
 
     engine = dispatch.open_engine(doc)
     try:
+        _let_the_file_settle(engine)
         bearer = sessions.mint_host_session(engine, DIRECT_SESSION_MINUTES)
         outcome = dispatch.execute(engine, op_name, bearer, params)
     finally:
@@ -100,6 +104,25 @@ def _via_sidecar(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
     if outcome.error is not None:
         raise outcome.error
     return to_wire(outcome.result)
+
+
+def _let_the_file_settle(engine: Engine) -> None:
+    """Record an edit made while no room ran before the call, as a room would.
+
+    The engine reads a changed file only once it has settled (PROTOCOL.md
+    section 16; the room's watcher waits for that): wait it out here, at most
+    as long as a room lets a write wait. A file still changing after that is
+    answered from the last version, with `"file": "settling"` in the status.
+    """
+    import time
+
+    from commonroom.protocol.limits import SETTLE_WAIT_SECONDS
+
+    give_up = time.monotonic() + SETTLE_WAIT_SECONDS
+    _, deadline = engine.watch()
+    while deadline is not None and (left := give_up - time.monotonic()) > 0:
+        time.sleep(min(max((deadline - engine.clock()).total_seconds(), 0.005), left))
+        _, deadline = engine.watch()
 
 
 # -- readable output -------------------------------------------------------------------

@@ -43,6 +43,11 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 TRANSPORTS: Final = ("loopback", "tailcat", "local")
+# `--settle-ms` default and bounds: copies of protocol.limits.SETTLE_MS(_MIN, _MAX),
+# which imports attrs (every `ce` start would pay for it); a unit test holds them equal.
+SETTLE_MS: Final = 250
+SETTLE_MS_MIN: Final = 50
+SETTLE_MS_MAX: Final = 5000
 
 
 class CeGroup(click.Group):
@@ -125,6 +130,9 @@ def main() -> None:
               help="Keep the sidecar in a temp folder and delete it on exit.")
 @click.option("--human-hold-minutes", type=click.FloatRange(min=0), default=2.0, show_default=True,
               help="How long your own edit of a section keeps agents out of it (0: never).")
+@click.option("--settle-ms", type=click.IntRange(SETTLE_MS_MIN, SETTLE_MS_MAX), default=SETTLE_MS,
+              show_default=True, metavar="N",
+              help="Record your save once the file stayed unchanged this long (ms).")
 @json_option
 @guarded(interrupt_exit=0)
 def serve(
@@ -134,6 +142,7 @@ def serve(
     port_ingress: int | None,
     ephemeral: bool,
     human_hold_minutes: float,
+    settle_ms: int,
     json_mode: bool,
 ) -> None:
     """Open the room around FILE until Ctrl-C; print its URL and an invitation."""
@@ -148,6 +157,7 @@ def serve(
         ingress_port=port_ingress,
         ephemeral=ephemeral,
         human_hold_minutes=human_hold_minutes,
+        settle_ms=settle_ms,
     )
     ready_printed = False
 

@@ -6,17 +6,23 @@ Theory of operation
 entry point adapters reach (through the room service, which runs it on the
 single store thread). It calls back into this module:
 
-1. `Engine.refresh`: the file is checked with one `stat`; if it changed, its
+1. `Engine.refresh`: the file is checked with one `stat`; a change is read
+   once it has settled (`engine.settle`, PROTOCOL.md section 16) and its
    content becomes a version (`external edit`) before anything else reads or
-   writes; due expiries are applied (the `on_expiry` hooks), so an expired
-   lease never blocks anyone, even between sweeper wake-ups;
+   writes; while it settles, reads answer from the last version and a write
+   raises `FileSettling` (the room waits and retries); due expiries are applied
+   (the `on_expiry` hooks), so an expired lease never blocks anyone, even
+   between sweeper wake-ups;
 2. `Engine.transaction`: the operation runs inside one SQLite transaction and
    appends its events there (`Tx.emit`, typed payload records of
    `protocol.events`); a handler that changes the document stages the new bytes;
 3. commit order for a document change: the new version row and its events are
    written, the new file content is written to a temp file and fsynced, the
    transaction commits, the temp file is renamed over the document, and the
-   version is marked as written. A crash between commit and rename leaves a
+   version is marked as written. Before COMMIT and again just before the
+   rename the file's stamp is compared with the one its version had: a save
+   the host began meanwhile is never renamed over (`FileSettling`, the
+   transaction rolled back or undone). A crash between commit and rename leaves a
    version marked unwritten whose predecessor is on disk: reopening rolls it
    forward. A crash before commit leaves only a stray temp file. A rename
    that *fails* (the file or folder refuses it) is reported to the client, so
@@ -38,6 +44,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import os
 import secrets
 import sqlite3
@@ -45,7 +52,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, Final
@@ -55,6 +62,7 @@ import attrs
 from commonroom.engine.history import HeadingIndex, StoredOutline, build_index, load_index, store_index
 from commonroom.engine.presence import Presence
 from commonroom.engine.regions import WHOLE, Outline, Span
+from commonroom.engine.settle import FileSettling, Reading, Settle, Step
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.capabilities import HOST
@@ -63,7 +71,7 @@ from commonroom.protocol.events import Event
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import Clock, format_ts, system_clock
 from commonroom.store import blobs, faults
-from commonroom.store.document import DocumentFile
+from commonroom.store.document import DocumentFile, FileStamp
 from commonroom.store.private import make_private
 from commonroom.store.schema import migrate
 from commonroom.store.undo import UndoLog
@@ -209,6 +217,9 @@ class Outcome:
     result: Any
     error: CommonroomError | None
     events: list[Event]
+    # Set when a write found the file settling: `error` is its `file_changing`
+    # answer, and the same call may run again once this moment passed.
+    retry_at: datetime | None = None
 
 
 @attrs.frozen
@@ -356,6 +367,9 @@ class Engine:
         # any more, it vanished and cannot be restored, it cannot be read):
         # reads keep serving the last version, writes are refused with it.
         self.file_problem: str | None = None
+        # When a change of the file may be read (the service sets `period` from
+        # `--settle-ms`), and the file's stamp as the current version has it.
+        self.settle = Settle()
         # Checked before the sidecar exists, so refusing leaves nothing behind.
         try:
             self._require_text(self.path.read_bytes())
@@ -426,9 +440,7 @@ class Engine:
         self._remove_stray_temp_files()
         now = self.clock()
         if self._meta("workspace_id") is None:
-            data = self.doc.read() if self.doc.exists() else b""
-            if not self.doc.exists():
-                self.doc.write(data)
+            data, stamp = self._first_read(now)
             self.current_version = 0
             with self.transaction(now) as tx:
                 self.workspace_id = new_workspace_id()
@@ -449,6 +461,8 @@ class Engine:
                 self._insert_version(tx, data, "initial version", None, None, "initial", None)
                 tx.conn.execute("UPDATE versions SET file_written = 1 WHERE version = 1")
                 tx.emit(ev.WorkspaceCreated(version=1))
+            if not self.settle.settling:
+                self.settle.settled(stamp)
         else:
             self.workspace_id = str(self._meta("workspace_id"))
             host = self.conn.execute(
@@ -475,6 +489,20 @@ class Engine:
             bytes(row[0]) for row in self.conn.execute("SELECT secret_hash FROM invitations")
         )
 
+    def _first_read(self, now: datetime) -> tuple[bytes, FileStamp]:
+        """The bytes of version 1 (a missing file is created empty), and their stamp.
+
+        A file that changed while it was read is still version 1 (a room needs
+        one); what it settles to follows as a version of its own.
+        """
+        try:
+            data, before, after = self.doc.read()
+        except FileNotFoundError:
+            return b"", self.doc.write(b"")
+        if after != before:
+            self.settle.found_at_open(now, after)
+        return data, before
+
     def _require_text(self, data: bytes) -> None:
         if not is_text(data):
             raise CommonroomError(
@@ -495,30 +523,33 @@ class Engine:
         written = self.conn.execute(
             "SELECT file_written FROM versions WHERE version = ?", (self.current_version,)
         ).fetchone()[0]
-        if not self.doc.exists():
+        try:
+            data, before, after = self.doc.read()
+        except FileNotFoundError:
             # The file vanished: the room's last version is the best copy there is.
-            self.doc.write(latest.data)
+            self.settle.settled(self.doc.write(latest.data))
             return
-        data = self.doc.read()
         digest = sha256_hex(data)
-        if digest == latest.content_hash:
-            if not written:
-                self.conn.execute(
-                    "UPDATE versions SET file_written = 1 WHERE version = ?", (latest.version,)
-                )
-            return
-        if not written and latest.version > 1:
-            before = self.snapshot(latest.version - 1)
-            if digest == before.content_hash:
+        if after == before:
+            if digest == latest.content_hash:
+                if not written:
+                    self.conn.execute(
+                        "UPDATE versions SET file_written = 1 WHERE version = ?", (latest.version,)
+                    )
+                self.settle.settled(before)
+                return
+            if (not written and latest.version > 1
+                    and digest == self.snapshot(latest.version - 1).content_hash):
                 # Crash between sidecar commit and rename: finish the write.
-                self.doc.write(latest.data)
+                self.settle.settled(self.doc.write(latest.data))
                 self.conn.execute(
                     "UPDATE versions SET file_written = 1 WHERE version = ?", (latest.version,)
                 )
                 return
-        # The file wins: someone edited it while the room was closed.
-        with self.transaction(now) as tx:
-            self._record_external_edit(tx, data)
+        # The file wins: someone edited it while the room was closed (or is saving
+        # it right now). It is recorded once it has settled, like any save, and
+        # holds nothing (`Settle.at_open`).
+        self.settle.found_at_open(now, after)
 
     # ---------------------------------------------------------- transactions
 
@@ -550,6 +581,7 @@ class Engine:
                     )
                 try:
                     tx.staged.temp_path = self._take_prepared(tx, tx.staged.data)
+                    self._raise_if_moved(tx.now)
                 except OSError as exc:
                     raise write_refused(self.path, exc) from None
             self.conn.execute("COMMIT")
@@ -590,17 +622,22 @@ class Engine:
             assert tx.staged.temp_path is not None
             try:
                 self._sync_journal()  # the version is durable before the file has it
-                self.doc.install(tx.staged.temp_path)
-            except OSError as exc:
-                # Only an OSError is a refused write; anything else (a crash,
-                # SystemExit) leaves the version for the roll-forward on reopen.
+                self._raise_if_moved(tx.now)  # the last look before the rename
+                stamp = self.doc.install(tx.staged.temp_path)
+            except (OSError, FileSettling) as exc:
+                # Only an OSError is a refused write (and a moved file a write that
+                # must wait); anything else (a crash, SystemExit) leaves the version
+                # for the roll-forward on reopen.
                 self.doc.discard(tx.staged.temp_path)
                 self.undo_log.undo()
                 self._forget_uncommitted(tx)
                 tx.committed = False
                 tx.events.clear()
                 tx.after_commit.clear()
+                if isinstance(exc, FileSettling):
+                    raise
                 raise write_refused(self.path, exc) from None
+            self.settle.settled(stamp)
             # The commit has landed (sidecar and file agree); if even this flag
             # cannot be written, reopening sees the file equal to the version
             # and sets it, so the client is not told a landed commit failed.
@@ -612,6 +649,17 @@ class Engine:
         self.undo_log.forget()
         for hook in tx.after_commit:
             hook()
+
+    def _raise_if_moved(self, now: datetime) -> None:
+        """Before a write lands: the file must still be the one its version was based on.
+
+        If it moved, the host is saving (or just saved): the write waits for that
+        save to settle and be recorded, then runs again under the usual rules.
+        """
+        stamp = self.doc.stat()
+        if stamp != self.settle.known:
+            self.settle.look(now, stamp)
+            raise FileSettling(self.settle.deadline or now)
 
     def _take_prepared(self, tx: Tx, data: bytes) -> Path:
         """The staged bytes' fsynced temp file: the one being written, or a new one."""
@@ -697,55 +745,118 @@ class Engine:
         external edit recorded, then the expiry refused by a full disk).
         """
         events = [] if events is None else events
-        if self.doc.changed():
-            events.extend(self._notice_file_change(now))
+        events.extend(self._look_at_file(now))
         if self._expiry_due(now):
             with self.transaction(now) as tx:
                 self._expire(tx)
             events.extend(tx.events)
         return events
 
-    def _notice_file_change(self, now: datetime) -> list[Event]:
-        """The file's stat changed: record an external edit, or note why it cannot be.
+    def watch(self) -> tuple[list[Event], datetime | None]:
+        """For the room's file watcher: one look at the file; its events, and when
+        to look again at the latest (None: the file is steady)."""
+        events = self._look_at_file(self.clock())
+        return events, self.settle.deadline
 
-        Never raises for the file's sake: the watcher calls this too, and a
-        file the room cannot use must not stop the room. `file_problem` then
-        says why, and writes are refused with it until the file is usable.
+    @property
+    def file_state(self) -> str:
+        """`settling` (a change is not recorded yet), `unusable` (`file_problem`) or `settled`."""
+        if self.settle.settling:
+            return "settling"
+        return "unusable" if self.file_problem is not None else "settled"
+
+    def set_settle_ms(self, ms: int) -> None:
+        self.settle.period = timedelta(milliseconds=ms)
+
+    def file_changing(self, now: datetime, deadline: datetime) -> CommonroomError:
+        """What a write that found the file settling answers once the room stopped waiting."""
+        wait = max(1, math.ceil((deadline - now).total_seconds()))
+        return CommonroomError(
+            "storage_unavailable",
+            f"{self.path.name} is being changed (a save in progress, or the file is gone);"
+            " nothing was committed: retry once it is saved",
+            {"file": self.path.name, "reason": "file_changing"},
+            retry_after_seconds=wait,
+        )
+
+    def _look_at_file(self, now: datetime) -> list[Event]:
+        """One look at the file under the settle rules; a settled change is recorded.
+
+        One `stat` when nothing changed. Never raises for the file's sake: the
+        watcher calls this too, and a file the room cannot use must not stop the
+        room (`file_problem` then says why, and writes are refused with it). Only
+        a sidecar that refuses to record a settled edit raises: then every request
+        answers `storage_unavailable` until it is recorded (docs/protocol.md).
         """
         name = self.path.name
-        if not self.doc.exists():
-            # The file vanished under the room: put the current version back.
-            try:
-                self.doc.write(self.current().data)
-            except OSError as exc:
-                self.file_problem = f"{name} is gone and could not be restored ({exc.strerror})"
-                return []
-            self.file_problem = None
-            return []
         try:
-            data = self.doc.read()
+            stamp = self.doc.stat()
         except OSError as exc:
             self.file_problem = f"{name} cannot be read ({exc.strerror})"
+            self.settle.settled(None)  # not known any more: settled and read again once it can be
             return []
-        if sha256_hex(data) != self.current().content_hash:
-            if not is_text(data):
-                # Not recorded: a version is text (regions, diffs). The room keeps
-                # serving its last version and refuses writes, which would
-                # overwrite the edit, until the file is UTF-8 text again.
-                self.file_problem = f"{name} is not UTF-8 text any more"
-                return []
-            try:
-                with self.transaction(now) as tx:
-                    self._record_external_edit(tx, data)
-            except BaseException:
-                # Not recorded (say the sidecar's disk is full): forget the stamp, so
-                # the next look sees the edit again instead of taking it as known.
-                self.doc.stamp = None
-                raise
+        step = self.settle.look(now, stamp)
+        if step is Step.RESTORE:
+            self._restore(now)
+            return []
+        if step is not Step.READ:
+            return []
+        try:
+            data, before, after = self.doc.read()
+        except FileNotFoundError:
+            self.settle.look(now, None)
+            return []
+        except OSError as exc:
+            self.file_problem = f"{name} cannot be read ({exc.strerror})"
+            self.settle.retry_later(now)
+            return []
+        digest = sha256_hex(data)
+        if not self.settle.check(now, Reading(before, after, digest)):
+            return []
+        return self._take_settled(now, data, digest, before)
+
+    def _take_settled(self, now: datetime, data: bytes, digest: str, stamp: FileStamp) -> list[Event]:
+        """The file settled as `data`: record it as an external edit (or note why not)."""
+        if digest == self.current().content_hash:
             self.file_problem = None
-            return tx.events
+            self.settle.settled(stamp)
+            return []
+        if not is_text(data):
+            # Not recorded: a version is text (regions, diffs). The room keeps
+            # serving its last version and refuses writes, which would
+            # overwrite the edit, until the file is UTF-8 text again.
+            self.file_problem = f"{self.path.name} is not UTF-8 text any more"
+            self.settle.settled(stamp)
+            return []
+        hold = self.human_hold_minutes
+        if self.settle.at_open:
+            self.human_hold_minutes = 0.0  # made while no room ran: nobody is typing now
+        try:
+            # A refusal (say the sidecar's disk is full) leaves the settle where it
+            # is: the next look reads the file again instead of taking it as known.
+            with self.transaction(now) as tx:
+                self._record_external_edit(tx, data)
+        finally:
+            self.human_hold_minutes = hold
         self.file_problem = None
-        return []
+        self.settle.settled(stamp)
+        return tx.events
+
+    def _restore(self, now: datetime) -> None:
+        """The file has been gone for `restore_after`: put the current version back.
+
+        Never over a file that came back meanwhile (the next look settles that one).
+        """
+        try:
+            stamp = self.doc.restore(self.current().data)
+        except FileExistsError:
+            return
+        except OSError as exc:
+            self.file_problem = f"{self.path.name} is gone and could not be restored ({exc.strerror})"
+            self.settle.retry_later(now)
+            return
+        self.file_problem = None
+        self.settle.settled(stamp)
 
     def sessions_ended(self, tx: Tx, hashes: list[bytes]) -> None:
         """Sessions ended in `tx` leave `live_sessions` once it committed (`engine.sessions`)."""
@@ -980,6 +1091,10 @@ class Engine:
         proposal_id: str | None,
     ) -> Snapshot:
         before = self.current()
+        if source != "external" and self.settle.settling:
+            # Never write over a save in progress: the room waits for it, records
+            # it, and runs this operation again (`room.core.Room.execute`).
+            raise FileSettling(self.settle.deadline or tx.now)
         if source != "external" and self.file_problem is None and tx.prepared is None:
             # The temp file is written and fsynced on the writer thread while this
             # one hashes the bytes (sha256 of 10 MB: as long as the write itself)

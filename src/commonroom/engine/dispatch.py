@@ -13,7 +13,8 @@
 It never raises a `CommonroomError`: the `Outcome` holds the result record or
 the error *and* the events that did commit (an expiry swept on the way, or a
 proposal marked `conflicted` by a refused commit), so the room can publish
-them either way.
+them either way. A write that found the file settling (PROTOCOL.md section 16)
+is an `Outcome` with `retry_at`: the room waits and calls again.
 
 `open_engine` opens an engine with the features' hooks (what a document
 change and the passing of time mean for leases, proposals and sessions).
@@ -29,6 +30,7 @@ from commonroom.engine import access, attachments, leases, proposals, sessions
 from commonroom.engine.core import Engine, Hooks, Outcome
 from commonroom.engine.operations import OPERATIONS_BY_NAME, Operation
 from commonroom.engine.params import parse_params
+from commonroom.engine.settle import FileSettling
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
 from commonroom.protocol.timefmt import Clock, system_clock
@@ -88,3 +90,7 @@ def execute(
         if tx is not None and tx.committed:
             events.extend(tx.events)  # the handler's writes committed before it failed
         return Outcome(None, error, events)
+    except FileSettling as settling:
+        # Nothing of the operation stands (rolled back, or undone after COMMIT).
+        return Outcome(None, engine.file_changing(engine.clock(), settling.deadline), events,
+                       retry_at=settling.deadline)

@@ -90,6 +90,7 @@ def status(tx: Tx, p: Any = None) -> Status:
         pending_proposals=conn.execute(
             "SELECT count(*) FROM proposals WHERE status = 'pending'"
         ).fetchone()[0],
+        file=engine.file_state,
     )
 
 

@@ -1,4 +1,4 @@
-"""Numbers the protocol fixes (PROTOCOL.md sections 4, 6, 7, 8, 10, 11), in one place.
+"""Numbers the protocol fixes (PROTOCOL.md sections 4, 6, 7, 8, 10, 11, 16), in one place.
 
 The engine and the adapters read them from here; `ServingLimits` holds the
 ones a room may be started with other values for (`ce serve` options, tests),
@@ -74,6 +74,17 @@ PROPOSAL_BYTES_PER_PARTICIPANT: Final = 2 * 1024 * 1024
 # Open streams (SSE, WebSocket, long-poll, MCP streams) at once, issue 24 item 2.
 STREAMS_PER_SESSION: Final = 8
 STREAMS_PER_PARTICIPANT: Final = 8
+# External edits (section 16): a changed file is read once its (inode, size, mtime)
+# stayed still this long (`ce serve --settle-ms`, within the bounds); one that never
+# settles is read every UNSETTLED_READ_SECONDS; a write waits at most
+# SETTLE_WAIT_SECONDS for a settle before it answers `file_changing`.
+SETTLE_MS: Final = 250
+SETTLE_MS_MIN: Final = 50
+SETTLE_MS_MAX: Final = 5000
+UNSETTLED_READ_SECONDS: Final = 5.0
+SETTLE_WAIT_SECONDS: Final = 2.0
+# A file gone this long is put back from the last version (docs/protocol.md).
+RESTORE_AFTER_SECONDS: Final = 5.0
 
 
 @attrs.frozen

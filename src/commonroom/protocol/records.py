@@ -360,6 +360,10 @@ class Status:
     participants: int
     active_leases: int
     pending_proposals: int
+    # PROTOCOL.md section 16: "settling" while a change of the file is not recorded
+    # yet (reads answer from `version`), "unusable" while the room cannot take the
+    # file (not UTF-8, unreadable; writes are refused), else "settled".
+    file: str = "settled"
 
 
 @attrs.frozen

@@ -7,8 +7,9 @@ the room's background work in the room's own nursery (`Room.run`):
 - the expiry sweeper, which sleeps until the next expiry a feature reports
   (woken early when a new one appears) so expiries happen within a second of
   `expires_at` with nobody calling;
-- the file watcher, one `stat` every half second (on the store thread), so an
-  external edit becomes a version within 2 seconds;
+- the file watcher, one `stat` every 0.1 s (on the store thread), and while a
+  change settles a look at each settle deadline the engine reports, so a save
+  becomes a version about the settle period (250 ms) after it ended;
 - the streams nursery: every open stream's pump (`room.pumps`).
 
 Publishing order: events reach the hub in commit order. An HTTP call defers
@@ -16,12 +17,23 @@ its events until its answer is written (`execute(..., publish=False)` then
 `defer` + `flush` after the send), so the caller is answered before 1,000
 subscribers are woken; a later publish flushes everything deferred before it,
 so the order holds.
+
+A write that finds the file settling (the host is saving, PROTOCOL.md section
+16) is not an error yet: `execute` waits until the settle deadline the engine
+answered and runs the call again, for at most `SETTLE_WAIT_SECONDS`; only then
+does the caller get `storage_unavailable` / `file_changing`. The engine never
+sleeps; this is where the waiting happens.
+
+Storage faults (a refused write, a full disk) are answered to the caller and
+also printed as one line on the room's stderr (`FaultLines`), where the host
+looks; the same fault again within `FAULT_REPEAT_SECONDS` is counted, not printed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Mapping
+import sys
+from collections.abc import AsyncGenerator, Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -31,6 +43,7 @@ from commonroom.engine import addressing, dispatch
 from commonroom.engine.core import Engine, Outcome
 from commonroom.engine.observe import StreamStart
 from commonroom.protocol import events as ev
+from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
 from commonroom.protocol.records import WaitAnswer, to_wire
@@ -39,7 +52,11 @@ from commonroom.room.pumps import RoomStream, StreamWriter, open_pumped, pump_to
 from commonroom.room.slots import StreamSlots
 from commonroom.room.streams import Addressed, StreamItem, observe, wait_for_events
 
-WATCH_INTERVAL = 0.5
+WATCH_INTERVAL = 0.1
+# A settle deadline is looked at this much after it (a look exactly at it could
+# land a hair before on a coarse clock, and wait a whole period more).
+LOOK_SLACK = 0.002
+FAULT_REPEAT_SECONDS = 30.0
 MAX_SWEEP_SLEEP = 30.0
 # After a sweep or watch the sidecar refused (a full disk), retry this much later: the
 # room keeps serving reads meanwhile and recovers once the host frees space.
@@ -59,6 +76,7 @@ class Room:
         max_sweep_sleep: float = MAX_SWEEP_SLEEP,
         inline_store: bool = False,
         stream_slots: StreamSlots | None = None,
+        fault_sink: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         # Every adapter takes one per open stream (room/slots.py); the host is never refused.
@@ -80,6 +98,7 @@ class Room:
         self.hub.latest_event_id = engine.conn.execute(
             "SELECT coalesce(max(event_id), 0) FROM events"
         ).fetchone()[0]
+        self.faults = FaultLines(fault_sink or _to_stderr)
 
     async def run_sync(self, fn: Any, *args: Any) -> Any:
         """Run `fn(*args)` on the store thread; the only way to the sidecar."""
@@ -97,18 +116,28 @@ class Room:
         def run() -> Outcome:
             return dispatch.execute(self.engine, name, bearer, params, from_query=from_query)
 
-        outcome: Outcome
-        if self._runs_here(name):
-            async with self.limiter:  # the store thread is not using the engine meanwhile
-                outcome = run()
-        else:
-            outcome = await self.run_sync(run)
-        if publish:
-            self.publish(outcome.events)
-        else:
-            self._deferred.extend(outcome.events)
+        give_up = trio.current_time() + limits.SETTLE_WAIT_SECONDS
+        while True:
+            outcome: Outcome
+            if self._runs_here(name):
+                async with self.limiter:  # the store thread is not using the engine meanwhile
+                    outcome = run()
+            else:
+                outcome = await self.run_sync(run)
+            if publish:
+                self.publish(outcome.events)
+            else:
+                self._deferred.extend(outcome.events)
+            left = give_up - trio.current_time()
+            if outcome.retry_at is None or left <= 0:
+                break
+            # The file is settling (the host is saving): wait for it, then run again.
+            wait = seconds_until(outcome.retry_at, self.engine.clock()) + LOOK_SLACK
+            await trio.sleep(min(max(wait, LOOK_SLACK), left))
         if self.engine.presence.pending():
             self._sweep_wakeup.set()  # a new arrival: the sweeper announces it
+        if outcome.error is not None:
+            self.faults.report(outcome.error)
         return outcome
 
     def _runs_here(self, name: str) -> bool:
@@ -226,7 +255,8 @@ class Room:
             try:
                 events, due = await self.run_sync(self.engine.sweep)
             except CommonroomError as error:
-                log.warning("the sweep was refused (%s); retrying", error.code)
+                log.info("the sweep was refused (%s); retrying", error.code)  # the fault line says why
+                self.faults.report(error)
                 await trio.sleep(STORAGE_RETRY)
                 continue
             self.publish(events)
@@ -237,15 +267,54 @@ class Room:
                 await self._sweep_wakeup.wait()
 
     async def _watcher(self) -> None:
+        """Look at the file every `watch_interval`, and at each settle deadline.
+
+        The look runs on the store thread: the trio thread never touches the file.
+        """
         engine = self.engine
         while True:
-            await trio.sleep(self.watch_interval)
-            # The stat runs on the store thread too: the trio thread never touches the file.
-            if await self.run_sync(engine.doc.changed):
-                try:
-                    self.publish(await self.run_sync(lambda: engine.refresh(engine.clock())))
-                except CommonroomError as error:
-                    log.warning("an external edit could not be recorded yet (%s)", error.code)
+            try:
+                events, next_look = await self.run_sync(engine.watch)
+            except CommonroomError as error:
+                log.info("an external edit could not be recorded yet (%s)", error.code)
+                self.faults.report(error)
+                await trio.sleep(STORAGE_RETRY)
+                continue
+            self.publish(events)
+            delay = self.watch_interval
+            if next_look is not None:
+                delay = min(delay, seconds_until(next_look, engine.clock()) + LOOK_SLACK)
+            await trio.sleep(max(delay, LOOK_SLACK))
+
+
+class FaultLines:
+    """Storage faults as one line each on the room's stderr (PROTOCOL.md section 16).
+
+    Only `storage_unavailable` for a refused write or sidecar (a full disk, a
+    read-only folder), never `file_changing` (the host saving is no fault). The
+    line is the error's message: file names and the system's reason, no secret.
+    """
+
+    def __init__(self, sink: Callable[[str], None]) -> None:
+        self.sink = sink
+        self._last: tuple[str, float] | None = None
+        self._repeats = 0
+
+    def report(self, error: CommonroomError) -> None:
+        if error.code != "storage_unavailable" or error.details.get("reason") == "file_changing":
+            return
+        now = trio.current_time()
+        last = self._last
+        if last is not None and last[0] == error.message and now - last[1] < FAULT_REPEAT_SECONDS:
+            self._repeats += 1
+            return
+        more = f" (the fault before repeated {self._repeats} more times)" if self._repeats else ""
+        self._last, self._repeats = (error.message, now), 0
+        self.sink(f"commonroom: storage fault: {error.message}{more}")
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def seconds_until(moment: datetime, now: datetime) -> float:

@@ -1,14 +1,21 @@
-"""The markdown file on disk: cheap change detection and atomic writes.
+"""The markdown file on disk: stamps, checked reads and atomic writes.
 
-Change detection is a `stat` (size, mtime_ns, inode) compared with what we
-saw last; only when that differs is the file read. Writes go to a temp file
-in the same folder, are fsynced, keep the original permission bits, and are
-renamed over the file, so a reader never sees half a document.
+Change detection is a `stat`: the file's `FileStamp` (size, mtime_ns, inode)
+compared with what the current version has (`engine.settle`); only a changed
+stamp leads to a read. A read is checked: the stamp just before it and just
+after it, so the settle rules (PROTOCOL.md section 16) can refuse bytes that
+changed while they were read. Writes go to a temp file in the same folder,
+are fsynced, keep the original permission bits, and are renamed over the file,
+so a reader never sees half a document; the stamp a write returns is taken
+from the temp file before the rename (a rename keeps inode, size and mtime), so
+a save the host makes just after it is never taken for the room's own write.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import os
 import stat as stat_mod
 import tempfile
@@ -17,6 +24,12 @@ from pathlib import Path
 import attrs
 
 from commonroom.store import faults
+
+# mtimes that are whole milliseconds come from a file system that keeps them
+# coarsely (FAT: 2 s, exFAT: 10 ms, HFS+ and ext3: 1 s, some network mounts): a
+# save there may leave the stamp unchanged. A fine mtime is a whole millisecond
+# once in a million; then the only cost is one more read.
+_COARSE_NS = 1_000_000
 
 
 @attrs.frozen
@@ -29,34 +42,73 @@ class FileStamp:
     def of(cls, st: os.stat_result) -> FileStamp:
         return cls(st.st_size, st.st_mtime_ns, st.st_ino)
 
+    @property
+    def coarse(self) -> bool:
+        """Is the mtime too coarse to show every save (see `_COARSE_NS`)?"""
+        return self.mtime_ns % _COARSE_NS == 0
+
 
 class DocumentFile:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.stamp: FileStamp | None = None  # what the file was when we last read or wrote it
         # Temp files the folder refused to remove (`discard`, from either thread:
         # list.append is atomic); the next install retries them.
         self._leftovers: list[Path] = []
 
-    def changed(self) -> bool:
-        """One stat; True when the file may differ from what we last saw."""
+    def stat(self) -> FileStamp | None:
+        """One stat of the file; None when it is gone. Other refusals raise OSError."""
         try:
-            st = os.stat(self.path)
+            return FileStamp.of(os.stat(self.path))
         except FileNotFoundError:
-            return self.stamp is not None
-        return FileStamp.of(st) != self.stamp
+            return None
 
-    def read(self) -> bytes:
+    def read(self) -> tuple[bytes, FileStamp, FileStamp | None]:
+        """The file's bytes, its stamp just before the read and just after it.
+
+        The stamp after is None when the file is gone by then, or when the file
+        opened is not the one stat'ed (replaced in between). Raises
+        FileNotFoundError when there is no file to read.
+        """
+        before = FileStamp.of(os.stat(self.path))
         with open(self.path, "rb") as handle:
+            opened = FileStamp.of(os.fstat(handle.fileno()))
             data = handle.read()
-            self.stamp = FileStamp.of(os.fstat(handle.fileno()))
-        return data
+        after = self.stat()
+        return data, before, after if opened == before else None
 
-    def exists(self) -> bool:
-        return self.path.exists()
+    @staticmethod
+    def digest(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()
 
-    def write(self, data: bytes) -> None:
-        self.install(self.prepare(data))
+    def write(self, data: bytes) -> FileStamp:
+        """Write `data` atomically over the file; its stamp."""
+        return self.install(self.prepare(data))
+
+    def restore(self, data: bytes) -> FileStamp:
+        """Put `data` back where the file was, never over a file that is there again.
+
+        A hard link is created only when the name is free (FileExistsError
+        otherwise), so a file the host's editor creates meanwhile is never
+        replaced; where the file system has no hard links, the name is checked
+        just before the rename.
+        """
+        temp = self.prepare(data)
+        try:
+            stamp = FileStamp.of(os.stat(temp))
+            try:
+                os.link(temp, self.path)
+            except FileExistsError:
+                raise
+            except OSError as exc:
+                if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+                    raise
+                if self.path.exists():
+                    raise FileExistsError(errno.EEXIST, "the file is back", self.path.name) from None
+                os.replace(temp, self.path)
+        finally:
+            self.discard(temp)
+        self._sync_folder()
+        return stamp
 
     def prepare(self, data: bytes) -> Path:
         """Write `data` to a fsynced temp file beside the document, with its permission bits."""
@@ -95,26 +147,29 @@ class DocumentFile:
         except OSError:
             self._leftovers.append(temp)
 
-    def install(self, temp: Path) -> None:
-        """Rename the prepared temp file over the document and fsync the folder.
+    def install(self, temp: Path) -> FileStamp:
+        """Rename the prepared temp file over the document and fsync the folder; its stamp.
 
         Raises OSError only when the rename failed, i.e. the document is
         unchanged: once the rename happened the new bytes are the file, and
         calling that a failure would make the caller undo a write that landed.
         """
+        stamp = FileStamp.of(os.stat(temp))  # the file once renamed: a rename keeps all three
         os.replace(temp, self.path)
         faults.reached("after_rename")
         leftovers, self._leftovers = self._leftovers, []
         for leftover in leftovers:
             self.discard(leftover)  # the folder takes writes again
+        self._sync_folder()
+        return stamp
+
+    def _sync_folder(self) -> None:
         with contextlib.suppress(OSError):
             dir_fd = os.open(self.path.parent, os.O_RDONLY)
             try:
                 os.fsync(dir_fd)
             finally:
                 os.close(dir_fd)
-        with contextlib.suppress(OSError):
-            self.stamp = FileStamp.of(os.stat(self.path))
 
     def check_writable(self) -> None:
         """Raise OSError unless the document and its folder take writes (temp file + rename).
