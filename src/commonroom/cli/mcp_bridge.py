@@ -516,6 +516,8 @@ class RoomAnswer:
         return json.dumps(self.json(), separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
     def session_dead(self) -> bool:
+        if self.status == 401:
+            return True  # the room answers a bearer that is not a session with 401 (issue 20)
         if b'"isError":true' not in self.raw:
             return False
         return _session_dead(self.json())

@@ -69,6 +69,11 @@ class RoomStream:
             self._ended = True
         return batch
 
+    def stop(self) -> None:
+        """End the stream from outside its reader (say a client's newer stream replaced it):
+        the pump stops now and the reader's next batch is `end`."""
+        self._pump_scope.cancel()
+
     async def aclose(self) -> None:
         """The reader is done: the pump stops now.
 
