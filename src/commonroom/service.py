@@ -91,6 +91,11 @@ class Ready:
     ingress_port: int
     notes: tuple[str, ...] = ()
 
+    @property
+    def mcp_url(self) -> str:
+        """Where an MCP client on this machine connects (the ingress listens on loopback)."""
+        return f"http://127.0.0.1:{self.ingress_port}/mcp"
+
     def ready_json(self) -> dict[str, Any]:
         """The one `--json` ready line of PROTOCOL.md section 13."""
         return {
@@ -100,6 +105,7 @@ class Ready:
             "transport": self.transport,
             "owner_port": self.owner_port,
             "ingress_port": self.ingress_port,
+            "mcp_url": self.mcp_url,
         }
 
 

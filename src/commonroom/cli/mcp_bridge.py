@@ -550,34 +550,7 @@ def run_bridge(invitation: str, invite: Invitation, *, session: str | None, name
         trio.run(bridge.run)
 
 
-# -- plug-in configuration ---------------------------------------------------------------
-
-CLIENTS: Final = ("claude-code", "claude-desktop", "cursor", "vscode", "http")
-
-
-def print_config_text(client: str, invitation: str, name: str, *, ingress_url: str | None,
-                 session: str | None) -> str:
-    """The configuration snippet that plugs `ce mcp` (or the HTTP endpoint) into CLIENT."""
-    if client == "claude-code":
-        return f"claude mcp add commonroom -- ce mcp '{invitation}' --name {name}"
-    block: dict[str, Any]
-    if client in ("claude-desktop", "cursor"):
-        block = {"mcpServers": {"commonroom": {
-            "command": "ce", "args": ["mcp", invitation, "--name", name]}}}
-        return json.dumps(block, indent=2)
-    if client == "vscode":
-        block = {"servers": {"commonroom": {
-            "type": "stdio", "command": "ce", "args": ["mcp", invitation, "--name", name]}}}
-        return json.dumps(block, indent=2)
-    if client == "http":
-        block = {"mcpServers": {"commonroom": {
-            "type": "http", "url": ingress_url or "http://127.0.0.1:PORT/mcp",
-            "headers": {"Authorization": f"Bearer {session or '<session_id from ce join>'}"}}}}
-        return json.dumps(block, indent=2)
-    raise CommonroomError("invalid_request", f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
-
-
-def command(invitation: str, *, session: str | None, name: str, print_config: str | None) -> None:
+def command(invitation: str, *, session: str | None, name: str) -> None:
     """`ce mcp`: errors are one line on stderr (stdout is the client's JSON-RPC channel)."""
     from commonroom.cli.output import guarded
     from commonroom.protocol.invitation import decode
@@ -585,15 +558,6 @@ def command(invitation: str, *, session: str | None, name: str, print_config: st
     @guarded(interrupt_exit=0)
     def body(json_mode: bool = False) -> None:
         invite = decode(invitation)
-        if print_config is not None:
-            hint = invite.transport
-            url = (f"http://{hint.address}:{hint.port}/mcp"
-                   if hint.type == "loopback" and hint.address and hint.port else None)
-            stored = mcp_profile.load(mcp_profile.profile_key(invitation, name))
-            bearer = session or (str(stored["session_id"]) if stored else None)
-            print(print_config_text(print_config, invitation.strip(), name,
-                                    ingress_url=url, session=bearer))
-            return
         run_bridge(invitation, invite, session=session, name=name)
 
     body(json_mode=False)
