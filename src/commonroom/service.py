@@ -43,6 +43,7 @@ from commonroom.http.guards import Gate
 from commonroom.http.ingress import IngressSettings, create_ingress_app
 from commonroom.http.owner import OwnerAuth, create_owner_app
 from commonroom.http.serving import ServeConfig, serve, wait_for_stop_signal
+from commonroom.mcp.endpoint import register_owner_configs
 from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
@@ -197,6 +198,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
     ingress_app = create_ingress_app(room, settings)
     auth = OwnerAuth(host_session)
     owner_app = create_owner_app(room, auth, heartbeat_seconds=options.heartbeat_seconds)
+    register_owner_configs(owner_app, room)  # the MCP snippets for the page's invitation panel
     # The attachment and surface routes take bodies past the listeners' 1 MiB.
     ingress_app.config["BODY_LIMITS"] = dict(BODY_LIMITS)
     owner_app.config["BODY_LIMITS"] = {"/owner/api" + path: n for path, n in BODY_LIMITS.items()}

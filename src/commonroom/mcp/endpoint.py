@@ -543,3 +543,39 @@ def register(app: QuartTrio, room: Room, *, heartbeat_seconds: float) -> McpEndp
                      methods=["GET", "POST", "DELETE", "PUT", "PATCH"])
     app.extensions["commonroom.mcp"] = endpoint
     return endpoint
+
+
+OWNER_CONFIGS_PATH = "/owner/api/mcp/configs"
+
+
+def register_owner_configs(app: QuartTrio, room: Room) -> None:
+    """`POST /owner/api/mcp/configs {invitation, name?}` on the owner app (cookie and CSRF, as
+    every owner API): the MCP URL and every client's stdio snippet for an invitation the page
+    just made, for the page's invitation panel (an HTTP snippet needs a joined session, which
+    only the agent has: `ce mcp config CLIENT` prints those)."""
+    from commonroom.mcp import configs
+    from commonroom.protocol.invitation import decode
+
+    async def owner_configs() -> Response:
+        body = await request.get_json(silent=True)
+        invitation = body.get("invitation") if isinstance(body, dict) else None
+        name = body.get("name", "mcp-agent") if isinstance(body, dict) else None
+        if not isinstance(invitation, str) or not isinstance(name, str) or not 0 < len(name) <= 64:
+            return error_response(CommonroomError(
+                "invalid_request", "give {invitation: the commonroom:// URI, name?: 1-64 characters}",
+                {"field": "invitation" if not isinstance(invitation, str) else "name"}))
+        try:
+            decode(invitation)
+            ce_command = configs.running_ce()
+        except configs.ConfigError as error:
+            return error_response(CommonroomError("invalid_request", str(error)))
+        hint = room.engine.transport_hint
+        url = configs.mcp_url(hint.to_json()) if hint is not None else None
+        snippets = [configs.render(client, transport="stdio", url=url, bearer=None,
+                                   ce_command=ce_command, invitation=invitation.strip(), name=name)
+                    for client in configs.CLIENTS]
+        return Response(wire.dumps({"mcp_url": url, "configs": [s.to_json() for s in snippets]}),
+                        content_type=JSON)
+
+    app.add_url_rule(OWNER_CONFIGS_PATH, endpoint="mcp_configs", view_func=owner_configs,
+                     methods=["POST"])
