@@ -419,3 +419,28 @@ async def test_legacy_requests_count_against_the_bearers_rate_limit(doc: Path) -
         statuses = [(await legacy_rpc(live, session_id, "ping", None, bearer)).status for _ in range(8)]
         assert statuses.count(200) == 6 and statuses[-1] == 429
         live.stop.set()
+
+
+async def test_every_mcp_stream_is_uncached_unbuffered_and_kept_alive_by_default(live: LiveRoom) -> None:
+    """Proxies must neither cache nor buffer an MCP stream; the keep-alive is at most 15 s apart."""
+    from commonroom.http.ingress import IngressSettings
+    from commonroom.service import ServeOptions
+    from tests.service.mcp_helpers import VERSION, envelope, headers_for
+
+    assert ServeOptions(path=live.path).heartbeat_seconds <= 15
+    assert IngressSettings().heartbeat_seconds <= 15
+    agent = (await live.join("streams"))["session_id"]
+    stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
+    status, head, chunks = await byteclient.open_stream(stream, "/mcp", headers={
+        "Accept": "text/event-stream", "MCP-Protocol-Version": VERSION, "Authorization": f"Bearer {agent}"})
+    await chunks.aclose()
+    modern = {k.lower(): v for k, v in head}
+    assert status == 200 and modern["cache-control"] == "no-cache" and modern["x-accel-buffering"] == "no"
+    from commonroom.cli.mcp_bridge import exchange
+
+    message = envelope("subscriptions/listen", {"notifications": {"resourceSubscriptions": [DOCUMENT]}})
+    stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
+    async with exchange(stream, "POST", "/mcp", headers_for(message, agent),
+                        json.dumps(message).encode()) as (status, listen, _):
+        assert status == 200 and listen["cache-control"] == "no-cache"
+        assert listen["x-accel-buffering"] == "no"
