@@ -35,7 +35,7 @@ MCP request counts like any other, a stream once).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from quart import Response, request
@@ -45,6 +45,7 @@ from commonroom import discovery
 from commonroom.engine.core import hash_secret
 from commonroom.engine.observe import StreamStart
 from commonroom.http.common import bearer_from_header, error_response
+from commonroom.http.connection import current_connection
 from commonroom.http.hardened_app import streaming_response
 from commonroom.mcp import legacy, notify, resources, tasks, tools, wire
 from commonroom.protocol.capabilities import allows
@@ -346,11 +347,53 @@ class McpEndpoint:
             if error.code in AUTH_CODES:
                 return session_not_found(None)  # its bearer ended just now
             return error_response(error)
-        body = notify.legacy_session_stream(
-            self.room, start, session.subscriptions, self.heartbeat,
-            priming=session.protocol_version == "2025-11-25",
-            on_open=session.attach_stream, on_close=session.detach_stream, regions=self.regions)
-        return streaming_response(body, headers=SSE_HEADERS)
+        resume = start.cursor is not None
+        primed = session.protocol_version == "2025-11-25"  # older clients may not skip empty data
+        framer = notify.LegacyFramer(
+            self.heartbeat, session.subscriptions, self.regions,
+            priming_cursor=(start.cursor if resume else start.latest_event_id) if primed else None)
+        return self.stream_response(start, framer, resume=resume,
+                                    on_open=session.attach_stream, on_close=session.detach_stream)
+
+    # -- the streams -------------------------------------------------------------
+
+    def stream_response(
+        self, start: StreamStart, framer: notify.Framer, *, resume: bool = False,
+        on_open: Callable[[legacy.Stoppable], None] | None = None,
+        on_close: Callable[[legacy.Stoppable], None] | None = None,
+    ) -> Response:
+        """Every MCP stream's answer (`GET /mcp` of both eras, `subscriptions/listen`).
+
+        On our own HTTP/1.1 connection the stream writes its own chunks and takes the hub's
+        direct lane (`notify.NotificationWriter`); elsewhere its frames go through a channel
+        (`notify.framed`). `on_open` / `on_close` learn the stream (a legacy session keeps it).
+
+        stream-slot: every MCP stream is opened here, the place a per-participant stream cap
+        counts it (a legacy session itself is counted in `legacy.LegacySessions.open`).
+        """
+        connection = current_connection()
+        if connection is None or request.http_version != "1.1":
+            body = notify.framed(self.room, start, framer, resume=resume,
+                                 on_open=on_open, on_close=on_close)
+            return streaming_response(body, headers=SSE_HEADERS)
+        writer = notify.NotificationWriter(connection, framer)
+        self.room.open_writing_stream(notify.stream_start(start, resume), writer,
+                                      heartbeat_seconds=framer.keepalive)
+        if on_open is not None:
+            on_open(writer)
+
+        async def written() -> AsyncGenerator[bytes, None]:
+            try:
+                yield framer.preamble()
+                # Resumed: quart has written the head and the preamble (h11 chose chunked).
+                writer.head_sent()
+                await writer.done.wait()
+            finally:
+                writer.close()
+                if on_close is not None:
+                    on_close(writer)
+
+        return streaming_response(written(), headers=SSE_HEADERS)
 
     # -- GET /mcp ----------------------------------------------------------------
 
@@ -370,8 +413,9 @@ class McpEndpoint:
             if error.code in AUTH_CODES:
                 return method_not_allowed()  # not a valid bearer: "any other GET"
             return error_response(error)
-        body = notify.session_stream(self.room, start, self.subscriptions, self.heartbeat, self.regions)
-        return streaming_response(body, headers=SSE_HEADERS)
+        framer = notify.SessionFramer(self.heartbeat, self.subscriptions, start.actor.session_hash,
+                                      self.regions)
+        return self.stream_response(start, framer)
 
     # -- methods -----------------------------------------------------------------
 
@@ -516,8 +560,8 @@ class McpEndpoint:
         regions = [uri for uri in dict.fromkeys(asked[:notify.SUBSCRIPTIONS_PER_SESSION])
                    if await self._resolve_region(uri, bearer)]
         wanted = notify.listen_filter(req.params, regions)
-        body = notify.listen_stream(self.room, start, wanted, req.id, self.heartbeat, self.regions)
-        return streaming_response(body, headers=SSE_HEADERS)
+        return self.stream_response(
+            start, notify.ListenFramer(self.heartbeat, wanted, req.id, self.regions))
 
     async def tasks_method(self, req: wire.McpRequest) -> dict[str, Any]:
         bearer = self.bearer()

@@ -32,15 +32,18 @@ it, and a cursor the ring lost is a resync (every watched URI).
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Collection, Iterable
-from contextlib import aclosing
 from typing import Any, Final
 
 import attrs
+import trio
 
 from commonroom.engine.observe import StreamStart
 from commonroom.engine.regions import related
+from commonroom.http.connection import HardenedTCPServer
+from commonroom.http.framing import http_chunk
 from commonroom.mcp import wire
 from commonroom.mcp.resources import BY_URI, SUBSCRIBABLE, uri_of
+from commonroom.protocol.events import Event
 from commonroom.room.core import Room
 from commonroom.room.pumps import RoomStream
 from commonroom.room.streams import StreamItem
@@ -141,48 +144,86 @@ def updated(uri: str, subscription_id: wire.RequestId = None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": params}
 
 
-async def open_room_stream(
-    room: Room, start: StreamStart, heartbeat: float, *, resume: bool = False,
-    on_open: Callable[[RoomStream], None] | None = None,
-) -> AsyncGenerator[StreamItem, None]:
-    """The items of every MCP stream, from a stream the room owns (a pump in its nursery).
+def stream_start(start: StreamStart, resume: bool) -> StreamStart:
+    """Where a stream starts: at the event its authorization saw, or (`resume`) after the
+    client's cursor (its `Last-Event-ID`), replaying what it missed from the ring."""
+    if resume and start.cursor is not None:
+        return start
+    return attrs.evolve(start, cursor=start.latest_event_id)
 
-    Live from the event its authorization saw, or (`resume`) replayed from the
-    cursor the client sent. `on_open` learns the room stream (a legacy
-    session keeps it, to end it when a newer stream replaces it).
 
-    stream-slot: every MCP stream (`GET /mcp` of both eras, `subscriptions/listen`)
-    is opened here: the place a per-participant stream cap counts it.
+class Framer:
+    """What one MCP stream writes: its preamble, each item's frames, and its keep-alives.
+
+    The stream asks the room for a heartbeat every `keepalive` seconds of silence (half the
+    configured heartbeat) and the framer pings whenever `keepalive` has passed since it last
+    wrote anything: an event it has nothing to say about (another resource changed) keeps the
+    room's stream busy without writing a byte, so the client still hears a `: ping` at least
+    every `heartbeat` seconds, however busy the room is with other things.
     """
-    live = start if resume and start.cursor is not None else attrs.evolve(
-        start, cursor=start.latest_event_id)
-    async with room.open_stream(live, heartbeat_seconds=heartbeat) as stream:
-        if on_open is not None:
-            on_open(stream)
-        while True:
-            batch = await stream.next_batch()
-            for item in batch:
-                yield item
-            if batch[-1].kind == "end":
-                return
+
+    def __init__(self, heartbeat: float) -> None:
+        self.keepalive = heartbeat / 2
+        self.last_write = trio.current_time()
+
+    def preamble(self) -> bytes:
+        self.last_write = trio.current_time()
+        return PING
+
+    def item_frames(self, item: StreamItem) -> bytes:
+        raise NotImplementedError
+
+    def frames(self, item: StreamItem) -> bytes:
+        data = b"" if item.kind == "heartbeat" else self.item_frames(item)
+        now = trio.current_time()
+        if not data and item.kind != "end" and (
+                item.kind == "heartbeat" or now - self.last_write >= self.keepalive):
+            data = PING
+        if data:
+            self.last_write = now
+        return data
 
 
-async def session_stream(
-    room: Room, start: StreamStart, subscriptions: Subscriptions, heartbeat: float,
-    regions: RegionPaths = _NO_REGIONS,
-) -> AsyncGenerator[bytes, None]:
-    """2026-07-28 `GET /mcp`: `notifications/resources/updated` for the session's subscribed URIs."""
-    yield PING  # the stream is open: a client may start acting now
-    session_hash = start.actor.session_hash
-    async with aclosing(open_room_stream(room, start, heartbeat)) as items:
-        async for item in items:
-            if item.kind == "heartbeat":
-                yield PING
-            elif item.kind == "end":
-                return
-            else:
-                for uri in changed_uris(item, subscriptions.of(session_hash), regions):
-                    yield _updated_frame(uri)
+class SessionFramer(Framer):
+    """2026-07-28 `GET /mcp`: `notifications/resources/updated` for the bearer's subscriptions."""
+
+    def __init__(self, heartbeat: float, subscriptions: Subscriptions, session_hash: bytes,
+                 regions: RegionPaths) -> None:
+        super().__init__(heartbeat)
+        self.subscriptions = subscriptions
+        self.session_hash = session_hash
+        self.regions = regions
+
+    def item_frames(self, item: StreamItem) -> bytes:
+        uris = changed_uris(item, self.subscriptions.of(self.session_hash), self.regions)
+        return b"".join(_updated_frame(uri) for uri in uris)
+
+
+class LegacyFramer(Framer):
+    """A legacy session's `GET /mcp`: the same frames, resumable (event ids), primed in 2025-11-25."""
+
+    def __init__(self, heartbeat: float, watched: Collection[str], regions: RegionPaths, *,
+                 priming_cursor: int | None) -> None:
+        super().__init__(heartbeat)
+        self.watched = watched  # the session's live subscription set
+        self.regions = regions
+        self.priming_cursor = priming_cursor
+
+    def preamble(self) -> bytes:
+        self.last_write = trio.current_time()
+        if self.priming_cursor is not None:  # an id and empty data: a reconnect says where it was
+            return RETRY + f"id: {self.priming_cursor}\ndata: \n\n".encode()
+        return RETRY + PING
+
+    def item_frames(self, item: StreamItem) -> bytes:
+        uris = changed_uris(item, self.watched, self.regions)
+        if not uris:
+            return b""
+        frames = [_updated_frame(uri) for uri in uris]
+        event_id = _cursor_of(item)
+        if event_id is not None:  # on the last frame: the client has all of the event then
+            frames[-1] = f"id: {event_id}\n".encode() + frames[-1]
+        return b"".join(frames)
 
 
 def _cursor_of(item: StreamItem) -> int | None:
@@ -195,47 +236,100 @@ def _cursor_of(item: StreamItem) -> int | None:
     return None
 
 
-async def legacy_session_stream(
-    room: Room, start: StreamStart, watched: Collection[str], heartbeat: float, *,
-    priming: bool, on_open: Callable[[RoomStream], None], on_close: Callable[[RoomStream], None],
-    regions: RegionPaths = _NO_REGIONS,
+async def framed(
+    room: Room, start: StreamStart, framer: Framer, *, resume: bool = False,
+    on_open: Callable[[RoomStream], None] | None = None,
+    on_close: Callable[[RoomStream], None] | None = None,
 ) -> AsyncGenerator[bytes, None]:
-    """A legacy session's `GET /mcp`: resumable `notifications/resources/updated` frames.
+    """An MCP stream's body on the room's stream (a pump in its nursery), through a channel.
 
-    `watched` is the session's live subscription set; `start.cursor` is the
-    client's `Last-Event-ID` (None: live from now).
+    For a connection that is not ours (HTTP/1.0, a test client); on our own HTTP/1.1
+    connection the stream writes its own chunks instead (`NotificationWriter`).
     """
-    opened: list[RoomStream] = []
-
-    def remember(stream: RoomStream) -> None:
-        opened.append(stream)
-        on_open(stream)
-
-    resume = start.cursor is not None
-    cursor = start.cursor if resume else start.latest_event_id
-    if priming:  # 2025-11-25: an id and empty data, so a reconnect can say where it was
-        yield RETRY + f"id: {cursor}\ndata: \n\n".encode()
-    else:
-        yield RETRY + PING
-    try:
-        async with aclosing(open_room_stream(room, start, heartbeat, resume=resume,
-                                             on_open=remember)) as items:
-            async for item in items:
-                if item.kind == "heartbeat":
-                    yield PING
-                elif item.kind == "end":
+    yield framer.preamble()
+    async with room.open_stream(stream_start(start, resume),
+                                heartbeat_seconds=framer.keepalive) as stream:
+        if on_open is not None:
+            on_open(stream)
+        try:
+            while True:
+                batch = await stream.next_batch()
+                data = b"".join(framer.frames(item) for item in batch)
+                if data:
+                    yield data
+                if batch[-1].kind == "end":
                     return
-                else:
-                    uris = changed_uris(item, watched, regions)
-                    if uris:
-                        frames = [_updated_frame(uri) for uri in uris]
-                        event_id = _cursor_of(item)
-                        if event_id is not None:
-                            frames[-1] = f"id: {event_id}\n".encode() + frames[-1]
-                        yield b"".join(frames)
-    finally:
-        for stream in opened:
-            on_close(stream)
+        finally:
+            if on_close is not None:
+                on_close(stream)
+
+
+class NotificationWriter:
+    """An MCP stream that writes its own HTTP chunks and takes the hub's direct lane.
+
+    Like the observe stream's `http/stream_views.SSEWriter`: once the response head is out,
+    the room's pump writes each item's frames as one chunk straight to the socket, and while
+    the pump waits the hub hands it live events (`write_event_nowait`): a commit's fan-out to
+    every MCP stream is one loop in the publishing task, an event this stream has nothing to
+    say about costs a set lookup. `stop()` ends it (a newer stream of its legacy session).
+    """
+
+    def __init__(self, connection: HardenedTCPServer, framer: Framer) -> None:
+        self._connection = connection
+        self._framer = framer
+        self._head_sent = trio.Event()
+        self.done = trio.Event()
+        self.cancel_scope = trio.CancelScope()
+        self._owed = b""  # the rest of a chunk the direct lane wrote in part
+        self._gone = False
+
+    # The pump's side (room/pumps.py).
+
+    async def ready(self) -> None:
+        await self._head_sent.wait()
+
+    async def write_item(self, item: StreamItem) -> bool:
+        data, self._owed = self._owed + http_chunk(self._framer.frames(item)), b""
+        if not data:
+            return True
+        if self._gone or not await self._connection.send_stream_bytes(data):
+            self._gone = True
+            return False
+        return True
+
+    def finished(self) -> None:
+        self.done.set()
+
+    # The hub's side: a live event while the pump waits.
+
+    def write_event_nowait(self, event: Event, owe: Callable[[], None]) -> bool:
+        if self._gone or self._owed or not self._head_sent.is_set():
+            return False
+        chunk = http_chunk(self._framer.frames(StreamItem("event", event)))
+        if not chunk:
+            return True  # nothing for this stream: taken, and nothing to write
+        sent = self._connection.send_nowait(chunk)
+        if sent is None:
+            self._gone = True
+            return False
+        if sent == 0:
+            return False  # busy or full: the pump writes it, waiting
+        if sent < len(chunk):
+            self._owed = chunk[sent:]
+            owe()
+        return True
+
+    # The response's side.
+
+    def head_sent(self) -> None:
+        self._head_sent.set()
+
+    def close(self) -> None:
+        """The response is over (ended, or the client left): stop the pump."""
+        self._gone = True
+        self.cancel_scope.cancel()
+
+    stop = close
 
 
 @attrs.frozen
@@ -294,26 +388,31 @@ def _task_notification(item: StreamItem, task_ids: tuple[str, ...],
     return {"jsonrpc": "2.0", "method": "notifications/tasks", "params": params}
 
 
-async def listen_stream(
-    room: Room, start: StreamStart, wanted: ListenFilter, subscription_id: wire.RequestId,
-    heartbeat: float, regions: RegionPaths = _NO_REGIONS,
-) -> AsyncGenerator[bytes, None]:
+class ListenFramer(Framer):
     """The SSE answer of `subscriptions/listen`: ack first, tagged frames, a final result."""
-    tag = {wire.META_SUBSCRIPTION: subscription_id}
-    yield sse({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-               "params": {"notifications": wanted.acknowledged(), "_meta": tag}})
-    async with aclosing(open_room_stream(room, start, heartbeat)) as items:
-        async for item in items:
-            if item.kind == "heartbeat":
-                yield PING
-            elif item.kind == "end":
-                break
-            else:
-                for uri in changed_uris(item, wanted.resource_subscriptions, regions):
-                    yield sse(updated(uri, subscription_id))
-                if wanted.task_ids:
-                    task = _task_notification(item, wanted.task_ids, subscription_id)
-                    if task is not None:
-                        yield sse(task)
-    # A graceful end (room stopping, session ended): the listen request's result.
-    yield sse(wire.result_message(subscription_id, {"resultType": "complete", "_meta": tag}))
+
+    def __init__(self, heartbeat: float, wanted: ListenFilter, subscription_id: wire.RequestId,
+                 regions: RegionPaths) -> None:
+        super().__init__(heartbeat)
+        self.wanted = wanted
+        self.subscription_id = subscription_id
+        self.tag = {wire.META_SUBSCRIPTION: subscription_id}
+        self.regions = regions
+
+    def preamble(self) -> bytes:
+        self.last_write = trio.current_time()
+        return sse({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                    "params": {"notifications": self.wanted.acknowledged(), "_meta": self.tag}})
+
+    def item_frames(self, item: StreamItem) -> bytes:
+        if item.kind == "end":
+            # A graceful end (room stopping, session ended): the listen request's result.
+            return sse(wire.result_message(self.subscription_id,
+                                           {"resultType": "complete", "_meta": self.tag}))
+        frames = [sse(updated(uri, self.subscription_id))
+                  for uri in changed_uris(item, self.wanted.resource_subscriptions, self.regions)]
+        if self.wanted.task_ids:
+            task = _task_notification(item, self.wanted.task_ids, self.subscription_id)
+            if task is not None:
+                frames.append(sse(task))
+        return b"".join(frames)
