@@ -111,7 +111,7 @@ class LegacySessions:
 
         stream-slot: a legacy session is one of its participant's streams (the
         security-owner's per-participant stream cap counts it here, and its GET
-        stream where `notify.open_room_stream` opens it).
+        stream where `McpEndpoint.stream_response` opens it).
         """
         self._purge_ended_bearers()
         owned = self._by_owner.setdefault(bearer_hash, {})
