@@ -209,6 +209,15 @@ def test_every_call_answers_what_its_schema_says(room: Driver) -> None:
     call("surface.read", bearer, participant_id=pal["participant_id"])
     call("surface.clear", pal_bearer)
     call("attachment.delete", host, attachment_id=att["attachment_id"])
+    # Provenance (PROTOCOL.md 18): blame, revert, restore, policies.
+    call("workspace.blame", bearer, region="workspace")
+    call("workspace.restore", host, region="Plan", version=1)
+    call("workspace.revert", host, version=room.version)
+    policy = call("workspace.policy_add", host, name_pattern="pal*", region_pattern="Plan*",
+                  max_changed_lines=2)
+    call("workspace.policies", host)
+    call("workspace.policy_pause", host, all=True)
+    call("workspace.policy_remove", host, policy_id=policy["policy_id"])
     second = room.join("second")
     call("session.revoke", host, participant_id=second["participant_id"])
     call("workspace.leave", bearer)

@@ -67,4 +67,12 @@ ROUTES: Final[dict[str, Route]] = {
     "surface.publish": Route("POST", "/workspace/surface", "Surface"),
     "surface.read": Route("GET", "/workspace/surface", "SurfaceData"),
     "surface.clear": Route("POST", "/workspace/surface/clear", "SurfaceClearedAnswer"),
+    # -- provenance (PROTOCOL.md 18)
+    "workspace.blame": Route("GET", "/workspace/blame", "BlameAnswer"),
+    "workspace.revert": Route("POST", "/workspace/revert", "Reverted"),
+    "workspace.restore": Route("POST", "/workspace/restore", "Restored"),
+    "workspace.policy_add": Route("POST", "/workspace/policy", "Policy"),
+    "workspace.policy_remove": Route("POST", "/workspace/policy/remove", "PolicyRemoved"),
+    "workspace.policy_pause": Route("POST", "/workspace/policy/pause", "PoliciesPaused"),
+    "workspace.policies": Route("GET", "/workspace/policies", "Policies"),
 }

@@ -1021,6 +1021,8 @@ class Engine:
         region: str,
         source: str,
         proposal_id: str | None = None,
+        reverts: int | None = None,
+        restores: int | None = None,
     ) -> Snapshot:
         """Record a new version, stage the file write, and settle what it changed.
 
@@ -1040,7 +1042,8 @@ class Engine:
             )
         return self._write_version(
             tx, data, outline, edit, summary=summary, participant_id=participant_id,
-            region=region, source=source, proposal_id=proposal_id,
+            region=region, source=source, proposal_id=proposal_id, reverts=reverts,
+            restores=restores,
         )
 
     def write_replacement(
@@ -1054,6 +1057,8 @@ class Engine:
         region: str,
         source: str,
         proposal_id: str | None = None,
+        reverts: int | None = None,
+        restores: int | None = None,
     ) -> Snapshot:
         """`write_version` of the current text with `span` replaced by `content`.
 
@@ -1075,6 +1080,7 @@ class Engine:
         return self._write_version(
             tx, data, outline, (byte_start, byte_end, byte_start + len(raw)), summary=summary,
             participant_id=participant_id, region=region, source=source, proposal_id=proposal_id,
+            reverts=reverts, restores=restores,
         )
 
     def _write_version(
@@ -1089,6 +1095,8 @@ class Engine:
         region: str,
         source: str,
         proposal_id: str | None,
+        reverts: int | None = None,
+        restores: int | None = None,
     ) -> Snapshot:
         before = self.current()
         if source != "external" and self.settle.settling:
@@ -1105,9 +1113,12 @@ class Engine:
         )
         if source != "external":
             tx.staged = StagedWrite(snap.version, data)
+        if reverts is not None or restores is not None:  # provenance (PROTOCOL.md section 18)
+            tx.conn.execute("UPDATE versions SET reverts = ?, restores = ? WHERE version = ?",
+                            (reverts, restores, snap.version))
         tx.emit(ev.ChangeCommitted(
             version=snap.version, summary=summary, participant_id=participant_id, region=region,
-            source=source,
+            source=source, reverts=reverts, restores=restores,
         ))
         self._after_change(tx, before, snap, proposal_id)
         return snap

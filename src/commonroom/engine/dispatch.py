@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from commonroom.engine import access, attachments, leases, proposals, sessions
+from commonroom.engine import access, attachments, blame, leases, proposals, sessions
 from commonroom.engine.core import Engine, Hooks, Outcome
 from commonroom.engine.operations import OPERATIONS_BY_NAME, Operation
 from commonroom.engine.params import parse_params
@@ -39,6 +39,8 @@ HOOKS = Hooks(
     # The human-editing hold comes after the proposals hook: the edit supersedes
     # pending proposals on the regions it touched, then holds those regions.
     on_document_change=(
+        # provenance first: a committed proposal's texts are still unpruned here
+        blame.record_version,
         leases.on_document_change, proposals.on_document_change, leases.hold_human_edits,
     ),
     on_expiry=(leases.expire, sessions.expire, attachments.expire),

@@ -27,12 +27,15 @@ import attrs
 from commonroom.engine import (
     access,
     attachments,
+    blame,
     handoffs,
     leases,
     messages,
     observe,
+    policies,
     proposals,
     reads,
+    restore,
     surfaces,
     tasks,
 )
@@ -219,6 +222,29 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         r.SurfaceData, surfaces.read, "A participant's current surface image, if any.", **_READ),
     _op("surface.clear", "POST", "/workspace/surface/clear", "message", NoParams,
         r.SurfaceClearedAnswer, surfaces.clear, "Remove your surface.", idempotent=True),
+    # -- provenance: blame, revert and restore, auto-approve policies (PROTOCOL.md 18)
+    _op("workspace.blame", "GET", "/workspace/blame", "read", blame.BlameParams, r.BlameAnswer,
+        blame.blame,
+        "Who last changed each line of a region (participant, kind, version, proposal, and"
+        " amended_by where a reviewer changed it), at the current or a given version.", **_READ),
+    _op("workspace.revert", "POST", "/workspace/revert", "admin", restore.RevertParams,
+        r.Reverted, restore.revert,
+        "Host: a new version undoing what one version changed (in one region when given), by a"
+        " three-way merge; later changes to the same lines -> stale_version, nothing written."),
+    _op("workspace.restore", "POST", "/workspace/restore", "admin", restore.RestoreParams,
+        r.Restored, restore.restore, "Host: set a region back to its text at a version."),
+    _op("workspace.policy_add", "POST", "/workspace/policy", "admin", policies.PolicyParams,
+        r.Policy, policies.add,
+        "Host: an auto-approve policy (participant or name pattern, region glob, max changed"
+        " lines, optional expiry)."),
+    _op("workspace.policy_remove", "POST", "/workspace/policy/remove", "admin",
+        policies.PolicyIdParams, r.PolicyRemoved, policies.remove, "Host: remove a policy.",
+        destructive=True),
+    _op("workspace.policy_pause", "POST", "/workspace/policy/pause", "admin",
+        policies.PauseParams, r.PoliciesPaused, policies.pause,
+        "Host: pause (or resume) one policy, or all of them: the kill switch.", idempotent=True),
+    _op("workspace.policies", "GET", "/workspace/policies", "admin", NoParams, r.Policies,
+        policies.list_policies, "Host: every policy and the proposals it approved.", **_READ),
 )
 
 OPERATIONS_BY_NAME: Final[dict[str, Operation]] = {op.name: op for op in OPERATIONS}
