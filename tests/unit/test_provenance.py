@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from commonroom.engine import blame as blame_module
 from commonroom.engine.restore import three_way_undo
 from tests.conftest import Driver
 
@@ -149,7 +148,7 @@ def test_blame_reads_few_rows_whatever_the_history(room: Driver) -> None:
     rows = room.engine.conn.execute(
         "SELECT count(*) FROM blame_sections WHERE path = 'Plan/Risks'").fetchone()[0]
     assert rows == 1  # Risks never changed: its first row still describes it
-    assert [line["text"] for line in lines_of(room, "Risks")][0] == "## Risks"
+    assert lines_of(room, "Risks")[0]["text"] == "## Risks"
 
 
 # -- revert and restore ------------------------------------------------------------------
