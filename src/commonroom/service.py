@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -66,6 +67,9 @@ from commonroom.room.slots import StreamSlots
 from commonroom.store.document import DocumentFile
 from commonroom.transport import registry
 
+if TYPE_CHECKING:
+    from commonroom.engine.gitsync import GitSync
+
 RATE_SWEEP_SECONDS = 60.0
 # How long a reader may take nothing before its connection is dropped. Long, so
 # that an observer that stalls falls behind its 256-event buffer and is told
@@ -98,6 +102,10 @@ class ServeOptions:
     # Connections the ingress serves at once; None: what the raised RLIMIT_NOFILE leaves
     # after the reserve (http/serving.connection_caps).
     max_connections: int | None = None
+    # `--git` / `--git-all` (PROTOCOL.md 18): committed versions (and with all, the host's
+    # saves too) become commits in the git work tree around the file.
+    git: bool = False
+    git_all: bool = False
     # Injected time for tests: the engine's wall clock and the rate limiter's monotonic one.
     clock: Clock = system_clock
     rate_clock: Callable[[], float] = trio.current_time
@@ -163,6 +171,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
         # Two rooms on one file would fight over it (and over the credential file).
         raise CommonroomError("invalid_request", f"a room is already open on {doc.name}; stop it first")
     _check_document(doc)
+    git = _open_git(doc, options)
     plugin = registry.load(options.transport)()
     temp_dir: str | None = None
     sidecar: Path | None = None
@@ -177,6 +186,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
         )
         engine.human_hold_minutes = options.human_hold_minutes
         engine.set_settle_ms(options.settle_ms)
+        engine.git = git
         try:
             room = Room(engine, stream_slots=StreamSlots(
                 per_session=options.streams_per_session,
@@ -188,8 +198,22 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
             credentials.unlink(missing_ok=True)
             engine.close()
     finally:
+        if git is not None:
+            git.close()
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _open_git(doc: Path, options: ServeOptions) -> GitSync | None:
+    """`--git`: the work tree around the file, or a clear refusal outside one."""
+    if not (options.git or options.git_all):
+        return None
+    from commonroom.engine.gitsync import GitSync
+
+    def report(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    return GitSync(doc, all_saves=options.git_all, report=report)
 
 
 def _check_document(doc: Path) -> None:

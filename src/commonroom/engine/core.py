@@ -55,7 +55,7 @@ from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -75,6 +75,9 @@ from commonroom.store.document import DocumentFile, FileStamp
 from commonroom.store.private import make_private
 from commonroom.store.schema import migrate
 from commonroom.store.undo import UndoLog
+
+if TYPE_CHECKING:
+    from commonroom.engine.gitsync import GitSync
 
 SIDECAR_SUFFIX = ".commonroom.db"
 
@@ -345,6 +348,8 @@ class Engine:
         # How long an external edit holds the regions it changed (`--human-hold-minutes`);
         # 0 while opening: an edit made while no room ran is nobody typing now.
         self.human_hold_minutes: float = 0.0
+        # `ce serve --git`: the work tree that records committed versions (engine/gitsync.py).
+        self.git: GitSync | None = None
         # Presence is a room-process fact (who called in the last 90 s); it is
         # kept in memory and written to the sidecar only when a participant leaves.
         self.presence = Presence()

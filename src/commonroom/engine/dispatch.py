@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from commonroom.engine import access, attachments, blame, leases, proposals, sessions
+from commonroom.engine import access, attachments, blame, gitsync, leases, proposals, sessions
 from commonroom.engine.core import Engine, Hooks, Outcome
 from commonroom.engine.operations import OPERATIONS_BY_NAME, Operation
 from commonroom.engine.params import parse_params
@@ -42,6 +42,7 @@ HOOKS = Hooks(
         # provenance first: a committed proposal's texts are still unpruned here
         blame.record_version,
         leases.on_document_change, proposals.on_document_change, leases.hold_human_edits,
+        gitsync.on_document_change,  # last: it only schedules the git commit after this one
     ),
     on_expiry=(leases.expire, sessions.expire, attachments.expire),
     next_expiry=(leases.next_expiry, sessions.next_expiry, attachments.next_expiry),

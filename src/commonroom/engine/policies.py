@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 from bisect import bisect_right
+from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
@@ -84,9 +85,12 @@ def _expiry(tx: Tx, expires_at: str | None) -> str | None:
     if expires_at is None:
         return None
     try:
-        moment = parse_ts(expires_at)
+        moment = datetime.fromisoformat(expires_at)
     except ValueError:
-        raise invalid_request("expires_at must be an ISO 8601 UTC time", "expires_at") from None
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise invalid_request("expires_at must be an ISO 8601 time with its offset, e.g."
+                              " 2026-12-01T18:00:00+00:00", "expires_at")
     if moment <= tx.now:
         raise invalid_request("expires_at is in the past", "expires_at")
     return format_ts(moment)
