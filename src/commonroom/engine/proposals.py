@@ -440,7 +440,7 @@ def _changes_since(tx: Tx, base_version: int) -> list[Change]:
     return [
         Change(*row)
         for row in tx.conn.execute(
-            "SELECT version, summary, participant_id, created_at FROM versions"
+            "SELECT version, summary, participant_id, created_at, region, source FROM versions"
             " WHERE version > ? ORDER BY version LIMIT ?",
             (base_version, limits.CHANGES_IN_STALE_ERROR),
         )

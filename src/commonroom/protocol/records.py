@@ -418,6 +418,9 @@ class Change:
     summary: str
     participant_id: str | None
     created_at: str
+    # provenance (PROTOCOL.md 18): what the version changed and how, for "Restore this section"
+    region: str | None = None
+    source: str | None = None
 
 
 @attrs.frozen
