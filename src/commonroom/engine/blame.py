@@ -304,19 +304,21 @@ def blame(tx: Tx, p: BlameParams) -> BlameAnswer:
     snap, span = engine.resolve(p.region, p.version)
     rows = _Rows(tx.conn, write=False)
     done = _done(tx.conn)
-    if done < snap.version:
-        _catch_up(tx, rows, done, snap.version, (engine.current(),))
-    origins: list[int] = []
-    for path in _section_paths(snap.outline, span):
-        origins.extend(rows.load(path, snap.version))
     text = snap.outline.region_text(span)
     lines = split_lines(text)
+    origins: list[int] = []
+    if done == 0 and snap.version == 1:  # a new room: the file as found, before any row
+        origins = [2] * len(lines)
+    else:
+        if done < snap.version:
+            _catch_up(tx, rows, done, snap.version, (engine.current(),))
+        for path in _section_paths(snap.outline, span):
+            origins.extend(rows.load(path, snap.version))
     if len(lines) != len(origins):
         raise CommonroomError(
             "internal_error", f"the line history of {span.region!r} does not fit its text",
         )
-    whole = snap.text if not snap.in_memory and span.start else None
-    first = (whole if whole is not None else snap.outline.text).count("\n", 0, span.start) + 1
+    first = _first_line(snap, span)
     authors = _authors(tx, {origin // 2 for origin in origins})
     out: list[BlameLine] = []
     for i, (line, origin) in enumerate(zip(lines, origins, strict=True)):
@@ -325,6 +327,27 @@ def blame(tx: Tx, p: BlameParams) -> BlameAnswer:
         out.append(BlameLine(first + i, line, version, pid, name, kind, proposal_id,
                              reviewer if origin & 1 else None))
     return BlameAnswer(snap.version, span.region, out)
+
+
+_NO_CR: dict[str, bool] = {}
+"""content hash -> the text has no carriage return (its scanner's line numbers are ours)."""
+
+
+def _first_line(snap: Snapshot, span: Span) -> int:
+    """The 1-based document line where `span` starts."""
+    if span.start == 0:
+        return 1
+    outline = snap.outline
+    if snap.in_memory and span.region != WHOLE:
+        clean = _NO_CR.get(snap.content_hash)
+        if clean is None:
+            if len(_NO_CR) > 8:
+                _NO_CR.clear()
+            clean = _NO_CR[snap.content_hash] = "\r" not in outline.text
+        index = outline._lookup(span.region)
+        if clean and index is not None:
+            return outline._lines[index] + 1  # the scanner's line of the heading, no count
+    return snap.text.count("\n", 0, span.start) + 1
 
 
 _Author = tuple[str | None, str, str, str | None, str | None]
