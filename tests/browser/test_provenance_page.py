@@ -105,12 +105,33 @@ def test_blame_gutter_revert_restore_and_policies(page: Any, room: Room) -> None
     row = page.locator(f"[data-policy='{policy['policy_id']}']")
     row.locator(f"[data-proposal='{fix['proposal_id']}']").wait_for()
     assert "active" in row.inner_text() and "approved 1" in row.inner_text()
+    bob.ok("POST", "/workspace/commit", {"proposal_id": fix["proposal_id"]})
+    # the same policy leaves a 30-line change to the host: it waits in the queue
+    thirty = "## Risks\n\n" + "".join(f"- risk {n}\n" for n in range(30)) + "\n"
+    big = room.propose(bob, RISKS, thirty, "thirty risks")
+    assert big["status"] == "pending"
+    page.locator("#queue-list li", has_text="thirty risks").wait_for()
+    # and a change under the host's editing hold is refused before any policy sees it
+    room.doc.write_text(room.doc.read_text().replace("## First milestone\n",
+                                                     "## First milestone\n\nHost typing.\n", 1))
+    milestone = f"{TOP}/First milestone"
+    deadline = time.monotonic() + 15
+    while not any(lease.get("reason") == "human_editing" and lease["region"] == milestone
+                  for lease in room.host.ok("GET", "/workspace/leases")["leases"]):
+        assert time.monotonic() < deadline, "the save never held First milestone"
+        time.sleep(0.1)
+    status, held, _ = bob.call("POST", "/workspace/propose", {
+        "region": milestone, "base_version": room.version(), "summary": "typo",
+        "content": region_text(room, milestone).replace("Host typing.", "Host typed.")})
+    assert status == 409 and held["details"]["reason"] == "human_editing"
+    assert "approved 1" in row.inner_text()
     page.screenshot(path=str(ARTIFACTS / "policies.png"), full_page=True)
     page.click("#policies-kill")
     row.locator("strong", has_text="paused").wait_for()
     assert room.host.ok("GET", "/workspace/policies")["policies"][0]["paused"] is True
-    bob.ok("POST", "/workspace/proposal/withdraw", {"proposal_id": fix["proposal_id"]})
-    again = room.propose(bob, RISKS, region_text(room, RISKS).replace("hardbacks", "hardcovers"),
+    bob.ok("POST", "/workspace/proposal/withdraw", {"proposal_id": big["proposal_id"]})
+    again = room.propose(bob, RISKS, region_text(room, RISKS).replace("hardcovers", "hardbacks"),
                          "one-word fix again")
     assert again["status"] == "pending"
+    page.locator("#queue-list li", has_text="one-word fix again").wait_for()
     assert run_axe(page) == []

@@ -160,6 +160,12 @@ def test_blame_revert_restore_and_git_on_a_real_room(doc: Path) -> None:
         assert error["error"] == "stale_version" and result.returncode == 4
         assert error["details"]["reverts"] == amended["version"]
         assert doc.read_text() == before
+        # bad input: a revert of version 1, a restore of a region that did not exist then
+        error, _ = ce_err("revert", str(doc), "1")
+        assert error["error"] == "invalid_request" and "version 1" in error["message"]
+        error, _ = ce_err("restore", str(doc), "Nowhere", "1")
+        assert error["error"] == "invalid_region" and "did not exist at version 1" in (
+            error["message"])
         # restore: the region back to version 1
         restored = ce_ok("restore", str(doc), "Risks", "1")
         assert restored["restores"] == 1
@@ -239,8 +245,8 @@ def test_policies_over_the_cli_and_rest(doc: Path) -> None:
         text = doc.read_text()
         doc.write_text(text.replace("## Risks\n", "## Risks\n\nHost is typing.\n", 1))
         deadline = time.monotonic() + 15
-        while not any(lease.get("reason") == "human_editing" for lease in
-                      room.ok("GET", "/workspace/leases", room.host)["leases"]):
+        while not any(lease.get("reason") == "human_editing" and lease["region"] == RISKS
+                      for lease in room.ok("GET", "/workspace/leases", room.host)["leases"]):
             assert time.monotonic() < deadline, "the save never held Risks"
             time.sleep(0.1)
         risks = read(room, bearer, RISKS)

@@ -103,10 +103,15 @@ window.commonroomBlame = (() => {
 
   // ---------------------------------------------------------------- history entries
 
+  // The history list is rebuilt on every new version: an entry's last answer is kept here so
+  // the rebuilt row still says what happened.
+  const results = new Map();
+
   function historyRow(row, change) {
     if (!ctx || change.version <= 1) return;
     const { el } = ctx;
-    const note = el("span", { class: "history-result", role: "status" });
+    const note = el("span", { class: "history-result", role: "status", "data-version": change.version },
+      results.get(change.version) || "");
     row.append(el("button", { type: "button", class: "history-revert", "aria-label": `Revert this change (version ${change.version})`,
       onclick: () => act(note, "/revert", { version: change.version }, "reverted") }, "Revert this change"));
     if (change.region && change.region !== "workspace") {
@@ -119,15 +124,21 @@ window.commonroomBlame = (() => {
   }
 
   async function act(note, path, params, done) {
-    note.textContent = "…";
+    const say = (text) => {
+      results.set(params.version, text);
+      // the row may have been rebuilt meanwhile: write to the one on the page
+      const shown = document.querySelector(`.history-result[data-version="${params.version}"]`) || note;
+      shown.textContent = text;
+    };
+    say("…");
     try {
       const answer = await ctx.api("POST", path, params);
-      note.textContent = `${done}: version ${answer.version}`;
+      say(`${done}: version ${answer.version}`);
     } catch (error) {
       const body = error.body || {};
-      note.textContent = body.error === "stale_version"
+      say(body.error === "stale_version"
         ? "Later changes touched the same lines: nothing was changed. Edit the text instead."
-        : `Not done: ${message(error)}`;
+        : `Not done: ${message(error)}`);
     }
   }
 
