@@ -171,7 +171,8 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
         # Two rooms on one file would fight over it (and over the credential file).
         raise CommonroomError("invalid_request", f"a room is already open on {doc.name}; stop it first")
     _check_document(doc)
-    git = _open_git(doc, options)
+    _check_git(doc, options)
+    git: GitSync | None = None
     plugin = registry.load(options.transport)()
     temp_dir: str | None = None
     sidecar: Path | None = None
@@ -186,7 +187,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
         )
         engine.human_hold_minutes = options.human_hold_minutes
         engine.set_settle_ms(options.settle_ms)
-        engine.git = git
+        git = engine.git = _open_git(doc, engine.workspace_id, options)
         try:
             room = Room(engine, stream_slots=StreamSlots(
                 per_session=options.streams_per_session,
@@ -204,8 +205,16 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
             shutil.rmtree(temp_dir, ignore_errors=True)
 
 
-def _open_git(doc: Path, options: ServeOptions) -> GitSync | None:
-    """`--git`: the work tree around the file, or a clear refusal outside one."""
+def _check_git(doc: Path, options: ServeOptions) -> None:
+    """`--git` outside a git work tree: refused before the room opens anything."""
+    if options.git or options.git_all:
+        from commonroom.engine.gitsync import work_tree
+
+        work_tree(doc).close()
+
+
+def _open_git(doc: Path, workspace_id: str, options: ServeOptions) -> GitSync | None:
+    """`--git`: the work tree around the file, committing this room's versions."""
     if not (options.git or options.git_all):
         return None
     from commonroom.engine.gitsync import GitSync
@@ -213,7 +222,7 @@ def _open_git(doc: Path, options: ServeOptions) -> GitSync | None:
     def report(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
-    return GitSync(doc, all_saves=options.git_all, report=report)
+    return GitSync(doc, workspace_id, all_saves=options.git_all, report=report)
 
 
 def _check_document(doc: Path) -> None:

@@ -190,6 +190,8 @@ def test_blame_revert_restore_and_git_on_a_real_room(doc: Path) -> None:
         assert f"Commonroom-Version: {amended['version']}" in body
         assert "Reviewed-by: " in body and "@commonroom.invalid>" in body
         assert f"Commonroom-Version: {later['version']}" in by_subject["comics"][2]
+        workspace = room.ok("GET", "/workspace/status", room.host)["workspace_id"]
+        assert f"Commonroom-Workspace: {workspace}" in body
         assert git(repo, "show", "--format=", "--name-only", "HEAD").split() == [doc.name]
         assert git(repo, "status", "--porcelain", "--untracked-files=no").strip() in ("", )
 

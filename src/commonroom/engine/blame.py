@@ -75,8 +75,18 @@ def split_lines(text: str) -> list[str]:
     return parts
 
 
+def line_start(text: str, position: int) -> int:
+    """Where the line holding `position` starts (only "\\n" ends a line here)."""
+    return text.rfind("\n", 0, position) + 1
+
+
 class Sections:
-    """The sections of a full outline: section 0 is the preamble, section k the (k-1)-th heading's."""
+    """The sections of a full outline: section 0 is the preamble, section k the (k-1)-th heading's.
+
+    A section starts at the start of the line of its heading. The scanner also ends lines
+    at a lone carriage return, so a heading may start inside one of our lines: that line
+    is the heading's section's (and two headings on one line leave the first one empty).
+    """
 
     __slots__ = ("paths", "starts", "text")
 
@@ -92,14 +102,17 @@ class Sections:
         return PREAMBLE if k == 0 else self.paths[k - 1]
 
     def start(self, k: int) -> int:
-        return 0 if k == 0 else self.starts[k - 1]
+        return 0 if k == 0 else line_start(self.text, self.starts[k - 1])
 
     def end(self, k: int) -> int:
-        return self.starts[k] if k < len(self.starts) else len(self.text)
+        return self.start(k + 1) if k < len(self.starts) else len(self.text)
 
     def at(self, position: int) -> int:
         """The section holding character `position` (the last one for the end of the text)."""
-        return bisect_right(self.starts, position)
+        k = bisect_right(self.starts, position)
+        while k < len(self.starts) and self.start(k + 1) <= position:
+            k += 1  # a heading later on the same line takes the line
+        return k
 
     def lines(self, k: int) -> int:
         return line_count(self.text, self.start(k), self.end(k))
@@ -304,7 +317,7 @@ def blame(tx: Tx, p: BlameParams) -> BlameAnswer:
     snap, span = engine.resolve(p.region, p.version)
     rows = _Rows(tx.conn, write=False)
     done = _done(tx.conn)
-    text = snap.outline.region_text(span)
+    text, first = _region_lines(snap, span)
     lines = split_lines(text)
     origins: list[int] = []
     if done == 0 and snap.version == 1:  # a new room: the file as found, before any row
@@ -318,7 +331,6 @@ def blame(tx: Tx, p: BlameParams) -> BlameAnswer:
         raise CommonroomError(
             "internal_error", f"the line history of {span.region!r} does not fit its text",
         )
-    first = _first_line(snap, span)
     authors = _authors(tx, {origin // 2 for origin in origins})
     out: list[BlameLine] = []
     for i, (line, origin) in enumerate(zip(lines, origins, strict=True)):
@@ -333,21 +345,24 @@ _NO_CR: dict[str, bool] = {}
 """content hash -> the text has no carriage return (its scanner's line numbers are ours)."""
 
 
-def _first_line(snap: Snapshot, span: Span) -> int:
-    """The 1-based document line where `span` starts."""
-    if span.start == 0:
-        return 1
+def _region_lines(snap: Snapshot, span: Span) -> tuple[str, int]:
+    """The text of `span`'s lines (see `Sections`) and the 1-based line where they start."""
     outline = snap.outline
-    if snap.in_memory and span.region != WHOLE:
+    if span.region == WHOLE:
+        return outline.text if snap.in_memory else snap.text, 1
+    if snap.in_memory:
         clean = _NO_CR.get(snap.content_hash)
         if clean is None:
             if len(_NO_CR) > 8:
                 _NO_CR.clear()
             clean = _NO_CR[snap.content_hash] = "\r" not in outline.text
         index = outline._lookup(span.region)
-        if clean and index is not None:
-            return outline._lines[index] + 1  # the scanner's line of the heading, no count
-    return snap.text.count("\n", 0, span.start) + 1
+        if clean and index is not None:  # headings start lines: the scanner's line, no count
+            return outline.region_text(span), outline._lines[index] + 1
+    whole = snap.text
+    start = line_start(whole, span.start)
+    end = span.end if span.end >= len(whole) else line_start(whole, span.end)
+    return whole[start:end], whole.count("\n", 0, start) + 1
 
 
 _Author = tuple[str | None, str, str, str | None, str | None]

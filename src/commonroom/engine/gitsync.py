@@ -31,7 +31,7 @@ import stat
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
@@ -39,9 +39,14 @@ from commonroom.engine.core import Snapshot, Tx
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.timefmt import parse_ts
 
+if TYPE_CHECKING:
+    from dulwich.repo import Repo
+
 TRAILER: Final = "Commonroom-Version"
 EMAIL_DOMAIN: Final = "commonroom.invalid"
+WORKSPACE_TRAILER: Final = "Commonroom-Workspace"
 _TRAILER_LINE: Final = re.compile(rb"^Commonroom-Version: (\d+)\s*$", re.MULTILINE)
+_WORKSPACE_LINE: Final = re.compile(rb"^Commonroom-Workspace: (\S+)\s*$", re.MULTILINE)
 _SKIPPED_SOURCES: Final = frozenset({"initial"})
 _HOST_SOURCES: Final = frozenset({"external"})
 _NAME_UNSAFE: Final = re.compile(r"[<>\n\r\x00]")
@@ -69,26 +74,32 @@ def _identity(name: str, participant_id: str | None) -> bytes:
     return f"{clean} <{local}@{EMAIL_DOMAIN}>".encode()
 
 
+def work_tree(document: Path) -> Repo:
+    """The git repository whose work tree holds `document`; a clear refusal outside one."""
+    from dulwich.errors import NotGitRepository
+    from dulwich.repo import Repo
+
+    try:
+        return Repo.discover(str(document.resolve().parent))
+    except NotGitRepository:
+        raise CommonroomError(
+            "invalid_request",
+            f"{document.name} is not inside a git work tree: run `git init` in its folder,"
+            " or leave out --git", {"field": "git"},
+        ) from None
+
+
 class GitSync:
     """The git work tree around one document, and the commits the room makes in it."""
 
-    def __init__(self, document: Path, *, all_saves: bool = False,
+    def __init__(self, document: Path, workspace_id: str, *, all_saves: bool = False,
                  report: Callable[[str], None] | None = None) -> None:
-        from dulwich.errors import NotGitRepository
-        from dulwich.repo import Repo
-
         document = document.resolve()
-        try:
-            self.repo = Repo.discover(str(document.parent))
-        except NotGitRepository:
-            raise CommonroomError(
-                "invalid_request",
-                f"{document.name} is not inside a git work tree: run `git init` in its folder,"
-                " or serve without --git", {"field": "git"},
-            ) from None
+        self.repo = work_tree(document)
         root = Path(self.repo.path).resolve()
         self.document = document
         self.relpath = document.relative_to(root).as_posix().encode()
+        self.workspace_id = workspace_id
         self.all_saves = all_saves
         self.report = report or (lambda line: None)
         self.last_version = self.exported_version()
@@ -99,15 +110,21 @@ class GitSync:
     # -- what the branch has
 
     def exported_version(self) -> int:
-        """The newest version the branch has a commit of (0: none)."""
+        """The newest version of this room's history the branch has a commit of (0: none).
+
+        Only commits of this workspace count: a new sidecar on the same file starts at
+        version 1 again, and must not be taken for one the branch already has.
+        """
         try:
             head = self.repo.head()
         except KeyError:
             return 0
         walker = self.repo.get_walker(include=[head], paths=[self.relpath], max_entries=HISTORY_SCAN)
+        mine = self.workspace_id.encode()
         for entry in walker:
-            found = _TRAILER_LINE.findall(entry.commit.message)
-            if found:
+            message = entry.commit.message
+            found = _TRAILER_LINE.findall(message)
+            if found and mine in _WORKSPACE_LINE.findall(message):
                 return int(found[-1])
         return 0
 
@@ -172,7 +189,8 @@ class GitSync:
         except Exception:  # no identity configured: the room's own
             committer = f"commonroom <room@{EMAIL_DOMAIN}>".encode()
         sha = self.repo.get_worktree().commit(
-            message=_message(commit).encode(), author=author, committer=committer,
+            message=_message(commit, self.workspace_id).encode(), author=author,
+            committer=committer,
             author_timestamp=_seconds(moment), author_timezone=0,
             commit_timestamp=_seconds(moment), commit_timezone=0, no_verify=True,
         )
@@ -183,12 +201,13 @@ def _seconds(moment: datetime) -> int:
     return int(moment.timestamp())
 
 
-def _message(commit: VersionCommit) -> str:
+def _message(commit: VersionCommit, workspace_id: str) -> str:
     subject = " ".join(commit.summary.split()) or f"version {commit.version}"
     trailers = []
     if commit.reviewer:
         trailers.append(f"Reviewed-by: {commit.reviewer}")
     trailers.append(f"{TRAILER}: {commit.version}")
+    trailers.append(f"{WORKSPACE_TRAILER}: {workspace_id}")
     return f"{subject}\n\n" + "\n".join(trailers) + "\n"
 
 
@@ -245,10 +264,12 @@ def export(document: Path, sidecar: Path, *, all_saves: bool = False,
     """`ce export FILE --git`: commit every version the branch lacks; the versions committed."""
     from commonroom.store import blobs
 
-    git = GitSync(document, all_saves=all_saves, report=report)
-    done: list[int] = []
-    try:
-        with _read_only(sidecar) as conn:
+    work_tree(document).close()  # outside a work tree: say so before anything else
+    with _read_only(sidecar) as conn:
+        workspace = conn.execute("SELECT value FROM meta WHERE key = 'workspace_id'").fetchone()
+        git = GitSync(document, str(workspace[0]), all_saves=all_saves, report=report)
+        done: list[int] = []
+        try:
             host = conn.execute("SELECT participant_id FROM participants WHERE is_host = 1"
                                 ).fetchone()
             names = _names(conn)
@@ -265,8 +286,8 @@ def export(document: Path, sidecar: Path, *, all_saves: bool = False,
                     done.append(version)
                 else:
                     break  # refused (reported): later versions would build on a gap
-    finally:
-        git.close()
+        finally:
+            git.close()
     return done
 
 
