@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from commonroom import PROTOCOL_NAME, PROTOCOL_VERSION, __version__
-from commonroom.engine.operations import OPERATIONS
 from commonroom.protocol.capabilities import ALL, DEFAULT_AGENT
 from commonroom.protocol.errors import STATUS
+from commonroom.protocol.operations import OPERATIONS
 from commonroom.protocol.schema import json_schema
 
 

@@ -56,6 +56,7 @@ from commonroom.protocol import limits
 from commonroom.protocol.capabilities import allows, require
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Attachment, AttachmentData, AttachmentDeleted
+from commonroom.protocol.requests import AddParams, AttachmentIdParams
 from commonroom.protocol.timefmt import format_ts
 
 IMAGE_TYPES: Final = ("image/png", "image/jpeg", "image/webp")
@@ -79,20 +80,6 @@ REMOVED_HANDOFF_ENDED: Final = "handoff_ended"
 REMOVED_EXPIRED: Final = "expired"
 REMOVED_DELETED: Final = "deleted"
 
-
-@attrs.frozen
-class AddParams:
-    file_name: str
-    mime_type: str = attrs.field(metadata={"doc": "the declared type; the content decides"})
-    data_base64: str = attrs.field(metadata={"doc": "the file, base64 (at most 768 KiB decoded)"})
-    handoff_id: str | None = attrs.field(
-        default=None, metadata={"doc": "share it only in this handoff (needs handoff)"}
-    )
-
-
-@attrs.frozen
-class AttachmentIdParams:
-    attachment_id: str
 
 
 def sniff_image(data: bytes) -> str | None:

@@ -34,14 +34,20 @@ import attrs
 from commonroom.engine import guard
 from commonroom.engine.core import Tx, new_id
 from commonroom.protocol import events as ev
-from commonroom.protocol import limits
+from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Handoff, Handoffs
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import (
+    HandoffIdParams,
+    HandoffsParams,
+    RequestParams,
+    RespondParams,
+    ResultParams,
+)
 
-STATUSES: Final = ("requested", "accepted", "declined", "completed", "failed", "cancelled")
-OPEN: Final = ("requested", "accepted")
+STATUSES: Final = vocabulary.HANDOFF_STATUSES
+OPEN: Final = vocabulary.HANDOFF_OPEN
 
 # action -> {from status: to status}
 TRANSITIONS: Final[dict[str, dict[str, str]]] = {
@@ -74,48 +80,6 @@ PARTICIPANT_LEFT: Final = "participant_left"
 
 # ------------------------------------------------------------------ params
 
-
-@attrs.frozen
-class RequestParams:
-    to_participant_id: str = attrs.field(metadata={"doc": "who you ask (a participant id)"})
-    summary: str = attrs.field(metadata={"doc": "what you ask for, 1-500 characters",
-                                         "pattern": NONBLANK})
-    details: str | None = None
-    region: str | None = attrs.field(default=None, metadata={"doc": "the region it is about"})
-    attachment_ids: list[str] | None = None
-    request_id: str | None = attrs.field(
-        default=None,
-        metadata={"doc": "your idempotency key: the same request_id with the same body returns"
-                  " the same handoff"},
-    )
-
-
-@attrs.frozen
-class RespondParams:
-    handoff_id: str
-    decision: str = attrs.field(metadata={"choices": ("accept", "decline")})
-    summary: str | None = None
-
-
-@attrs.frozen
-class ResultParams:
-    handoff_id: str
-    status: str = attrs.field(metadata={"choices": ("completed", "failed")})
-    summary: str
-    details: str | None = None
-
-
-@attrs.frozen
-class HandoffIdParams:
-    handoff_id: str
-
-
-@attrs.frozen
-class HandoffsParams:
-    status: str | None = attrs.field(default=None, metadata={"choices": STATUSES})
-    limit: int = attrs.field(
-        default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX}
-    )
 
 
 # ------------------------------------------------------------------ storage

@@ -32,7 +32,7 @@ from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
 from commonroom.engine.leases import raise_if_blocked
 from commonroom.engine.regions import WHOLE, Outline
 from commonroom.protocol import events as ev
-from commonroom.protocol import limits
+from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import (
@@ -44,7 +44,13 @@ from commonroom.protocol.records import (
     Reviewed,
     to_wire,
 )
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import (
+    CommitParams,
+    ProposalIdParams,
+    ProposalsParams,
+    ProposeParams,
+    ReviewParams,
+)
 
 # action -> {from status: to status}
 TRANSITIONS: Final[dict[str, dict[str, str]]] = {
@@ -55,52 +61,10 @@ TRANSITIONS: Final[dict[str, dict[str, str]]] = {
     "withdraw": {"pending": "withdrawn", "approved": "withdrawn"},
     "supersede": {"pending": "superseded", "approved": "superseded"},
 }
-STATUSES: Final = (
-    "pending", "approved", "rejected", "committed", "conflicted", "withdrawn", "superseded",
-)
-TERMINAL: Final = ("rejected", "committed", "conflicted", "withdrawn", "superseded")
+STATUSES: Final = vocabulary.PROPOSAL_STATUSES
+TERMINAL: Final = vocabulary.PROPOSAL_TERMINAL
 _TERMINAL_SQL: Final = "status IN ('rejected', 'committed', 'conflicted', 'withdrawn', 'superseded')"
 
-
-@attrs.frozen
-class ProposeParams:
-    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
-                                        "pattern": NONBLANK})
-    base_version: int = attrs.field(metadata={"min": 1})
-    summary: str = attrs.field(metadata={"doc": f"1-{limits.SUMMARY_MAX} characters",
-                                         "pattern": NONBLANK})
-    content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included",
-                                         "document": True})
-
-
-@attrs.frozen
-class ReviewParams:
-    proposal_id: str
-    decision: str = attrs.field(metadata={"choices": ("approve", "reject")})
-    comment: str | None = None
-    content: str | None = attrs.field(default=None, metadata={
-        "doc": "approve only: the text to approve instead of the proposed one (edit before approve)",
-        "document": True,
-    })
-
-
-@attrs.frozen
-class ProposalIdParams:
-    proposal_id: str
-
-
-@attrs.frozen
-class ProposalsParams:
-    status: str | None = attrs.field(default=None, metadata={"choices": STATUSES})
-    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX})
-
-
-@attrs.frozen
-class CommitParams:
-    proposal_id: str | None = None
-    base_version: int | None = attrs.field(default=None, metadata={"min": 1})
-    summary: str | None = None
-    content: str | None = attrs.field(default=None, metadata={"document": True})
 
 
 _COLUMNS = (

@@ -72,11 +72,9 @@ from typing import Final
 import attrs
 
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.vocabulary import WHOLE  # the whole document's region (``*`` is accepted too)
 
 __all__ = ["WHOLE", "Heading", "Outline", "Span", "related"]
-
-WHOLE: Final = "workspace"
-"""The canonical name of the region that is the whole document (``*`` is accepted too)."""
 
 _SECTION_PREFIX: Final = "section:"
 _WHOLE_ALIASES: Final = frozenset({WHOLE, "*"})

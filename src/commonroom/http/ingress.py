@@ -20,9 +20,7 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
 from commonroom import discovery
-from commonroom.engine.core import hash_secret
-from commonroom.engine.observe import StreamStart
-from commonroom.engine.operations import CALLS, OPERATIONS_BY_NAME
+from commonroom.engine.facade import StreamStart, hash_secret
 from commonroom.http import stream_views
 from commonroom.http.common import (
     bearer_from_header,
@@ -37,6 +35,7 @@ from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.openapi import served_body as openapi_body
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import secret_from
+from commonroom.protocol.operations import CALLS, OPERATIONS_BY_NAME
 from commonroom.room.core import Room
 
 

@@ -55,9 +55,7 @@ from typing import Any, Final
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from commonroom.engine import owner_logins
-from commonroom.engine.core import hash_secret
-from commonroom.engine.operations import CALLS
+from commonroom.engine.facade import end_owner_logins, hash_secret, save_owner_login
 from commonroom.http import stream_views
 from commonroom.http.common import (
     bearer_from_header,
@@ -69,6 +67,7 @@ from commonroom.http.common import (
 from commonroom.http.guards import host_and_origin
 from commonroom.http.hardened_app import HEADER_CHECK, after_send
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.operations import CALLS
 from commonroom.protocol.timefmt import Clock, format_ts
 from commonroom.room.core import Room
 
@@ -177,14 +176,14 @@ class OwnerAuth:
             for stop in tuple(stops):
                 stop()
         if self.room is not None:
-            stored = await self.room.run_sync(owner_logins.end_all, self.room.engine)
+            stored = await self.room.run_sync(end_owner_logins, self.room.engine)
             valid = max(valid, stored)
         return valid
 
     async def _save(self, key: bytes) -> None:
         expires = self._logins[key]
         if self.room is not None:
-            await self.room.run_sync(owner_logins.save, self.room.engine, key, expires)
+            await self.room.run_sync(save_owner_login, self.room.engine, key, expires)
         self._saved[key] = expires
 
     # -- stream tickets ------------------------------------------------------------

@@ -23,7 +23,7 @@ from commonroom.protocol.events import Event
 _HINTS: dict[type[Any], dict[str, Any]] = {}
 NONBLANK = r"\S"
 """`pattern` of a text the engine strips and then refuses when empty (summaries, names, text)."""
-# The control characters a parameter string may not hold (engine/params.py): C0, DEL and
+# The control characters a parameter string may not hold (protocol/params.py): C0, DEL and
 # C1 less tab and newline, and less carriage return in document content. In the schema
 # every parameter string carries one of these patterns (a non-blank one: at least one
 # character that is neither blank nor control), so a schema-valid string is one the
