@@ -169,3 +169,12 @@ def operation_view(
 
     view.__name__ = op.name.replace(".", "_")
     return view
+
+
+def stream_view(frame: Callable[[str], Awaitable[Any]], name: str) -> Callable[[], Awaitable[Any]]:
+    """The view of one stream route of the table: `frame` (its framing's view) for operation `name`."""
+    async def view() -> Any:
+        return await frame(name)
+
+    view.__name__ = name.replace(".", "_")
+    return view

@@ -47,7 +47,7 @@ import hmac
 import html
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any, Final
@@ -63,11 +63,12 @@ from commonroom.http.common import (
     json_response,
     operation_view,
     parse_json_object,
+    stream_view,
 )
 from commonroom.http.guards import host_and_origin
 from commonroom.http.hardened_app import HEADER_CHECK, after_send
 from commonroom.protocol.errors import CommonroomError
-from commonroom.protocol.operations import CALLS
+from commonroom.protocol.operations import CALLS, OPERATIONS_BY_NAME, STREAMS
 from commonroom.protocol.timefmt import Clock, format_ts
 from commonroom.room.core import Room
 
@@ -76,7 +77,11 @@ LOGIN_PATH: Final = "/owner/login"
 TICKET_PATH: Final = "/owner/stream-ticket"
 LOGIN_LINK_PATH: Final = "/owner/login-link"
 LOGOUT_ALL_PATH: Final = "/owner/logout-all"
-OBSERVE_PATH: Final = "/owner/api/workspace/observe"
+OBSERVE_PATH: Final = "/owner/api" + OPERATIONS_BY_NAME["workspace.observe"].path
+TICKET_STREAM_PATHS: Final = frozenset(
+    "/owner/api" + op.path for op in STREAMS if op.framing == "sse"
+)
+"""The streams an EventSource opens, so a ticket stands in for the header there."""
 LINK_LIFETIME: Final = timedelta(minutes=10)  # issue 24 item 15
 LOGIN_LIFETIME: Final = timedelta(hours=12)  # from the last use (issue 21 item 5)
 SAVE_EVERY: Final = timedelta(minutes=5)  # a login in use is written back at most this often
@@ -304,7 +309,7 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
                 return error_response(error)
             return None if ok else error_response(
                 CommonroomError("unauthorized", "needs the host bearer"))
-        if path == OBSERVE_PATH and "ticket" in request.args:
+        if path in TICKET_STREAM_PATHS and "ticket" in request.args:
             g.owner_login = auth.redeem_ticket(request.args["ticket"])
         else:
             g.owner_login = await auth.authenticate(request.headers.get(OWNER_HEADER))
@@ -383,19 +388,34 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
             view_func=operation_view(op, room, host_bearer), methods=[op.method],
         )
 
-    @app.get(OBSERVE_PATH)
-    async def observe() -> Response:
-        """The observe stream with the host session (the page's live view), ended with its login."""
+    async def sse(name: str) -> Response:
+        """An event stream with the host session (the page's live view), ended with its login."""
         params = stream_views.observe_params()
         params.pop("ticket", None)
         stops: list[StopStream] = []
         try:
-            start = await stream_views.open_start(room, "workspace.observe", auth.host_session, params)
+            start = await stream_views.open_start(room, name, auth.host_session, params)
             response = stream_views.sse_response(
                 room, start, heartbeat_seconds=heartbeat_seconds, on_stop=stops.append)
         except CommonroomError as error:
             return error_response(error)
         return after_send(response, auth.track_stream(g.owner_login, stops[0]))
+
+    async def long_poll(name: str) -> Response:
+        try:
+            start = await stream_views.open_start(room, name, auth.host_session, dict(request.args.items()))
+            return await stream_views.wait_response(room, start)
+        except CommonroomError as error:
+            return error_response(error)
+
+    # The table's streams, mirrored like the calls; the page has no WebSocket (it uses SSE).
+    framings: dict[str, Callable[[str], Awaitable[Response]]] = {"sse": sse, "long_poll": long_poll}
+    for op in STREAMS:
+        if op.framing in framings:
+            app.add_url_rule(
+                "/owner/api" + op.path, endpoint=op.name,
+                view_func=stream_view(framings[op.framing], op.name), methods=[op.method],
+            )
 
     return app
 

@@ -46,10 +46,24 @@ class OperationSpec:
     idempotent: bool = False
     body_bytes: int | None = None
     """A larger request body limit for this route than the listener's (attachments)."""
+    framing: str | None = None
+    """How a stream's answer is carried: `sse`, `websocket` or `long_poll` (None for a call).
+    Each listener registers a stream route per spec with the view of its framing."""
+
+    def __attrs_post_init__(self) -> None:
+        if (self.kind == "stream") != (self.framing in FRAMINGS):
+            raise ValueError(f"{self.name}: a stream has one of {FRAMINGS} as framing, a call none")
+
+
+FRAMINGS: Final = ("sse", "websocket", "long_poll")
 
 
 _READ: Final[dict[str, Any]] = {"read_only": True, "idempotent": True}
 _STREAM: Final[dict[str, Any]] = {"kind": "stream", "read_only": True}
+
+
+def _stream(framing: str) -> dict[str, Any]:
+    return {**_STREAM, "framing": framing}
 
 
 def _spec(
@@ -101,13 +115,13 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         r.Invitations,
         "Invitations and their state (never their secrets).", **_READ),
     _spec("workspace.observe", "GET", "/workspace/observe", "observe", rq.ObserveParams, None,
-        "Server-sent events: replay after Last-Event-ID / since_event_id, then live.", **_STREAM),
+        "Server-sent events: replay after Last-Event-ID / since_event_id, then live.", **_stream("sse")),
     _spec("workspace.observe_ws", "GET", "/workspace/observe/ws", "observe", rq.ObserveParams,
         None,
-        "The same events over a WebSocket, one JSON event per text frame.", **_STREAM),
+        "The same events over a WebSocket, one JSON event per text frame.", **_stream("websocket")),
     _spec("workspace.wait", "GET", "/workspace/wait", "observe", rq.WaitParams, r.WaitAnswer,
         "Long-poll: the events after cursor (at most 200), holding up to timeout_seconds (max"
-        " 25) when there are none.", **_STREAM),
+        " 25) when there are none.", **_stream("long_poll")),
     _spec("workspace.checkout", "POST", "/workspace/checkout", "checkout", rq.CheckoutParams,
         r.Lease,
         "Lease a region for some minutes so others keep out (renews when you hold it already)."),
