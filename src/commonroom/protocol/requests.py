@@ -25,7 +25,8 @@ _MINUTES = {"min": 1, "max": limits.LEASE_MAX_MINUTES}
 @attrs.frozen
 class JoinParams:
     invite: str = attrs.field(metadata={"doc": "the invitation secret or the full commonroom:// URI"})
-    name: str = attrs.field(metadata={"doc": "display name, 1-64 characters", "pattern": NONBLANK})
+    name: str = attrs.field(metadata={"doc": f"display name, 1-{limits.NAME_MAX} characters",
+                                      "pattern": NONBLANK, "max_length": limits.NAME_MAX})
     kind: str = attrs.field(default="agent", metadata={"choices": ("agent", "human")})
     transport: str | None = attrs.field(default=None, metadata={"doc": "how the client dialled (informational)"})
 
@@ -37,7 +38,7 @@ class InviteParams:
         default=None, metadata={"min": 1, "max": limits.INVITATION_MAX_MINUTES}
     )
     max_uses: int | None = attrs.field(default=1, metadata={"min": 1, "doc": "null = unlimited"})
-    label: str | None = None
+    label: str | None = attrs.field(default=None, metadata={"max_length": limits.NAME_MAX})
     max_sessions: int | None = attrs.field(default=None, metadata={
         "min": 1, "max": limits.INVITATION_SESSIONS_MAX,
         "doc": f"active sessions joined through it at once (default {limits.INVITATION_SESSIONS_DEFAULT})",
@@ -68,7 +69,8 @@ class NoParams:
 class AdvertiseParams:
     capabilities: list[str] = attrs.field(
         metadata={"doc": f"your self-reported tokens (at most {limits.ADVERTISED_MAX_TOKENS} of"
-                  f" at most {limits.ADVERTISED_TOKEN_MAX} characters): hints, never authority"}
+                  f" at most {limits.ADVERTISED_TOKEN_MAX} characters): hints, never authority",
+                  "item_max_length": limits.ADVERTISED_TOKEN_MAX}
     )
 
 
@@ -126,7 +128,7 @@ class ProposeParams:
                                         "pattern": NONBLANK})
     base_version: int = attrs.field(metadata={"min": 1})
     summary: str = attrs.field(metadata={"doc": f"1-{limits.SUMMARY_MAX} characters",
-                                         "pattern": NONBLANK})
+                                         "pattern": NONBLANK, "max_length": limits.SUMMARY_MAX})
     content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included",
                                          "document": True})
 
@@ -157,22 +159,23 @@ class ProposalsParams:
 class CommitParams:
     proposal_id: str | None = None
     base_version: int | None = attrs.field(default=None, metadata={"min": 1})
-    summary: str | None = None
+    summary: str | None = attrs.field(default=None, metadata={"max_length": limits.SUMMARY_MAX})
     content: str | None = attrs.field(default=None, metadata={"document": True})
 
 
 @attrs.frozen
 class RequestParams:
     to_participant_id: str = attrs.field(metadata={"doc": "who you ask (a participant id)"})
-    summary: str = attrs.field(metadata={"doc": "what you ask for, 1-500 characters",
-                                         "pattern": NONBLANK})
-    details: str | None = None
+    summary: str = attrs.field(metadata={"doc": f"what you ask for, 1-{limits.SUMMARY_MAX} characters",
+                                         "pattern": NONBLANK, "max_length": limits.SUMMARY_MAX})
+    details: str | None = attrs.field(default=None, metadata={"max_length": limits.HANDOFF_DETAILS_MAX})
     region: str | None = attrs.field(default=None, metadata={"doc": "the region it is about"})
-    attachment_ids: list[str] | None = None
+    attachment_ids: list[str] | None = attrs.field(
+        default=None, metadata={"max_items": limits.HANDOFF_ATTACHMENTS_MAX})
     request_id: str | None = attrs.field(
         default=None,
         metadata={"doc": "your idempotency key: the same request_id with the same body returns"
-                  " the same handoff"},
+                  " the same handoff", "max_length": limits.REQUEST_ID_MAX},
     )
 
 
@@ -180,15 +183,15 @@ class RequestParams:
 class RespondParams:
     handoff_id: str
     decision: str = attrs.field(metadata={"choices": ("accept", "decline")})
-    summary: str | None = None
+    summary: str | None = attrs.field(default=None, metadata={"max_length": limits.SUMMARY_MAX})
 
 
 @attrs.frozen
 class ResultParams:
     handoff_id: str
     status: str = attrs.field(metadata={"choices": ("completed", "failed")})
-    summary: str
-    details: str | None = None
+    summary: str = attrs.field(metadata={"pattern": NONBLANK, "max_length": limits.SUMMARY_MAX})
+    details: str | None = attrs.field(default=None, metadata={"max_length": limits.HANDOFF_DETAILS_MAX})
 
 
 @attrs.frozen
@@ -213,17 +216,18 @@ class TaskIdParams:
 class TaskUpdateParams:
     task_id: str
     status: str = attrs.field(metadata={"choices": vocabulary.TASK_REPORTABLE})
-    status_message: str | None = None
+    status_message: str | None = attrs.field(default=None, metadata={"max_length": limits.MESSAGE_MAX_CHARS})
     result_summary: str | None = attrs.field(
-        default=None, metadata={"doc": "for completed/failed (default: status_message)"}
+        default=None, metadata={"doc": "for completed/failed (default: status_message)",
+                                "max_length": limits.SUMMARY_MAX}
     )
-    result_details: str | None = None
+    result_details: str | None = attrs.field(default=None, metadata={"max_length": limits.HANDOFF_DETAILS_MAX})
 
 
 @attrs.frozen
 class MessageParams:
     text: str = attrs.field(metadata={"doc": f"1-{limits.MESSAGE_MAX_CHARS} characters",
-                                      "pattern": NONBLANK})
+                                      "pattern": NONBLANK, "max_length": limits.MESSAGE_MAX_CHARS})
     to: list[str] | None = attrs.field(
         default=None, metadata={"doc": "participant ids this turn is addressed to"}
     )
@@ -241,7 +245,7 @@ class MessagesParams:
 
 @attrs.frozen
 class AddParams:
-    file_name: str
+    file_name: str = attrs.field(metadata={"max_length": limits.FILE_NAME_MAX})
     mime_type: str = attrs.field(metadata={"doc": "the declared type; the content decides"})
     data_base64: str = attrs.field(metadata={"doc": "the file, base64 (at most 768 KiB decoded)"})
     handoff_id: str | None = attrs.field(

@@ -116,6 +116,8 @@ def _text_pattern(schema: dict[str, Any], meta: Any) -> None:
         schema["pattern"] = pattern
     elif "array" in kinds and schema.get("items", {}).get("type") == "string":
         schema["items"] = {**schema["items"], "pattern": pattern}
+        if "item_max_length" in meta:
+            schema["items"]["maxLength"] = meta["item_max_length"]
 
 
 def json_schema(cls: type[Any], *, params: bool = False) -> dict[str, Any]:
@@ -137,6 +139,10 @@ def json_schema(cls: type[Any], *, params: bool = False) -> dict[str, Any]:
             schema["minimum"] = meta["min"]
         if "max" in meta:
             schema["maximum"] = meta["max"]
+        if "max_length" in meta:
+            schema["maxLength"] = meta["max_length"]
+        if "max_items" in meta:
+            schema["maxItems"] = meta["max_items"]
         if params:
             _text_pattern(schema, meta)
         elif "pattern" in meta:
