@@ -1,7 +1,7 @@
 """Proposals, review and commits (PROTOCOL.md section 7).
 
-Status transitions are data, not scattered `if`s: `TRANSITIONS[status]` lists
-the statuses an action may move a proposal to. A region proposal commits when
+Status transitions are data, not scattered `if`s: `_state.PROPOSAL` lists
+the statuses an action may move a proposal to, and `_state.move` writes them. A region proposal commits when
 its base is current *or* when the region's text is byte-identical at the base
 and at the current version (others changed other regions only); the new
 version is the current document with that region replaced, so nothing anyone
@@ -28,6 +28,7 @@ from typing import Any, Final
 
 import attrs
 
+from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
 from commonroom.engine.leases import raise_if_blocked
 from commonroom.engine.regions import WHOLE, Outline
@@ -52,18 +53,9 @@ from commonroom.protocol.requests import (
     ReviewParams,
 )
 
-# action -> {from status: to status}
-TRANSITIONS: Final[dict[str, dict[str, str]]] = {
-    "approve": {"pending": "approved"},
-    "reject": {"pending": "rejected"},
-    "commit": {"approved": "committed"},
-    "conflict": {"approved": "conflicted"},
-    "withdraw": {"pending": "withdrawn", "approved": "withdrawn"},
-    "supersede": {"pending": "superseded", "approved": "superseded"},
-}
 STATUSES: Final = vocabulary.PROPOSAL_STATUSES
 TERMINAL: Final = vocabulary.PROPOSAL_TERMINAL
-_TERMINAL_SQL: Final = "status IN ('rejected', 'committed', 'conflicted', 'withdrawn', 'superseded')"
+_TERMINAL_SQL: Final = PROPOSAL.terminal_sql
 
 
 
@@ -111,20 +103,21 @@ def _get(tx: Tx, proposal_id: str) -> Proposal:
 
 
 def _move(tx: Tx, proposal: Proposal, action: str, **columns: Any) -> Proposal:
-    target = TRANSITIONS[action].get(proposal.status)
-    if target is None:
-        raise CommonroomError(
+    """A move of `_state.PROPOSAL`; `proposal_conflict` naming the status when there is none."""
+    def refuse() -> CommonroomError:
+        return CommonroomError(
             "proposal_conflict",
             f"cannot {action} {_article(proposal.status)} {proposal.status} proposal",
             {"status": proposal.status},
             proposal_id=proposal.proposal_id,
         )
-    sets = ", ".join(f"{name} = ?" for name in ("status", "updated_at", *columns))
-    tx.conn.execute(
-        f"UPDATE proposals SET {sets} WHERE proposal_id = ?",
-        (target, tx.now_s, *columns.values(), proposal.proposal_id),
-    )
+
+    target = move(tx, PROPOSAL, proposal.proposal_id, proposal.status, action, refuse=refuse, **columns)
     return attrs.evolve(proposal, status=target, updated_at=tx.now_s, **columns)
+
+
+def _never() -> CommonroomError:
+    raise AssertionError("the machine has this move")
 
 
 def _article(word: str) -> str:
@@ -339,7 +332,7 @@ def list_proposals(tx: Tx, p: ProposalsParams) -> Proposals:
 def open_proposals(tx: Tx) -> list[Proposal]:
     return _listed(tx, tx.conn.execute(
         f"SELECT {_COLUMNS}, base_region_hash FROM proposals"
-        " WHERE status IN ('pending', 'approved') ORDER BY created_at, proposal_id"
+        f" WHERE {PROPOSAL.open_sql} ORDER BY created_at, proposal_id"
     ))
 
 
@@ -512,10 +505,7 @@ def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str
         " WHERE status = 'pending'"
     ).fetchall():
         if proposal_id != committed and region_digest(after, region) != base_digest:
-            tx.conn.execute(
-                "UPDATE proposals SET status = 'superseded', updated_at = ? WHERE proposal_id = ?",
-                (tx.now_s, proposal_id),
-            )
+            move(tx, PROPOSAL, proposal_id, "pending", "supersede", refuse=_never)
             tx.emit(ev.ProposalSuperseded(proposal_id))
             authors.add(author)
     for author in sorted(authors):

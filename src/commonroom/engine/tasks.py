@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Final
 
 from commonroom.engine import handoffs
+from commonroom.engine._state import TASK
 from commonroom.engine.core import Tx
 from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.errors import CommonroomError, invalid_request
@@ -24,12 +25,10 @@ from commonroom.protocol.requests import TaskIdParams, TaskUpdateParams
 
 REPORTABLE: Final = vocabulary.TASK_REPORTABLE
 TASK_TRANSITIONS: Final[dict[str, frozenset[str]]] = {
-    "working": frozenset(REPORTABLE),
-    "input_required": frozenset(REPORTABLE),
-    "completed": frozenset(),
-    "failed": frozenset(),
-    "cancelled": frozenset(),
+    status: frozenset(action for action in REPORTABLE if TASK.target(action, status) is not None)
+    for status in TASK.statuses
 }
+"""status -> what the assignee may report from it (derived from `_state.TASK`)."""
 
 
 

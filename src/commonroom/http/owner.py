@@ -55,6 +55,7 @@ from typing import Any, Final
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
+from commonroom import discovery
 from commonroom.engine.facade import end_owner_logins, hash_secret, save_owner_login
 from commonroom.http import stream_views
 from commonroom.http.common import (
@@ -75,6 +76,7 @@ from commonroom.room.core import Room
 OWNER_HEADER: Final = "X-Commonroom-Owner"
 LOGIN_PATH: Final = "/owner/login"
 TICKET_PATH: Final = "/owner/stream-ticket"
+PROTOCOL_PATH: Final = "/owner/api/protocol"
 LOGIN_LINK_PATH: Final = "/owner/login-link"
 LOGOUT_ALL_PATH: Final = "/owner/logout-all"
 OBSERVE_PATH: Final = "/owner/api" + OPERATIONS_BY_NAME["workspace.observe"].path
@@ -376,6 +378,11 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
     @app.post(LOGOUT_ALL_PATH)
     async def logout_all() -> Response:
         return json_response({"ended": await auth.end_all()})
+
+    @app.get(PROTOCOL_PATH)
+    async def protocol_doc() -> Response:
+        """The protocol document for the page: its event and status vocabularies come from here."""
+        return json_response(discovery.protocol_document())
 
     async def host_bearer() -> str | None:
         return auth.host_session
