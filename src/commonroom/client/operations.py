@@ -32,6 +32,7 @@ from typing import Any, Concatenate, Final, Generic, ParamSpec, TypeAlias, TypeV
 import attrs
 
 from commonroom.protocol import records as r
+from commonroom.protocol import vocabulary
 from commonroom.protocol.operations import OPERATIONS, OperationSpec
 from commonroom.protocol.schema import hints, unwrap_optional
 from commonroom.wire.plans import WAIT_HOLD_SECONDS
@@ -40,7 +41,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 Params: TypeAlias = dict[str, Any]
 
-WHOLE: Final = "workspace"
+WHOLE: Final = vocabulary.WHOLE
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,6 +16,10 @@ PROPOSAL_STATUSES: Final = (
 PROPOSAL_OPEN: Final = ("pending", "approved")
 """A proposal that may still land (or be decided); every other status is final."""
 PROPOSAL_TERMINAL: Final = tuple(s for s in PROPOSAL_STATUSES if s not in PROPOSAL_OPEN)
+PROPOSAL_DECIDED: Final = tuple(s for s in PROPOSAL_STATUSES if s != "pending")
+"""Reviewed, or ended instead of a review: a wait for the review ends on these."""
+PROPOSAL_ACCEPTED: Final = ("approved", "committed")
+"""The decided statuses in which the proposal's text stands (or may land)."""
 
 HANDOFF_STATUSES: Final = ("requested", "accepted", "declined", "completed", "failed", "cancelled")
 HANDOFF_OPEN: Final = ("requested", "accepted")
