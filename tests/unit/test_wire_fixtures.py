@@ -137,6 +137,7 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("surface.read", bearer, participant_id=pal["participant_id"])
     await call("surface.clear", pal_bearer)
     await call("attachment.delete", host, attachment_id=att["attachment_id"])
+    await call("workspace.ping", bearer)
     second = await session.join(host, "second")
     await call("session.revoke", host, participant_id=second["participant_id"])
     return dict(agent)

@@ -76,6 +76,8 @@ HANDLERS: Final[dict[str, Handler]] = {
     "surface.publish": surfaces.publish,
     "surface.read": surfaces.read,
     "surface.clear": surfaces.clear,
+    # -- workspace.ping (issue 19)
+    "workspace.ping": reads.ping,
 }
 
 _missing = OPERATIONS_BY_NAME.keys() - HANDLERS.keys()

@@ -210,6 +210,10 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         r.SurfaceData, "A participant's current surface image, if any.", **_READ),
     _spec("surface.clear", "POST", "/workspace/surface/clear", "message", rq.NoParams,
         r.SurfaceClearedAnswer, "Remove your surface.", idempotent=True),
+    # -- workspace.ping (issue 19: an operation is its spec and its handler, nothing else)
+    _spec("workspace.ping", "GET", "/workspace/ping", "read", rq.NoParams, r.Pong,
+        "Is the room there, and who am I in it: your participant id, the current version, the"
+        " room's time.", **_READ),
 )
 
 OPERATIONS_BY_NAME: Final[dict[str, OperationSpec]] = {spec.name: spec for spec in OPERATIONS}

@@ -493,3 +493,15 @@ class WaitAnswer:
     cursor: int
     resync: bool
     latest_event_id: int
+
+
+# -- workspace.ping (issue 19)
+
+
+@attrs.frozen
+class Pong:
+    """`workspace.ping`: the caller, the current version and the room's time."""
+
+    participant_id: str
+    version: int
+    server_time: str
