@@ -52,7 +52,7 @@ import attrs
 from commonroom.engine import handoffs
 from commonroom.engine.core import Tx, new_id
 from commonroom.protocol import events as ev
-from commonroom.protocol import limits
+from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import allows, require
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Attachment, AttachmentData, AttachmentDeleted
@@ -264,7 +264,7 @@ def add(tx: Tx, p: AddParams) -> Attachment:
         require(tx.actor.capabilities, "handoff")
         handoff = handoffs.get(tx, p.handoff_id)
         handoffs.require_party_or_host(tx, handoff, "attach files to it")
-        if handoff.status not in handoffs.OPEN:
+        if handoff.status not in vocabulary.HANDOFF_OPEN:
             raise CommonroomError(
                 "handoff_conflict", f"a {handoff.status} handoff takes no more attachments",
                 {"handoff_id": handoff.handoff_id, "status": handoff.status},

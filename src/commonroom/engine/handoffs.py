@@ -48,7 +48,6 @@ from commonroom.protocol.requests import (
 )
 
 STATUSES: Final = vocabulary.HANDOFF_STATUSES
-OPEN: Final = vocabulary.HANDOFF_OPEN
 
 TRANSITIONS: Final = HANDOFF.transitions
 ACTOR: Final = HANDOFF.actor

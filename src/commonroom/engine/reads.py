@@ -217,10 +217,6 @@ def diagnostics(tx: Tx, p: Any = None) -> Diagnostics:
     )
 
 
-def whole_text(tx: Tx) -> str:
-    return region_text(tx.engine.current(), WHOLE)
-
-
 def ping(tx: Tx, p: Any = None) -> Pong:
     """`workspace.ping`: the caller's participant id, the current version, the room's time."""
     return Pong(tx.actor.participant_id, tx.engine.current_version, tx.now_s)

@@ -219,11 +219,6 @@ class Room:
             timeout_seconds=start.timeout_seconds, addressed=self.addressed,
         )
 
-    @property
-    def open_streams(self) -> int:
-        """Pumps running in the room's streams nursery."""
-        return 0 if self._streams is None else len(self._streams.child_tasks)
-
     async def record(self, payload: ev.Payload) -> None:
         """Append a room-lifecycle event (workspace.started / stopped)."""
 
