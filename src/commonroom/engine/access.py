@@ -353,7 +353,7 @@ def list_participants(tx: Tx) -> list[Participant]:
         out.append(
             Participant(
                 pid, kind, name, json.loads(caps_json), json.loads(adv_json), present, joined_at,
-                last_seen,
+                last_seen, left=left_at is not None,
             )
         )
     return out
