@@ -191,9 +191,13 @@ def review_interactively(doc: Path, proposal_id: str | None) -> None:
                                   "decision": "approve" if answer == "a" else "reject"}
         if answer == "r":
             # A rejection tells the author why: the comment is asked for, never optional.
-            params["comment"] = click.prompt("comment for the author (why)").strip() or None
-            while params["comment"] is None:
-                params["comment"] = click.prompt("a reject needs a comment").strip() or None
+            comment = ""
+            while not comment:
+                comment = click.prompt("comment for the author (why)", default="",
+                                       show_default=False).strip()
+                if not comment:
+                    echo("a reject needs a comment: it tells the author what to change")
+            params["comment"] = comment
         reviewed = _call(doc, "workspace.review", params)
         echo(f"{pid} {reviewed.get('status')} (by {names.name(reviewed.get('reviewer_id'))})")
 
