@@ -133,6 +133,9 @@ class Lease:
     expires_at: str
     reason: str | None = None
     """Null for an ordinary lease; `human_editing` for the hold an external edit placed."""
+    wide: bool = False
+    """It holds the whole document, its top heading or more than `WIDE_LEASE_SUBSECTIONS`
+    sub-sections (set where leases are listed, for the page's release button)."""
 
 
 @attrs.frozen
