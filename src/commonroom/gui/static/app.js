@@ -584,8 +584,17 @@
     ["decided", "Decided", (p) => !OPEN.has(p.status)],
   ];
 
+  // The badge and the progress line: numbers, so they change at once even while the list waits.
+  function renderCounts() {
+    const pending = undecided().length, total = state.proposals.length;
+    $("queue-count").textContent = String(pending);
+    $("queue-count").setAttribute("aria-label", `${plural(pending, "proposal")} to review`);
+    $("queue-progress").textContent = total ? `${total - pending} of ${total} decided` : "";
+  }
+
   function renderQueue() {
     const list = $("queue-list");
+    renderCounts();
     if (list.matches(":hover") && list.childElementCount) {
       // Nothing moves under the cursor: wait until it leaves the list (at most a few seconds).
       state.queueHeld = state.queueHeld || Date.now();
@@ -603,11 +612,7 @@
     const focused = document.activeElement && list.contains(document.activeElement)
       ? document.activeElement.dataset.proposal : null;
     clear(list);
-    const pending = undecided().length;
-    $("queue-count").textContent = String(pending);
-    $("queue-count").setAttribute("aria-label", `${plural(pending, "proposal")} to review`);
     const total = state.proposals.length;
-    $("queue-progress").textContent = total ? `${total - pending} of ${total} decided` : "";
     $("queue-empty").hidden = total > 0;
     list.hidden = total === 0;
     for (const [group, title, member] of GROUPS) {
