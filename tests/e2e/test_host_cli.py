@@ -174,3 +174,32 @@ def test_host_handoffs_and_room_text(room: RoomProcess, doc: Path) -> None:
     assert shown[-2].endswith(": hello everyone") and "→" not in shown[-2]
     assert " → bot · " in shown[-1] and shown[-1].endswith(": bot, look at Goals")
     assert not any("pt_" in line for line in shown)
+
+
+def test_serve_prints_the_same_unused_invitation_on_each_start(doc: Path, config_home: Path
+                                                               ) -> None:
+    from commonroom.protocol.invitation import decode
+    from tests.e2e.conftest import start_room
+
+    def serve_once() -> tuple[str, int]:
+        room = start_room(doc, "--port-ingress", "0")
+        try:
+            listed = ok_json("invitations", str(doc))["invitations"]
+            return str(room.ready["invitation"]), len(listed)
+        finally:
+            room.close()
+
+    first, count = serve_once()
+    again, count_again = serve_once()
+    # The same secret (re-encoded for this start's port), and no new invitation row.
+    assert decode(again).secret == decode(first).secret and count_again == count == 1
+    room = start_room(doc, "--port-ingress", "0")
+    try:
+        used = room.ready["invitation"]
+        assert decode(used).secret == decode(first).secret
+        joined = run("join", used, "--name", "bot", "--no-hold")
+        assert joined.returncode == 0, joined.stderr
+    finally:
+        room.close()
+    fresh, count_fresh = serve_once()  # used now: a new one, once
+    assert decode(fresh).secret != decode(first).secret and count_fresh == 2
