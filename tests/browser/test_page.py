@@ -273,7 +273,15 @@ def test_invitations_and_participants_panels(page: Any, room: Room) -> None:
     page.locator("#invite-result").wait_for()
     uri = page.locator("#invite-uri").inner_text()
     assert uri.startswith("commonroom://join/")
-    assert page.locator("#invite-mcp").inner_text() == f"ce mcp {uri}"
+    # The MCP URL, and each client's setup snippet for this invitation (from the room).
+    assert page.locator("#invite-mcp-url").inner_text() == f"http://127.0.0.1:{room.host.port}/mcp"
+    clients = page.locator("#invite-client option").evaluate_all("os => os.map(o => o.value)")
+    assert "claude-desktop" in clients and "vscode" in clients
+    page.locator("#invite-client").select_option("claude-desktop")
+    snippet = page.locator("#invite-mcp").inner_text()
+    assert uri in snippet and '"mcpServers"' in snippet
+    assert "claude_desktop_config.json" in page.locator("#invite-client-where").inner_text()
+    assert run_axe(page) == []
     row = page.locator("#invitations li", has_text="for the reviewer bot")
     row.wait_for()
     assert "uses 0/3" in row.inner_text()

@@ -1032,11 +1032,12 @@
       try { answer = await api("POST", "/invite", params); }
       catch (error) { showNotice(`Could not create the invitation: ${error.message}`); return; }
       $("invite-uri").textContent = answer.invitation;
-      $("invite-mcp").textContent = `ce mcp ${answer.invitation}`;
       $("invite-result").hidden = false;
+      await showMcpSnippets(answer.invitation);
       $("copy-uri").focus();
       loadInvitations().catch(() => {});
     });
+    $("invite-client").addEventListener("change", showSnippet);
     for (const [button, source] of [["copy-uri", "invite-uri"], ["copy-mcp", "invite-mcp"]]) {
       $(button).addEventListener("click", async () => {
         const text = $(source).textContent;
@@ -1050,6 +1051,29 @@
       });
     }
     $("empty-invite").addEventListener("click", () => { $("invite-create").scrollIntoView(); $("invite-label").focus(); });
+  }
+
+  // Each MCP client's setup for the invitation just made (the room renders them:
+  // POST /owner/api/mcp/configs); a room without that route gets the bridge line.
+  const snippets = { list: [], last: null };
+  async function showMcpSnippets(invitation) {
+    let answer = null;
+    try { answer = await api("POST", "/owner/api/mcp/configs", { invitation }); } catch (_) { answer = null; }
+    snippets.list = answer ? answer.configs : [{ client: "ce mcp", text: `ce mcp ${invitation}`, where: "run it as the MCP client's stdio command" }];
+    $("invite-mcp-url").textContent = answer && answer.mcp_url ? answer.mcp_url : "(not reachable over HTTP here)";
+    const select = $("invite-client");
+    clear(select);
+    for (const snippet of snippets.list) select.append(el("option", { value: snippet.client }, snippet.client));
+    if (snippets.last && snippets.list.some((s) => s.client === snippets.last)) select.value = snippets.last;
+    showSnippet();
+  }
+
+  function showSnippet() {
+    const chosen = snippets.list.find((s) => s.client === $("invite-client").value) || snippets.list[0];
+    if (!chosen) return;
+    snippets.last = chosen.client;
+    $("invite-mcp").textContent = chosen.text;
+    $("invite-client-where").textContent = chosen.where + (chosen.secret ? ` · ${chosen.secret}` : "");
   }
 
   async function loadInvitations() {
