@@ -24,7 +24,7 @@
   const LOGIN_KEY = "commonroom.owner";
   const API = "/owner/api/workspace";
   const AGENT_CAPS = ["read", "observe", "checkout", "propose", "commit", "message", "handoff"];
-  const ALL_CAPS = [...AGENT_CAPS, "approve", "invite", "admin"];
+  const ALL_CAPS = [...AGENT_CAPS, "approve", "invite", "admin", "wide_lease"];
   const SAFE_SCHEMES = ["http:", "https:", "mailto:"];
   const OPEN = new Set(["pending", "approved"]);
   const UNDO_MS = 8000; // how long a decision can be taken back before it is sent (mail's "undo send")
@@ -463,29 +463,37 @@
 
   // ------------------------------------------------------------------ loading
 
+  // What an event makes the page read again besides the room and its proposals (those
+  // always): the secondary panels only when their own events say so; everything on a
+  // (re)connect or a resync.
+  const PANELS_OF = { invitation: "invitations", participant: "invitations", handoff: "panels", task: "panels",
+    message: "panels" };
+  const dirty = new Set(["invitations", "panels", "list"]);
+
   async function loadRoom() {
-    const room = await api("GET", "/room");
-    state.room = room;
+    // The snapshot has every open proposal; the list (for the decided ones) is read again only
+    // when a proposal may have been decided or ended: a new proposal costs one request.
+    const wantList = dirty.has("list") || !state.listed;
+    dirty.delete("list");
+    const [room, listed] = await Promise.all([api("GET", "/room"),
+      wantList ? api("GET", "/proposals", { limit: 200 }) : Promise.resolve(state.listed)]);
+    state.room = room; state.listed = listed;
     state.latestEvent = Math.max(state.latestEvent, room.latest_event_id || 0);
     state.names = new Map(room.participants.map((p) => [p.participant_id, p]));
-    const listed = await api("GET", "/proposals", { limit: 50 });
-    state.proposals = listed.proposals;
-    await Promise.all(state.proposals.filter((p) => OPEN.has(p.status)).map(loadDetail));
+    // The newest 200 (the list's maximum), and every open one (the snapshot has them all),
+    // so a long decided history never hides a proposal still to review.
+    const open = new Map((room.proposals || []).map((p) => [p.proposal_id, p]));
+    const known = new Set(listed.proposals.map((p) => p.proposal_id));
+    const newer = [...open.values()].filter((p) => !known.has(p.proposal_id)).reverse(); // newest first
+    state.proposals = [...newer, ...listed.proposals.map((p) => open.get(p.proposal_id) || p)]
+      .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0));
     const version = room.status.version;
     if (version !== state.lastVersion || !state.doc) await loadDocument(version);
-    renderHeader(); renderDocument(); renderQueue(); renderPeople();
+    renderQueue(); renderHeader(); renderDocument(); renderPeople(); // the queue first: it is what the host waits for
+    const again = new Set(dirty); dirty.clear();
+    if (again.has("invitations")) loadInvitations().catch(() => {});
+    if (again.has("panels")) loadOptionalPanels();
     if (state.selected) await refreshReview();
-    loadInvitations().catch(() => {});
-    loadOptionalPanels();
-  }
-
-  async function loadDetail(proposal) {
-    const cached = state.details.get(proposal.proposal_id);
-    if (cached && cached.current_version === state.room.status.version && cached.status === proposal.status
-        && cached.updated_at === proposal.updated_at) return cached;
-    const detail = await api("GET", "/proposal", { proposal_id: proposal.proposal_id });
-    state.details.set(proposal.proposal_id, detail);
-    return detail;
   }
 
   async function loadDocument(version) {
@@ -566,10 +574,11 @@
 
   // ------------------------------------------------------------------ queue
 
+  // The listed proposal carries the engine's `stale` for open ones; an open review's detail is fresher.
   function isStale(p) {
     if (p.status === "superseded" || p.status === "conflicted") return true;
     const d = state.details.get(p.proposal_id);
-    return !!(d && d.stale);
+    return !!(p.stale || (OPEN.has(p.status) && d && d.status === p.status && d.stale));
   }
 
   // Undecided: pending and not waiting out an undo window (that one is decided, for now).
@@ -1294,13 +1303,17 @@
 
   // ------------------------------------------------------------------ live
 
-  function scheduleRefresh() {
+  // `type`: the event's type (its panels are read again too); none: everything.
+  function scheduleRefresh(type) {
+    if (!type) { dirty.add("invitations"); dirty.add("panels"); dirty.add("list"); }
+    else if (PANELS_OF[type.split(".")[0]]) dirty.add(PANELS_OF[type.split(".")[0]]);
+    if (type && type.startsWith("proposal.") && type !== "proposal.created") dirty.add("list");
     if (state.refreshTimer) return;
-    // Events come in bursts (a commit is several); one re-read per burst.
+    // Events come in bursts (a commit is several, written together): one re-read per burst.
     state.refreshTimer = setTimeout(async () => {
       state.refreshTimer = null;
       try { await loadRoom(); } catch (error) { if (!(error instanceof ApiError)) setLive("bad", "reconnecting…"); }
-    }, 80);
+    }, 15);
   }
 
   // The live view: a single-use ticket (an EventSource cannot send the login header), then
@@ -1332,7 +1345,7 @@
       source.addEventListener(type, (event) => {
         const id = Number(event.lastEventId);
         if (id) state.latestEvent = Math.max(state.latestEvent, id);
-        scheduleRefresh();
+        scheduleRefresh(type);
       });
     }
     source.addEventListener("resync", () => scheduleRefresh());
@@ -1353,6 +1366,7 @@
     state.retry = Math.min(state.retry + 1, 4);
     setTimeout(async () => {
       state.reconnecting = false;
+      dirty.add("invitations"); dirty.add("panels"); dirty.add("list"); // back after a gap: read everything
       try { await loadRoom(); } catch (error) {
         if (!state.loggedOut) reconnectLater(); // still down (or not answering yet)
         return;
