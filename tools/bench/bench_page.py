@@ -90,11 +90,12 @@ def main() -> None:
         latencies.sort()
         p95 = latencies[max(0, int(len(latencies) * 0.95) - 1)]
         p99 = latencies[max(0, -(-len(latencies) * 99 // 100) - 1)]
-        print(f"page_proposal_visible_ms: p99 {p99:.0f} ms (of {len(latencies)}: with 20 the p99 is the"
-              f" maximum), median {statistics.median(latencies):.0f} ms, with {listed} decided proposals listed")
+        of = f"of {len(latencies)}" + (": the maximum" if len(latencies) < 100 else "")
+        print(f"page_proposal_visible_ms: p99 {p99:.0f} ms ({of}), median {statistics.median(latencies):.0f} ms,"
+              f" with {listed} decided proposals listed")
         print(f"page weight: {sum(loaded)} bytes in {len(loaded)} responses (HTML + CSS + JS + vendor)")
         print(f"open URL -> live: {open_ms:.0f} ms")
-        print(f"propose answered -> row visible: median {statistics.median(latencies):.0f} ms,"
+        print(f"propose sent -> row in the queue: median {statistics.median(latencies):.0f} ms,"
               f" p95 {p95:.0f} ms, max {latencies[-1]:.0f} ms over {len(latencies)} proposals")
         print(f"owner-API requests per proposal (re-reads after its events): median {statistics.median(calls):.0f},"
               f" max {max(calls)}")

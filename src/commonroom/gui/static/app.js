@@ -1303,6 +1303,19 @@
 
   // ------------------------------------------------------------------ live
 
+  // A new proposal's row goes into the queue from its event at once; the re-read that
+  // follows replaces it with the room's record (the event has every field a row shows).
+  function showArrived(data) {
+    let event;
+    try { event = JSON.parse(data); } catch (_) { return; }
+    const p = event && event.payload;
+    if (!p || !p.proposal_id || findProposal(p.proposal_id) || !state.room) return;
+    state.proposals.unshift({ proposal_id: p.proposal_id, participant_id: p.participant_id, region: p.region,
+      base_version: p.base_version, summary: p.summary, status: "pending", created_at: event.created_at,
+      updated_at: event.created_at, stale: false, amended: false });
+    renderQueue();
+  }
+
   // `type`: the event's type (its panels are read again too); none: everything.
   function scheduleRefresh(type) {
     if (!type) { dirty.add("invitations"); dirty.add("panels"); dirty.add("list"); }
@@ -1345,6 +1358,7 @@
       source.addEventListener(type, (event) => {
         const id = Number(event.lastEventId);
         if (id) state.latestEvent = Math.max(state.latestEvent, id);
+        if (type === "proposal.created") showArrived(event.data);
         scheduleRefresh(type);
       });
     }
