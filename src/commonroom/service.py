@@ -34,7 +34,14 @@ from typing import Any
 import attrs
 import trio
 
-from commonroom.credentials import Credentials, credentials_path, read_credentials, write_credentials
+from commonroom.credentials import (
+    Credentials,
+    credentials_path,
+    read_credentials,
+    read_start_secret,
+    write_credentials,
+    write_start_secret,
+)
 from commonroom.engine.facade import (
     SIDECAR_SUFFIX,
     EngineConfig,
@@ -43,6 +50,7 @@ from commonroom.engine.facade import (
     load_owner_logins,
     mint_host_session,
     open_engine,
+    unused_start_invitation,
 )
 from commonroom.http.guards import Gate
 from commonroom.http.ingress import IngressSettings, create_ingress_app
@@ -279,13 +287,13 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
             hint: TransportHint = await nursery.start(plugin.run, "127.0.0.1", ingress_port)
             await room.run_sync(engine.set_transport, options.transport, hint)
             await room.record(ev.WorkspaceStarted(version=engine.current_version))
-            invite = await room.call("workspace.invite", host_session, {})
+            invitation = await _start_invitation(room, doc, host_session)
             write_credentials(doc, Credentials(
                 os.getpid(), ingress_port, owner_port, host_session, engine.workspace_id))
             on_ready(Ready(
                 workspace_id=engine.workspace_id,
                 human_url=owner_link(owner_port, auth.login_token),
-                invitation=invite["invitation"],
+                invitation=invitation,
                 transport={"type": hint.type, "encrypted": hint.encrypted, "status": "READY"},
                 owner_port=owner_port,
                 ingress_port=ingress_port,
@@ -301,6 +309,18 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
             await room.run_sync(end_host_session, engine, host_session)
             await room.record(ev.WorkspaceStopped(version=engine.current_version))
         nursery.cancel_scope.cancel()
+
+
+async def _start_invitation(room: Room, doc: Path, host_session: str) -> str:
+    """The invitation to print: the last start's while nobody used it, else a new one (issue 21)."""
+    from commonroom.protocol.invitation import decode
+
+    uri = await room.run_sync(unused_start_invitation, room.engine, read_start_secret(doc))
+    if uri is None:
+        uri = str((await room.call("workspace.invite", host_session, {}))["invitation"])
+        with suppress(OSError):  # unsaved: the next start mints a new one, as before
+            write_start_secret(doc, decode(uri).secret)
+    return str(uri)
 
 
 async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOptions, room: Room,

@@ -235,16 +235,19 @@ def format_proposal_detail(detail: dict[str, Any], *, colour: bool) -> str:
     ]
     if detail.get("review_comment"):
         head.append(f"comment: {detail.get('review_comment')}")
+    if detail.get("amended"):
+        head.append("amended: the reviewer edited it before approving")
     diff = str(detail.get("diff") or "")
     body = colour_diff(diff, colour) if diff else "(no change to the current text)\n"
     return visible("\n".join(head)) + "\n\n" + body
 
 
-def format_review(answer: dict[str, Any]) -> list[str]:
-    return [
-        f"{answer.get('proposal_id')} {answer.get('status')} "
-        f"(reviewer {answer.get('reviewer_id')})"
-    ]
+def format_review(answer: dict[str, Any], doc: Path) -> list[str]:
+    """`pr_… approved (by host)`: the reviewer's name, not their id (`--json` keeps the id)."""
+    from commonroom.cli.readable import Names
+
+    names = Names(check_answer(host_call(doc, "workspace.participants", {})))
+    return [f"{answer.get('proposal_id')} {answer.get('status')} (by {names.name(answer.get('reviewer_id'))})"]
 
 
 def check_answer(answer: Any) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commonroom.engine import handoffs, sessions, surfaces
 from commonroom.engine.core import Tx, hash_secret, new_id
@@ -49,6 +49,9 @@ from commonroom.protocol.requests import (
     ParticipantIdParams,
 )
 from commonroom.protocol.timefmt import format_ts
+
+if TYPE_CHECKING:
+    from commonroom.engine.core import Engine
 
 # ------------------------------------------------------------------ params
 
@@ -215,6 +218,30 @@ def _invitation_info(tx: Tx, row: tuple[Any, ...]) -> InvitationInfo:
     )
 
 
+def unused_start_invitation(engine: Engine, kept_secret: str | None) -> str | None:
+    """The invitation an earlier `ce serve` printed, while still unused; else None (issue 21).
+
+    Unused: the host's, not revoked, not expired, never redeemed. Its secret is
+    re-encoded with how the room is reached now (the port may have changed), so
+    a restart prints it again instead of adding one more unused invitation.
+    """
+    hint = engine.transport_hint
+    if not kept_secret or hint is None:
+        return None
+    with engine.transaction(engine.clock()) as tx:
+        row = tx.conn.execute(
+            "SELECT capabilities, expires_at FROM invitations WHERE secret_hash = ?"
+            " AND created_by = ? AND revoked_at IS NULL AND used_count = 0 AND expires_at > ?",
+            (hash_secret(kept_secret), engine.host_participant_id, tx.now_s),
+        ).fetchone()
+    if row is None:
+        return None
+    caps_json, expires_at = row
+    return codec.encode(codec.Invitation(
+        capabilities=tuple(json.loads(caps_json)), expires_at=expires_at, secret=kept_secret,
+        transport=hint, workspace_id=engine.workspace_id))
+
+
 _INVITATION_COLUMNS = (
     "invite_id, capabilities, created_by, created_at, expires_at, max_uses, used_count,"
     " revoked_at, label, max_sessions"
@@ -310,7 +337,7 @@ def list_participants(tx: Tx) -> list[Participant]:
         out.append(
             Participant(
                 pid, kind, name, json.loads(caps_json), json.loads(adv_json), present, joined_at,
-                last_seen,
+                last_seen, left=left_at is not None,
             )
         )
     return out

@@ -13,11 +13,13 @@ here, and why each is needed above the engine:
   `related` (region paths, for MCP's region URIs);
 - the host's sessions and page logins: `mint_host_session`, `end_host_session`,
   `end_stale_host_sessions`, `load_owner_logins`, `save_owner_login`,
-  `end_owner_logins`; `hash_secret` (how every secret is kept).
+  `end_owner_logins`; `hash_secret` (how every secret is kept); `unused_start_invitation`
+  (`ce serve` prints the last start's invitation again while nobody used it).
 """
 
 from __future__ import annotations
 
+from commonroom.engine.access import unused_start_invitation
 from commonroom.engine.addressing import addressed
 from commonroom.engine.core import SIDECAR_SUFFIX, Actor, Engine, EngineConfig, Outcome, hash_secret
 from commonroom.engine.dispatch import execute, open_engine
@@ -55,4 +57,5 @@ __all__ = [
     "related",
     "ring_window",
     "save_owner_login",
+    "unused_start_invitation",
 ]

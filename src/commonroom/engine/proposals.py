@@ -230,6 +230,13 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
         engine.current(), span.region
     ) != digest:
         raise stale_error(tx, span.region, p.base_version, None)
+    if region_text(base, span.region) == p.content:
+        # PROTOCOL section 7: a proposal that changes nothing is refused, not queued.
+        error = invalid_request(
+            f"the proposed text of {span.region!r} equals its text at version {p.base_version}:"
+            " there is nothing to review", "content")
+        error.details.update(reason="no_change", region=span.region)
+        raise error
     check_outline(engine.current(), span.region, p.content)
     pid = tx.actor.participant_id
     raise_if_blocked(tx, span.region, pid)
@@ -273,24 +280,26 @@ def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
     # anyone reviews that the region's text moved on since the base, so the
     # commit would be refused; `original_content` is the author's text when a
     # reviewer amended it (edit before approve), else null.
-    stale = is_stale(current, proposal.region, proposal.base_version, base_digest)
+    # A decided proposal is never stale: staleness warns before a commit that would fail.
+    open_ = proposal.status in ("pending", "approved")
+    stale = open_ and is_stale(current, proposal.region, proposal.base_version, base_digest)
     pruned = pruned_at is not None  # its text is gone: no diff to show (it would read as a deletion)
     diff = "" if pruned else unified_diff(
         region_text(current, proposal.region), content,
         f"{proposal.region}@{current.version}", f"{proposal.region}@proposed",
     )
     fields = attrs.asdict(proposal, recurse=False)
-    del fields["stale"]  # computed here, for any status
+    del fields["stale"], fields["amended"]  # computed here, for any status
     return ProposalDetail(
         **fields, content=content,
         current_version=current.version, diff=diff, stale=stale, original_content=original,
-        pruned=pruned,
+        pruned=pruned, amended=original is not None, proposed_content=original,
     )
 
 
 def _stored(proposal: Proposal) -> tuple[Any, ...]:
-    """The proposal's `_COLUMNS` values (`stale` is computed, never stored)."""
-    return attrs.astuple(proposal, filter=lambda field, _: field.name != "stale")
+    """The proposal's `_COLUMNS` values (`stale` and `amended` are computed, never stored)."""
+    return attrs.astuple(proposal, filter=lambda field, _: field.name not in ("stale", "amended"))
 
 
 def is_stale(current: Snapshot, region: str, base_version: int, base_digest: str) -> bool:
@@ -300,12 +309,16 @@ def is_stale(current: Snapshot, region: str, base_version: int, base_digest: str
     )
 
 
+# What `_listed` reads: the record's columns, the base's region hash, whether it was amended.
+_LISTED: Final = f"{_COLUMNS}, base_region_hash, original_content IS NOT NULL"
+
+
 def _listed(tx: Tx, rows: Any) -> list[Proposal]:
-    """Proposal rows (the `_COLUMNS`, then `base_region_hash`) with `stale` for open ones."""
+    """Proposal rows (`_LISTED` columns) with `stale` for open ones and `amended`."""
     current = tx.engine.current()
     out: list[Proposal] = []
-    for *columns, base_digest in rows:
-        proposal = Proposal(*columns)
+    for *columns, base_digest, amended in rows:
+        proposal = attrs.evolve(Proposal(*columns), amended=bool(amended))
         if proposal.status in ("pending", "approved"):
             stale = is_stale(current, proposal.region, proposal.base_version, base_digest)
             proposal = attrs.evolve(proposal, stale=stale)
@@ -316,13 +329,13 @@ def _listed(tx: Tx, rows: Any) -> list[Proposal]:
 def list_proposals(tx: Tx, p: ProposalsParams) -> Proposals:
     if p.status is None:
         rows = tx.conn.execute(
-            f"SELECT {_COLUMNS}, base_region_hash FROM proposals"
+            f"SELECT {_LISTED} FROM proposals"
             " ORDER BY created_at DESC, proposal_id LIMIT ?",
             (p.limit,),
         )
     else:
         rows = tx.conn.execute(
-            f"SELECT {_COLUMNS}, base_region_hash FROM proposals WHERE status = ?"
+            f"SELECT {_LISTED} FROM proposals WHERE status = ?"
             " ORDER BY created_at DESC, proposal_id LIMIT ?",
             (p.status, p.limit),
         )
@@ -331,7 +344,7 @@ def list_proposals(tx: Tx, p: ProposalsParams) -> Proposals:
 
 def open_proposals(tx: Tx) -> list[Proposal]:
     return _listed(tx, tx.conn.execute(
-        f"SELECT {_COLUMNS}, base_region_hash FROM proposals"
+        f"SELECT {_LISTED} FROM proposals"
         f" WHERE {PROPOSAL.open_sql} ORDER BY created_at, proposal_id"
     ))
 

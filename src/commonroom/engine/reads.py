@@ -11,7 +11,7 @@ from typing import Any
 from commonroom.engine.access import list_participants
 from commonroom.engine.core import Engine, Tx, encode_text
 from commonroom.engine.handoffs import open_handoffs
-from commonroom.engine.leases import active_leases
+from commonroom.engine.leases import listed_leases
 from commonroom.engine.proposals import open_proposals, region_text, unified_diff
 from commonroom.engine.regions import WHOLE
 from commonroom.protocol import events as ev
@@ -179,7 +179,7 @@ def room(tx: Tx, p: Any = None) -> RoomSnapshot:
     return RoomSnapshot(
         status=status(tx),
         participants=list_participants(tx),
-        leases=active_leases(tx),
+        leases=listed_leases(tx),
         proposals=open_proposals(tx),
         handoffs=open_handoffs(tx),
         latest_event_id=latest_event_id(tx),

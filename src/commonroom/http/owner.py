@@ -95,6 +95,7 @@ CSP: Final = (
     " connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none';"
     " frame-ancestors 'none'"
 )
+FAVICON_PATH: Final = "/favicon.ico"
 _STATIC_TYPES: Final = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -302,7 +303,7 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
         if refusal is not None:
             return error_response(refusal)
         path = request.path
-        if path == "/" or path.startswith("/static/") or path == LOGIN_PATH:
+        if path in ("/", FAVICON_PATH) or path.startswith("/static/") or path == LOGIN_PATH:
             return None  # the page, its files and the link exchange hold no owner authority
         if path in host_bearer_paths:
             try:
@@ -334,6 +335,15 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
         body = template.decode().replace("{{FILE}}", html.escape(room.engine.path.name))
         response = Response(body, content_type="text/html; charset=utf-8")
         response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @app.get(FAVICON_PATH)
+    async def favicon() -> Response:
+        # Browsers ask for it on every load; the page also names it (index.html).
+        data = _static_file("favicon.svg")
+        assert data is not None, "the packaged page is missing its icon"
+        response = Response(data, content_type=_STATIC_TYPES[".svg"])
+        response.headers["Cache-Control"] = "max-age=86400"
         return response
 
     @app.get("/static/<path:name>")

@@ -67,6 +67,8 @@ class Participant:
     present: bool
     joined_at: str
     last_seen: str | None
+    left: bool = False
+    """Ran `ce leave` (or left over the API): listed for history, never present again."""
 
 
 @attrs.frozen
@@ -131,6 +133,9 @@ class Lease:
     expires_at: str
     reason: str | None = None
     """Null for an ordinary lease; `human_editing` for the hold an external edit placed."""
+    wide: bool = False
+    """It holds the whole document, its top heading or more than `WIDE_LEASE_SUBSECTIONS`
+    sub-sections (set where leases are listed, for the page's release button)."""
 
 
 @attrs.frozen
@@ -163,6 +168,8 @@ class Proposal:
     stale: bool = False
     """Open (pending/approved) and its region's text moved on since the base: a commit
     would be refused. Computed by the engine where proposals are listed."""
+    amended: bool = False
+    """A reviewer changed the text before approving it (PROTOCOL.md section 7)."""
 
 
 @attrs.frozen
@@ -182,6 +189,10 @@ class ProposalDetail(Proposal):
     """The author's text when a reviewer amended it before approving, else null."""
     pruned: bool = False
     """The room dropped this terminal proposal's text (issue 24): `content` and `diff` are empty."""
+    amended: bool = False
+    """A reviewer changed the text before approving it: `content` is what they approved."""
+    proposed_content: str | None = None
+    """The author's own text when amended (PROTOCOL.md section 7), else null."""
 
 
 @attrs.frozen
