@@ -25,13 +25,14 @@ import click
 from commonroom.cli import profiles, runtime
 from commonroom.cli.output import echo, emit_json, guarded, write_text
 from commonroom.cli.readable import Names, event_line, review_line
+from commonroom.protocol import vocabulary
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-WHOLE: Final = "workspace"
+WHOLE: Final = vocabulary.WHOLE
 # Completion asks the room; it must answer fast or not at all.
 COMPLETION_TIMEOUT: Final = 2.0
-WAIT_TERMINAL_OK: Final = frozenset({"approved", "committed"})
+WAIT_TERMINAL_OK: Final = frozenset(vocabulary.PROPOSAL_ACCEPTED)
 
 
 # -- shared options -----------------------------------------------------------------------

@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from commonroom.protocol import vocabulary
 from commonroom.protocol.errors import CommonroomError
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ def proposals_view(doc: Path) -> dict[str, Any]:
     for row in answer.get("proposals") or []:
         row = dict(row)
         row["author_name"] = names.get(str(row.get("participant_id")))
-        open_ = row.get("status") in ("pending", "approved")
+        open_ = row.get("status") in vocabulary.PROPOSAL_OPEN
         row["applies"] = (not row.get("stale")) if open_ else None
         rows.append(row)
     return {**answer, "proposals": rows}

@@ -21,8 +21,6 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
 from commonroom.engine import handoffs, sessions, surfaces
 from commonroom.engine.core import Tx, hash_secret, new_id
 from commonroom.engine.leases import end_leases_of
@@ -41,7 +39,15 @@ from commonroom.protocol.records import (
     Participants,
     SessionsRevoked,
 )
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import (
+    AdvertiseParams,
+    InviteIdParams,
+    InviteParams,
+    JoinParams,
+    ListParams,
+    NoParams,
+    ParticipantIdParams,
+)
 from commonroom.protocol.timefmt import format_ts
 
 if TYPE_CHECKING:
@@ -49,55 +55,6 @@ if TYPE_CHECKING:
 
 # ------------------------------------------------------------------ params
 
-
-@attrs.frozen
-class JoinParams:
-    invite: str = attrs.field(metadata={"doc": "the invitation secret or the full commonroom:// URI"})
-    name: str = attrs.field(metadata={"doc": "display name, 1-64 characters", "pattern": NONBLANK})
-    kind: str = attrs.field(default="agent", metadata={"choices": ("agent", "human")})
-    transport: str | None = attrs.field(default=None, metadata={"doc": "how the client dialled (informational)"})
-
-
-@attrs.frozen
-class InviteParams:
-    capabilities: list[str] | None = attrs.field(default=None, metadata={"doc": "default: the agent set"})
-    expires_in_minutes: int | None = attrs.field(
-        default=None, metadata={"min": 1, "max": limits.INVITATION_MAX_MINUTES}
-    )
-    max_uses: int | None = attrs.field(default=1, metadata={"min": 1, "doc": "null = unlimited"})
-    label: str | None = None
-    max_sessions: int | None = attrs.field(default=None, metadata={
-        "min": 1, "max": limits.INVITATION_SESSIONS_MAX,
-        "doc": f"active sessions joined through it at once (default {limits.INVITATION_SESSIONS_DEFAULT})",
-    })
-
-
-@attrs.frozen
-class InviteIdParams:
-    invite_id: str
-
-
-@attrs.frozen
-class ListParams:
-    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX})
-
-
-@attrs.frozen
-class ParticipantIdParams:
-    participant_id: str
-
-
-@attrs.frozen
-class NoParams:
-    pass
-
-
-@attrs.frozen
-class AdvertiseParams:
-    capabilities: list[str] = attrs.field(
-        metadata={"doc": f"your self-reported tokens (at most {limits.ADVERTISED_MAX_TOKENS} of"
-                  f" at most {limits.ADVERTISED_TOKEN_MAX} characters): hints, never authority"}
-    )
 
 
 # ---------------------------------------------------------------- handlers
@@ -162,7 +119,7 @@ def join(tx: Tx, p: JoinParams) -> Joined:
     )
     tx.emit(ev.ParticipantJoined(participant_id, p.kind, name, list(capabilities)))
     tx.emit(ev.InvitationRedeemed(invite_id, participant_id))
-    tx.engine.presence.touch(participant_id, tx.now)
+    tx.touch_presence(participant_id)
     return Joined(
         session_id=bearer,
         participant_id=participant_id,
@@ -358,7 +315,7 @@ def leave(tx: Tx, p: NoParams) -> Left:
         "UPDATE participants SET left_at = ?, last_seen = ? WHERE participant_id = ?",
         (tx.now_s, tx.now_s, pid),
     )
-    tx.engine.presence.forget(pid)
+    tx.after_commit.append(partial(tx.engine.presence.forget, pid))
     tx.emit(ev.ParticipantLeft(pid))
     return Left(pid, True)
 

@@ -25,29 +25,8 @@ from commonroom.protocol import limits
 from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Lease, Leases, Released
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import CheckoutParams, LeaseIdParams, RenewParams
 from commonroom.protocol.timefmt import format_ts
-
-_MINUTES = {"min": 1, "max": limits.LEASE_MAX_MINUTES}
-
-
-@attrs.frozen
-class CheckoutParams:
-    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
-                                        "pattern": NONBLANK})
-    minutes: int = attrs.field(default=limits.LEASE_DEFAULT_MINUTES, metadata=_MINUTES)
-
-
-@attrs.frozen
-class RenewParams:
-    lease_id: str
-    minutes: int = attrs.field(default=limits.LEASE_DEFAULT_MINUTES, metadata=_MINUTES)
-
-
-@attrs.frozen
-class LeaseIdParams:
-    lease_id: str
-
 
 _COLUMNS = "lease_id, participant_id, region, acquired_at, expires_at, reason"
 HUMAN_EDITING: Final = "human_editing"

@@ -1,7 +1,7 @@
 """Proposals, review and commits (PROTOCOL.md section 7).
 
-Status transitions are data, not scattered `if`s: `TRANSITIONS[status]` lists
-the statuses an action may move a proposal to. A region proposal commits when
+Status transitions are data, not scattered `if`s: `_state.PROPOSAL` lists
+the statuses an action may move a proposal to, and `_state.move` writes them. A region proposal commits when
 its base is current *or* when the region's text is byte-identical at the base
 and at the current version (others changed other regions only); the new
 version is the current document with that region replaced, so nothing anyone
@@ -28,11 +28,12 @@ from typing import Any, Final
 
 import attrs
 
+from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
 from commonroom.engine.leases import raise_if_blocked
 from commonroom.engine.regions import WHOLE, Outline
 from commonroom.protocol import events as ev
-from commonroom.protocol import limits
+from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import (
@@ -44,63 +45,18 @@ from commonroom.protocol.records import (
     Reviewed,
     to_wire,
 )
-from commonroom.protocol.schema import NONBLANK
-
-# action -> {from status: to status}
-TRANSITIONS: Final[dict[str, dict[str, str]]] = {
-    "approve": {"pending": "approved"},
-    "reject": {"pending": "rejected"},
-    "commit": {"approved": "committed"},
-    "conflict": {"approved": "conflicted"},
-    "withdraw": {"pending": "withdrawn", "approved": "withdrawn"},
-    "supersede": {"pending": "superseded", "approved": "superseded"},
-}
-STATUSES: Final = (
-    "pending", "approved", "rejected", "committed", "conflicted", "withdrawn", "superseded",
+from commonroom.protocol.requests import (
+    CommitParams,
+    ProposalIdParams,
+    ProposalsParams,
+    ProposeParams,
+    ReviewParams,
 )
-TERMINAL: Final = ("rejected", "committed", "conflicted", "withdrawn", "superseded")
-_TERMINAL_SQL: Final = "status IN ('rejected', 'committed', 'conflicted', 'withdrawn', 'superseded')"
 
+STATUSES: Final = vocabulary.PROPOSAL_STATUSES
+TERMINAL: Final = vocabulary.PROPOSAL_TERMINAL
+_TERMINAL_SQL: Final = PROPOSAL.terminal_sql
 
-@attrs.frozen
-class ProposeParams:
-    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
-                                        "pattern": NONBLANK})
-    base_version: int = attrs.field(metadata={"min": 1})
-    summary: str = attrs.field(metadata={"doc": f"1-{limits.SUMMARY_MAX} characters",
-                                         "pattern": NONBLANK})
-    content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included",
-                                         "document": True})
-
-
-@attrs.frozen
-class ReviewParams:
-    proposal_id: str
-    decision: str = attrs.field(metadata={"choices": ("approve", "reject")})
-    comment: str | None = None
-    content: str | None = attrs.field(default=None, metadata={
-        "doc": "approve only: the text to approve instead of the proposed one (edit before approve)",
-        "document": True,
-    })
-
-
-@attrs.frozen
-class ProposalIdParams:
-    proposal_id: str
-
-
-@attrs.frozen
-class ProposalsParams:
-    status: str | None = attrs.field(default=None, metadata={"choices": STATUSES})
-    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX})
-
-
-@attrs.frozen
-class CommitParams:
-    proposal_id: str | None = None
-    base_version: int | None = attrs.field(default=None, metadata={"min": 1})
-    summary: str | None = None
-    content: str | None = attrs.field(default=None, metadata={"document": True})
 
 
 _COLUMNS = (
@@ -147,20 +103,21 @@ def _get(tx: Tx, proposal_id: str) -> Proposal:
 
 
 def _move(tx: Tx, proposal: Proposal, action: str, **columns: Any) -> Proposal:
-    target = TRANSITIONS[action].get(proposal.status)
-    if target is None:
-        raise CommonroomError(
+    """A move of `_state.PROPOSAL`; `proposal_conflict` naming the status when there is none."""
+    def refuse() -> CommonroomError:
+        return CommonroomError(
             "proposal_conflict",
             f"cannot {action} {_article(proposal.status)} {proposal.status} proposal",
             {"status": proposal.status},
             proposal_id=proposal.proposal_id,
         )
-    sets = ", ".join(f"{name} = ?" for name in ("status", "updated_at", *columns))
-    tx.conn.execute(
-        f"UPDATE proposals SET {sets} WHERE proposal_id = ?",
-        (target, tx.now_s, *columns.values(), proposal.proposal_id),
-    )
+
+    target = move(tx, PROPOSAL, proposal.proposal_id, proposal.status, action, refuse=refuse, **columns)
     return attrs.evolve(proposal, status=target, updated_at=tx.now_s, **columns)
+
+
+def _never() -> CommonroomError:
+    raise AssertionError("the machine has this move")
 
 
 def _article(word: str) -> str:
@@ -388,7 +345,7 @@ def list_proposals(tx: Tx, p: ProposalsParams) -> Proposals:
 def open_proposals(tx: Tx) -> list[Proposal]:
     return _listed(tx, tx.conn.execute(
         f"SELECT {_LISTED} FROM proposals"
-        " WHERE status IN ('pending', 'approved') ORDER BY created_at, proposal_id"
+        f" WHERE {PROPOSAL.open_sql} ORDER BY created_at, proposal_id"
     ))
 
 
@@ -561,10 +518,7 @@ def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str
         " WHERE status = 'pending'"
     ).fetchall():
         if proposal_id != committed and region_digest(after, region) != base_digest:
-            tx.conn.execute(
-                "UPDATE proposals SET status = 'superseded', updated_at = ? WHERE proposal_id = ?",
-                (tx.now_s, proposal_id),
-            )
+            move(tx, PROPOSAL, proposal_id, "pending", "supersede", refuse=_never)
             tx.emit(ev.ProposalSuperseded(proposal_id))
             authors.add(author)
     for author in sorted(authors):

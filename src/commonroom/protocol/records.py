@@ -177,26 +177,14 @@ class Proposals:
     proposals: list[Proposal]
 
 
-@attrs.frozen
-class ProposalDetail:
-    """One proposal with its text and the diff from the region's current text."""
+@attrs.frozen(kw_only=True)
+class ProposalDetail(Proposal):
+    """One proposal (every field of `Proposal`) with its text and the diff from the region's
+    current text; `stale` is computed for any status here."""
 
-    proposal_id: str
-    participant_id: str
-    region: str
-    base_version: int
-    summary: str
-    status: str
-    created_at: str
-    updated_at: str
-    reviewer_id: str | None
-    review_comment: str | None
-    committed_version: int | None
     content: str
     current_version: int
     diff: str
-    stale: bool
-    """The region's text moved on since the base: a commit would be refused."""
     original_content: str | None
     """The author's text when a reviewer amended it before approving, else null."""
     pruned: bool = False
@@ -313,16 +301,10 @@ class AttachmentDeleted:
     deleted: bool
 
 
-@attrs.frozen
-class AttachmentData:
-    attachment_id: str
-    file_name: str
-    mime_type: str
-    size: int
-    sha256: str
-    participant_id: str
-    handoff_id: str | None
-    created_at: str
+@attrs.frozen(kw_only=True)
+class AttachmentData(Attachment):
+    """`attachment.get`: the attachment's description and its bytes."""
+
     data_base64: str
 
 
@@ -504,3 +486,15 @@ class WaitAnswer:
     cursor: int
     resync: bool
     latest_event_id: int
+
+
+# -- workspace.ping (issue 19)
+
+
+@attrs.frozen
+class Pong:
+    """`workspace.ping`: the caller, the current version and the room's time."""
+
+    participant_id: str
+    version: int
+    server_time: str

@@ -23,10 +23,13 @@
   const OWNER_HEADER = "X-Commonroom-Owner";
   const LOGIN_KEY = "commonroom.owner";
   const API = "/owner/api/workspace";
-  const AGENT_CAPS = ["read", "observe", "checkout", "propose", "commit", "message", "handoff"];
-  const ALL_CAPS = [...AGENT_CAPS, "approve", "invite", "admin", "wide_lease"];
+  // The vocabularies (event types, statuses, capabilities) come from the room's protocol
+  // document (GET /owner/api/protocol, `loadVocabulary`), never from a list kept here.
+  let AGENT_CAPS = [];
+  let ALL_CAPS = [];
+  let EVENT_TYPES = [];
   const SAFE_SCHEMES = ["http:", "https:", "mailto:"];
-  const OPEN = new Set(["pending", "approved"]);
+  let OPEN = new Set(); // the proposal statuses that may still land
   const UNDO_MS = 8000; // how long a decision can be taken back before it is sent (mail's "undo send")
   const md = window.markdownit({ html: false, linkify: false, typographer: false });
 
@@ -1346,15 +1349,8 @@
     state.source = source;
     source.onopen = () => { state.retry = 0; setLive("ok", "live"); };
     source.onmessage = () => scheduleRefresh();
-    const handled = ["proposal.created", "proposal.approved", "proposal.rejected", "proposal.committed",
-      "proposal.conflicted", "proposal.superseded", "proposal.withdrawn", "proposal.amended", "change.committed",
-      "lease.acquired", "lease.renewed", "lease.released", "lease.expired", "participant.joined",
-      "participant.left", "participant.present", "participant.away", "session.revoked", "invitation.created",
-      "invitation.redeemed", "invitation.revoked", "message.sent", "handoff.requested", "handoff.accepted",
-      "handoff.declined", "handoff.completed", "handoff.failed", "handoff.cancelled", "task.updated",
-      "capabilities.updated", "attachment.added", "attachment.removed", "surface.published", "surface.cleared",
-      "guard.tripped", "workspace.started"];
-    for (const type of handled) {
+    for (const type of EVENT_TYPES) {
+      if (type === "workspace.stopped") continue; // its own listener, below
       source.addEventListener(type, (event) => {
         const id = Number(event.lastEventId);
         if (id) state.latestEvent = Math.max(state.latestEvent, id);
@@ -1449,8 +1445,17 @@
 
   // ------------------------------------------------------------------ start
 
+  async function loadVocabulary() {
+    const { vocabulary } = await api("GET", "/owner/api/protocol");
+    EVENT_TYPES = vocabulary.events;
+    OPEN = new Set(vocabulary.open_statuses.proposal);
+    ALL_CAPS = vocabulary.capabilities;
+    AGENT_CAPS = vocabulary.default_agent_capabilities;
+  }
+
   async function start() {
     if (!(await logIn())) return;
+    try { await loadVocabulary(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     renderInviteForm(); wireReview(); wireMessages();
     setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
     try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
