@@ -228,7 +228,7 @@ def unused_start_invitation(engine: Engine, kept_secret: str | None) -> str | No
     hint = engine.transport_hint
     if not kept_secret or hint is None:
         return None
-    with engine.transaction(engine.clock()) as tx:
+    with engine.transaction(engine.clock(), write=False) as tx:  # a read: no write lock
         row = tx.conn.execute(
             "SELECT capabilities, expires_at FROM invitations WHERE secret_hash = ?"
             " AND created_by = ? AND revoked_at IS NULL AND used_count = 0 AND expires_at > ?",
