@@ -281,7 +281,7 @@ def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
     # commit would be refused; `original_content` is the author's text when a
     # reviewer amended it (edit before approve), else null.
     # A decided proposal is never stale: staleness warns before a commit that would fail.
-    open_ = proposal.status in ("pending", "approved")
+    open_ = proposal.status in PROPOSAL.open_states
     stale = open_ and is_stale(current, proposal.region, proposal.base_version, base_digest)
     pruned = pruned_at is not None  # its text is gone: no diff to show (it would read as a deletion)
     diff = "" if pruned else unified_diff(
@@ -319,7 +319,7 @@ def _listed(tx: Tx, rows: Any) -> list[Proposal]:
     out: list[Proposal] = []
     for *columns, base_digest, amended in rows:
         proposal = attrs.evolve(Proposal(*columns), amended=bool(amended))
-        if proposal.status in ("pending", "approved"):
+        if proposal.status in PROPOSAL.open_states:
             stale = is_stale(current, proposal.region, proposal.base_version, base_digest)
             proposal = attrs.evolve(proposal, stale=stale)
         out.append(proposal)
