@@ -334,28 +334,38 @@ def show(file: Path, proposal_id: str, json_mode: bool) -> None:
 
 @main.command()
 @_file_argument
-@click.argument("proposal_id")
+@click.argument("proposal_id", required=False)
 @click.option("--approve", is_flag=True, help="Approve the proposal.")
 @click.option("--reject", is_flag=True, help="Reject the proposal.")
-@click.option("--comment", help="A note for the proposer.")
+@click.option("--comment", help="A note for the proposer (a reject needs one when asked).")
 @click.option("--yes", "-y", "assume_yes", is_flag=True,
               help="Do not show the diff and ask first (the default at a terminal).")
 @json_option
 @guarded()
 def review(
-    file: Path, proposal_id: str, approve: bool, reject: bool, comment: str | None,
+    file: Path, proposal_id: str | None, approve: bool, reject: bool, comment: str | None,
     assume_yes: bool, json_mode: bool,
 ) -> None:
-    """Approve or reject proposal PROPOSAL_ID (--approve or --reject).
+    """Review PROPOSAL_ID, or every pending proposal in turn when no id is given.
 
-    At a terminal it first prints the proposal's diff and asks; --yes skips that.
+    Without --approve/--reject it shows each diff and asks: approve, reject
+    (asking for the comment), skip or quit. With one of them it decides at
+    once; at a terminal it shows the diff and asks to confirm unless --yes.
     """
     from commonroom.cli.host import format_proposal_detail, format_review, proposal_view
 
-    if approve == reject:
-        raise click.UsageError(
-            "give exactly one of --approve or --reject" if approve else "give --approve or --reject"
-        )
+    if approve and reject:
+        raise click.UsageError("give at most one of --approve or --reject")
+    if not approve and not reject:
+        if json_mode or not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise click.UsageError(
+                "give --approve or --reject (asking needs a terminal: run it without --json at one)")
+        from commonroom.cli.host_room import review_interactively
+
+        review_interactively(file, proposal_id)
+        return
+    if proposal_id is None:
+        raise click.UsageError("--approve/--reject decide one proposal: give its id")
     decision = "approve" if approve else "reject"
     if not assume_yes and not json_mode and sys.stdin.isatty() and sys.stdout.isatty():
         detail = proposal_view(file, proposal_id)
@@ -363,7 +373,8 @@ def review(
         if not click.confirm(f"{decision} {proposal_id}?", default=False):
             raise click.UsageError("not reviewed (answer y to confirm, or pass --yes)")
     params = {"proposal_id": proposal_id, "decision": decision, "comment": comment}
-    _print(_host(file, "workspace.review", params), json_mode, format_review)
+    answer = _host(file, "workspace.review", params)
+    _print(answer, json_mode, lambda a: format_review(a, file))
 
 
 @main.command("open")
@@ -653,6 +664,10 @@ def _register_agent_verbs() -> None:
 
     agent.register(main)
     provenance.register(main)  # blame, revert, restore, policy, export (PROTOCOL.md 18)
+    # -- host: handoffs and room text (issue 21) --
+    from commonroom.cli import host_room
+
+    host_room.register(main)
 
 
 _register_agent_verbs()

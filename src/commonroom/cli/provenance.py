@@ -17,8 +17,8 @@ from typing import Any
 import click
 
 from commonroom.cli.output import echo, emit_json, guarded
+from commonroom.protocol.vocabulary import WHOLE
 
-WHOLE = "workspace"
 _FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 
 
@@ -194,8 +194,7 @@ def export(file: Path, git: bool, git_all: bool, json_mode: bool) -> None:
     """Export the room's history so far: `ce export FILE --git`."""
     if not (git or git_all):
         raise click.UsageError("say where to: --git")
-    from commonroom.engine.core import SIDECAR_SUFFIX
-    from commonroom.engine.gitsync import export as export_git
+    from commonroom.engine.facade import SIDECAR_SUFFIX, export_git
 
     doc = file.resolve()
 

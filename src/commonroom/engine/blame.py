@@ -31,28 +31,18 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Final
 
-import attrs
-
 from commonroom.engine.core import Snapshot, Tx
 from commonroom.engine.history import StoredOutline
 from commonroom.engine.regions import WHOLE, Outline, Span
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.records import BlameAnswer, BlameLine
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import BlameParams
 from commonroom.store import blobs
 
 PREAMBLE: Final = "\n"
 """The key of the text before the first heading (no heading path holds a newline)."""
 _DONE_KEY: Final = "blame_version"
 HOST_EDITOR: Final = "host_editor"
-
-
-@attrs.frozen
-class BlameParams:
-    region: str = attrs.field(default=WHOLE, metadata={
-        "doc": "heading path, bare unique title, or workspace", "pattern": NONBLANK})
-    version: int | None = attrs.field(default=None, metadata={"min": 1})
-
 
 # -- sections of one text ------------------------------------------------------------
 

@@ -309,6 +309,11 @@ class Tx:
         self.events.append(event)
         return event
 
+    def touch_presence(self, participant_id: str) -> None:
+        """The participant made this request: present once the transaction committed
+        (a refused COMMIT announces nobody)."""
+        self.after_commit.append(partial(self.engine.presence.touch, participant_id, self.now))
+
     def fail_after_commit(self, error: CommonroomError) -> CommitThenFail:
         """`raise tx.fail_after_commit(error)`: keep what the handler wrote (say a proposal
         marked conflicted), commit it, then fail with `error`."""
@@ -326,6 +331,36 @@ class CommitThenFail(Exception):
 Handler = Callable[[Tx, Any], Any]
 
 
+@attrs.frozen
+class GitOptions:
+    """How the room records its versions in the git work tree around the file (engine/gitsync.py)."""
+
+    all_saves: bool = False
+    """`--git-all`: the host's own saves become commits too."""
+    report: Callable[[str], None] | None = None
+    """Where a git failure is told (the room keeps running without the commit)."""
+
+
+@attrs.frozen
+class EngineConfig:
+    """What a room runs with, fixed when its engine opens (`open_engine(path, config)`).
+
+    Nothing sets these on an engine afterwards: the service builds one from
+    `ce serve`'s options, tests and the host CLI take the defaults.
+    """
+
+    serving: limits.ServingLimits = attrs.Factory(limits.ServingLimits)
+    human_hold_minutes: float = limits.HUMAN_HOLD_MINUTES
+    """How long an external edit holds the regions it changed (`--human-hold-minutes`)."""
+    settle_ms: int = limits.SETTLE_MS
+    """A changed file is read once it stayed still this long (`--settle-ms`)."""
+    git: GitOptions | None = None
+    """`ce serve --git` / `--git-all` (PROTOCOL.md 18): record versions as git commits."""
+
+
+DEFAULT_CONFIG: Final = EngineConfig()
+
+
 class Engine:
     def __init__(
         self,
@@ -335,20 +370,23 @@ class Engine:
         clock: Clock = system_clock,
         name: str | None = None,
         hooks: Hooks = Hooks(),
+        config: EngineConfig = DEFAULT_CONFIG,
     ) -> None:
         self.path = Path(path).resolve()
         self.hooks = hooks
+        self.config = config
         self.sidecar_path = sidecar or self.path.with_name(self.path.name + SIDECAR_SUFFIX)
         self.clock = clock
         self.doc = DocumentFile(self.path)
         self.transport_hint: TransportHint | None = None
         self.transport_name = "none"
         self.lifecycle = "open"
-        self.serving = limits.ServingLimits()  # the service sets the actual ones
+        self.serving = config.serving
         # How long an external edit holds the regions it changed (`--human-hold-minutes`);
         # 0 while opening: an edit made while no room ran is nobody typing now.
         self.human_hold_minutes: float = 0.0
-        # `ce serve --git`: the work tree that records committed versions (engine/gitsync.py).
+        # `config.git`: the work tree that records committed versions (engine/gitsync.py);
+        # opened by `dispatch.open_engine` once the workspace id is known.
         self.git: GitSync | None = None
         # Presence is a room-process fact (who called in the last 90 s); it is
         # kept in memory and written to the sidecar only when a participant leaves.
@@ -372,9 +410,9 @@ class Engine:
         # any more, it vanished and cannot be restored, it cannot be read):
         # reads keep serving the last version, writes are refused with it.
         self.file_problem: str | None = None
-        # When a change of the file may be read (the service sets `period` from
-        # `--settle-ms`), and the file's stamp as the current version has it.
-        self.settle = Settle()
+        # When a change of the file may be read (`config.settle_ms`), and the
+        # file's stamp as the current version has it.
+        self.settle = Settle(timedelta(milliseconds=config.settle_ms))
         # Checked before the sidecar exists, so refusing leaves nothing behind.
         try:
             self._require_text(self.path.read_bytes())
@@ -422,13 +460,15 @@ class Engine:
         except BaseException:
             self.conn.close()
             raise
-        self.human_hold_minutes = limits.HUMAN_HOLD_MINUTES
+        self.human_hold_minutes = config.human_hold_minutes
 
     # ------------------------------------------------------------------ setup
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.shutdown(wait=True)
+        if self.git is not None:
+            self.git.close()
         self.conn.close()
 
     def _doc_writer(self) -> ThreadPoolExecutor:
@@ -770,8 +810,9 @@ class Engine:
             return "settling"
         return "unusable" if self.file_problem is not None else "settled"
 
-    def set_settle_ms(self, ms: int) -> None:
-        self.settle.period = timedelta(milliseconds=ms)
+    def begin_stopping(self) -> None:
+        """The room is stopping: diagnostics say so (the last state change of a served engine)."""
+        self.lifecycle = "stopping"
 
     def file_changing(self, now: datetime, deadline: datetime) -> CommonroomError:
         """What a write that found the file settling answers once the room stopped waiting."""

@@ -74,6 +74,11 @@ def _identity(name: str, participant_id: str | None) -> bytes:
     return f"{clean} <{local}@{EMAIL_DOMAIN}>".encode()
 
 
+def check_work_tree(document: Path) -> None:
+    """Refuse `--git` for a file outside a git work tree, before anything opens."""
+    work_tree(document).close()
+
+
 def work_tree(document: Path) -> Repo:
     """The git repository whose work tree holds `document`; a clear refusal outside one."""
     from dulwich.errors import NotGitRepository

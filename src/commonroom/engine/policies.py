@@ -25,8 +25,6 @@ from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
-import attrs
-
 from commonroom.engine.core import Tx, new_id
 from commonroom.engine.leases import HUMAN_EDITING, active_leases
 from commonroom.engine.regions import Outline, related
@@ -39,42 +37,15 @@ from commonroom.protocol.records import (
     PolicyApproval,
     PolicyRemoved,
 )
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import PauseParams, PolicyIdParams, PolicyParams
 from commonroom.protocol.timefmt import format_ts, parse_ts
 
 REVIEWER_PREFIX: Final = "policy:"
-MAX_CHANGED_LINES: Final = 10_000
 APPROVALS_SHOWN: Final = 20
 _COLUMNS: Final = (
     "policy_id, participant_id, name_pattern, region_pattern, max_changed_lines, expires_at,"
     " paused, created_at"
 )
-
-
-@attrs.frozen
-class PolicyParams:
-    region_pattern: str = attrs.field(metadata={
-        "doc": "glob over heading paths (fnmatch; `*` crosses `/`); must match a region now",
-        "pattern": NONBLANK})
-    max_changed_lines: int = attrs.field(metadata={"min": 1, "max": MAX_CHANGED_LINES})
-    participant_id: str | None = attrs.field(default=None, metadata={
-        "doc": "the participant it approves for (or name_pattern)"})
-    name_pattern: str | None = attrs.field(default=None, metadata={
-        "doc": "glob over participant names (or participant_id)", "pattern": NONBLANK})
-    expires_at: str | None = attrs.field(default=None, metadata={
-        "doc": "ISO 8601 UTC time after which it approves nothing"})
-
-
-@attrs.frozen
-class PolicyIdParams:
-    policy_id: str
-
-
-@attrs.frozen
-class PauseParams:
-    all: bool = attrs.field(default=False, metadata={"doc": "every policy (the kill switch)"})
-    policy_id: str | None = None
-    paused: bool = attrs.field(default=True, metadata={"doc": "false resumes"})
 
 
 def _host_only(tx: Tx) -> None:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import difflib
 from typing import Final
 
-import attrs
-
 from commonroom.engine.core import Snapshot, Tx
 from commonroom.engine.leases import edited_regions, raise_if_blocked
 from commonroom.engine.proposals import check_outline, region_text, stale_error
@@ -27,23 +25,9 @@ from commonroom.engine.regions import WHOLE, Outline
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Restored, Reverted
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import RestoreParams, RevertParams
 
 CONFLICT_REASON: Final = "later_changes"
-
-
-@attrs.frozen
-class RevertParams:
-    version: int = attrs.field(metadata={"min": 1, "doc": "the version whose change to undo"})
-    region: str | None = attrs.field(default=None, metadata={
-        "doc": "undo it in this region only (default: everywhere it changed)", "pattern": NONBLANK})
-
-
-@attrs.frozen
-class RestoreParams:
-    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
-                                        "pattern": NONBLANK})
-    version: int = attrs.field(metadata={"min": 1, "doc": "the version to take its text from"})
 
 
 def _lines(text: str) -> list[str]:

@@ -221,11 +221,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         expires_at TEXT NOT NULL
     );
     """,
-    # 6 -> 7: provenance and trust (issue 23, PROTOCOL.md section 18; the lead renumbers it
-    # at merge). `blame_sections`: per section (heading to next heading; the preamble's
-    # path is "\n") the origin of each line, one row each time a version changed that
-    # section's text or path (engine/blame.py). A version records what it reverts or
-    # restores. Auto-approve policies, and the proposals a reviewer (a policy) approved.
+    # 6 -> 7: provenance and trust (issue 23, PROTOCOL.md section 18). `blame_sections`: per
+    # section (heading to next heading; the preamble's path is "\n") the origin of each
+    # line, one row each time a version changed that section's text or path
+    # (engine/blame.py). A version records what it reverts or restores. Auto-approve
+    # policies, and the proposals a reviewer (a policy) approved.
     """
     CREATE TABLE blame_sections (
         version INTEGER NOT NULL,
