@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import suppress
@@ -45,6 +46,8 @@ from commonroom.credentials import (
 from commonroom.engine.facade import (
     SIDECAR_SUFFIX,
     EngineConfig,
+    GitOptions,
+    check_git_work_tree,
     end_host_session,
     end_stale_host_sessions,
     load_owner_logins,
@@ -112,6 +115,10 @@ class ServeOptions:
     # Connections the ingress serves at once; None: what the raised RLIMIT_NOFILE leaves
     # after the reserve (http/serving.connection_caps).
     max_connections: int | None = None
+    # `--git` / `--git-all` (PROTOCOL.md 18): committed versions (and with all, the host's
+    # saves too) become commits in the git work tree around the file.
+    git: bool = False
+    git_all: bool = False
     # Injected time for tests: the engine's wall clock and the rate limiter's monotonic one.
     clock: Clock = system_clock
     rate_clock: Callable[[], float] = trio.current_time
@@ -177,6 +184,8 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
         # Two rooms on one file would fight over it (and over the credential file).
         raise CommonroomError("invalid_request", f"a room is already open on {doc.name}; stop it first")
     _check_document(doc)
+    if options.git or options.git_all:
+        check_git_work_tree(doc)  # outside a git work tree: refused before the room opens anything
     plugin = registry.load(options.transport)()
     temp_dir: str | None = None
     sidecar: Path | None = None
@@ -191,6 +200,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
             ),
             human_hold_minutes=options.human_hold_minutes,
             settle_ms=options.settle_ms,
+            git=_git_options(options),
         )
         engine = open_engine(doc, config, sidecar=sidecar, clock=options.clock)
         try:
@@ -206,6 +216,17 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
     finally:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _git_options(options: ServeOptions) -> GitOptions | None:
+    """`--git` / `--git-all`: the room commits its versions in the work tree around the file."""
+    if not (options.git or options.git_all):
+        return None
+
+    def report(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    return GitOptions(all_saves=options.git_all, report=report)
 
 
 def _check_document(doc: Path) -> None:

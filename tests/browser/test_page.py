@@ -82,7 +82,7 @@ def test_live_review_approve_with_keys_and_commit_arrives(page: Any, room: Room)
     page.locator("#doc-meta", has_text="last change by drafter").wait_for()
     page.locator("#document", has_text="nobody is reading").wait_for()
     page.locator("#history li", has_text="v2").wait_for()
-    page.locator("#history li", has_text="v2").get_by_role("button").click()
+    page.locator("#history li", has_text="v2").get_by_role("button", name="Diff of version 2").click()
     page.locator("#history-diff", has_text="+Readers buy books").wait_for()
 
     # The room stops: the page says so instead of freezing.
@@ -199,7 +199,7 @@ def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) ->
     assert page.evaluate("window.__pwned") is None
     assert page.dialogs == []
     assert page.locator("#document img, #review-body img, #people img, svg").count() == 0
-    assert page.locator("script").count() == 4  # markdown-it, jsdiff, diff-match-patch, app.js
+    assert page.locator("script").count() == 5  # markdown-it, jsdiff, diff-match-patch, blame.js, app.js
     assert page.locator("a[href^='javascript']").count() == 0
     assert page.locator("[onerror], [onload]").count() == 0
 

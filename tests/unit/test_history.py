@@ -198,6 +198,13 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
     # ... and nothing of the migrations after the index one (schemas 5 and 6, issue 24); on a
     # connection of its own (the engine's undo triggers name every column)
     with contextlib.closing(sqlite3.connect(engine.sidecar_path)) as older:
+        # schema 7 (provenance, issue 23)
+        older.execute("DROP TABLE blame_sections")
+        older.execute("DROP TABLE policies")
+        older.execute("DROP INDEX proposals_reviewer")
+        older.execute("DELETE FROM meta WHERE key = 'blame_version'")
+        for column in ("reverts", "restores"):
+            older.execute(f"ALTER TABLE versions DROP COLUMN {column}")
         older.execute("DROP TABLE IF EXISTS owner_logins")  # schema 6 (the page's logins)
         for index in ("sessions_invitation", "invitations_creator", "proposals_author",
                       "messages_sender"):
@@ -224,6 +231,11 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
     version = region_commit(reopened, host, agent, "Top/Section 9", "## Section 9\n\nafter\n\n")
     reopened._snapshots.clear()
     assert reopened.snapshot(version).data == path.read_bytes()
+    # blame on a sidecar older than its line history: the history so far is replayed once
+    blamed = dispatch.execute(reopened, "workspace.blame", host, {"region": "Top/Section 9"})
+    assert blamed.error is None, blamed.error
+    assert {line.version for line in blamed.result.lines if line.text == "after"} == {version}
+    assert reopened.conn.execute("SELECT max(version) FROM blame_sections").fetchone()[0] == version
     reopened.close()
 
 

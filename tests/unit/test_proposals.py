@@ -93,7 +93,8 @@ def test_overlapping_second_commit_gets_stale_version_with_recovery(room: Driver
     assert wire["current_version"] == base + 1
     assert "+- ship it well" in wire["diff"]
     assert [c["version"] for c in wire["changes"]] == [base + 1]
-    assert set(wire["changes"][0]) == {"version", "summary", "participant_id", "created_at"}
+    assert set(wire["changes"][0]) == {"version", "summary", "participant_id", "created_at",
+                                       "region", "source"}
     assert wire["proposal_id"] == pb["proposal_id"] and wire["region"] == "Plan"
     status = room.call("workspace.proposal", b, proposal_id=pb["proposal_id"])["status"]
     assert status == "conflicted"

@@ -40,7 +40,7 @@ from tests.conftest import SAMPLE
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
 UPDATE = os.environ.get("COMMONROOM_UPDATE_WIRE_FIXTURES") == "1"
 
-_ID = re.compile(r"\b(pt|ls|pr|ho|tk|inv|att|msg|ws)_[A-Za-z0-9_-]{8,}")
+_ID = re.compile(r"\b(pt|ls|pr|ho|tk|inv|att|msg|ws|po)_[A-Za-z0-9_-]{8,}")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
 _HASH = re.compile(r"\b(?:sha256:)?[0-9a-f]{64}\b")
 _SECRET_KEYS = frozenset({"session_id", "invitation", "secret", "uri", "join_uri"})
@@ -138,6 +138,15 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("surface.clear", pal_bearer)
     await call("attachment.delete", host, attachment_id=att["attachment_id"])
     await call("workspace.ping", bearer)
+    # Provenance (PROTOCOL.md 18): blame, revert, restore, policies.
+    await call("workspace.blame", bearer, region="workspace")
+    restored = await call("workspace.restore", host, region="Plan", version=1)
+    await call("workspace.revert", host, version=restored["version"])
+    policy = await call("workspace.policy_add", host, name_pattern="pal*", region_pattern="Plan*",
+                        max_changed_lines=2)
+    await call("workspace.policies", host)
+    await call("workspace.policy_pause", host, all=True)
+    await call("workspace.policy_remove", host, policy_id=policy["policy_id"])
     second = await session.join(host, "second")
     await call("session.revoke", host, participant_id=second["participant_id"])
     return dict(agent)

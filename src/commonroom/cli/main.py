@@ -133,6 +133,11 @@ def main() -> None:
 @click.option("--settle-ms", type=click.IntRange(SETTLE_MS_MIN, SETTLE_MS_MAX), default=SETTLE_MS,
               show_default=True, metavar="N",
               help="Record your save once the file stayed unchanged this long (ms).")
+@click.option("--git", "git", is_flag=True,
+              help="Record every committed version as a git commit of FILE (FILE must be in a"
+                   " git work tree; the host's own saves are not committed).")
+@click.option("--git-all", "git_all", is_flag=True,
+              help="As --git, and commit the host's own saves too.")
 @json_option
 @guarded(interrupt_exit=0)
 def serve(
@@ -143,6 +148,8 @@ def serve(
     ephemeral: bool,
     human_hold_minutes: float,
     settle_ms: int,
+    git: bool,
+    git_all: bool,
     json_mode: bool,
 ) -> None:
     """Open the room around FILE until Ctrl-C; print its URL and an invitation."""
@@ -158,6 +165,8 @@ def serve(
         ephemeral=ephemeral,
         human_hold_minutes=human_hold_minutes,
         settle_ms=settle_ms,
+        git=git,
+        git_all=git_all,
     )
     ready_printed = False
 
@@ -651,9 +660,10 @@ _register_mcp()
 
 
 def _register_agent_verbs() -> None:
-    from commonroom.cli import agent
+    from commonroom.cli import agent, provenance
 
     agent.register(main)
+    provenance.register(main)  # blame, revert, restore, policy, export (PROTOCOL.md 18)
     # -- host: handoffs and room text (issue 21) --
     from commonroom.cli import host_room
 

@@ -362,6 +362,48 @@ class Operations:
         """Remove your snapshot."""
         return {}
 
+    # -- provenance: blame, revert and restore, policies (PROTOCOL.md 18) ------------------
+
+    @operation("workspace.blame", r.BlameAnswer)
+    def blame(self, region: str = "workspace", *, version: int | None = None) -> Params:
+        """Who last changed each line of `region` (at `version`, default the current one)."""
+        return {"region": region, "version": version}
+
+    @operation("workspace.revert", r.Reverted)
+    def revert(self, version: int, *, region: str | None = None) -> Params:
+        """Host: undo what `version` changed (in `region` only when given)."""
+        return {"version": version, "region": region}
+
+    @operation("workspace.restore", r.Restored)
+    def restore(self, region: str, version: int) -> Params:
+        """Host: set `region` back to its text at `version`."""
+        return {"region": region, "version": version}
+
+    @operation("workspace.policy_add", r.Policy)
+    def add_policy(self, region_pattern: str, max_changed_lines: int, *,
+                   participant_id: str | None = None, name_pattern: str | None = None,
+                   expires_at: str | None = None) -> Params:
+        """Host: an auto-approve policy."""
+        return {"region_pattern": region_pattern, "max_changed_lines": max_changed_lines,
+                "participant_id": participant_id, "name_pattern": name_pattern,
+                "expires_at": expires_at}
+
+    @operation("workspace.policy_remove", r.PolicyRemoved)
+    def remove_policy(self, policy_id: str) -> Params:
+        """Host: remove a policy."""
+        return {"policy_id": policy_id}
+
+    @operation("workspace.policy_pause", r.PoliciesPaused)
+    def pause_policies(self, *, all: bool = False, policy_id: str | None = None,
+                       paused: bool = True) -> Params:
+        """Host: pause (paused=False: resume) one policy or all of them (the kill switch)."""
+        return {"all": all, "policy_id": policy_id, "paused": paused}
+
+    @operation("workspace.policies", r.Policies)
+    def policies(self) -> Params:
+        """Host: every policy and what it approved."""
+        return {}
+
     # -- events -------------------------------------------------------------------------
 
     @operation("workspace.wait", r.WaitAnswer, hold="timeout_seconds")

@@ -55,7 +55,7 @@ from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -75,6 +75,9 @@ from commonroom.store.document import DocumentFile, FileStamp
 from commonroom.store.private import make_private
 from commonroom.store.schema import migrate
 from commonroom.store.undo import UndoLog
+
+if TYPE_CHECKING:
+    from commonroom.engine.gitsync import GitSync
 
 SIDECAR_SUFFIX = ".commonroom.db"
 
@@ -329,6 +332,16 @@ Handler = Callable[[Tx, Any], Any]
 
 
 @attrs.frozen
+class GitOptions:
+    """How the room records its versions in the git work tree around the file (engine/gitsync.py)."""
+
+    all_saves: bool = False
+    """`--git-all`: the host's own saves become commits too."""
+    report: Callable[[str], None] | None = None
+    """Where a git failure is told (the room keeps running without the commit)."""
+
+
+@attrs.frozen
 class EngineConfig:
     """What a room runs with, fixed when its engine opens (`open_engine(path, config)`).
 
@@ -341,6 +354,8 @@ class EngineConfig:
     """How long an external edit holds the regions it changed (`--human-hold-minutes`)."""
     settle_ms: int = limits.SETTLE_MS
     """A changed file is read once it stayed still this long (`--settle-ms`)."""
+    git: GitOptions | None = None
+    """`ce serve --git` / `--git-all` (PROTOCOL.md 18): record versions as git commits."""
 
 
 DEFAULT_CONFIG: Final = EngineConfig()
@@ -370,6 +385,9 @@ class Engine:
         # How long an external edit holds the regions it changed (`--human-hold-minutes`);
         # 0 while opening: an edit made while no room ran is nobody typing now.
         self.human_hold_minutes: float = 0.0
+        # `config.git`: the work tree that records committed versions (engine/gitsync.py);
+        # opened by `dispatch.open_engine` once the workspace id is known.
+        self.git: GitSync | None = None
         # Presence is a room-process fact (who called in the last 90 s); it is
         # kept in memory and written to the sidecar only when a participant leaves.
         self.presence = Presence()
@@ -449,6 +467,8 @@ class Engine:
     def close(self) -> None:
         if self._writer is not None:
             self._writer.shutdown(wait=True)
+        if self.git is not None:
+            self.git.close()
         self.conn.close()
 
     def _doc_writer(self) -> ThreadPoolExecutor:
@@ -1047,6 +1067,8 @@ class Engine:
         region: str,
         source: str,
         proposal_id: str | None = None,
+        reverts: int | None = None,
+        restores: int | None = None,
     ) -> Snapshot:
         """Record a new version, stage the file write, and settle what it changed.
 
@@ -1066,7 +1088,8 @@ class Engine:
             )
         return self._write_version(
             tx, data, outline, edit, summary=summary, participant_id=participant_id,
-            region=region, source=source, proposal_id=proposal_id,
+            region=region, source=source, proposal_id=proposal_id, reverts=reverts,
+            restores=restores,
         )
 
     def write_replacement(
@@ -1080,6 +1103,8 @@ class Engine:
         region: str,
         source: str,
         proposal_id: str | None = None,
+        reverts: int | None = None,
+        restores: int | None = None,
     ) -> Snapshot:
         """`write_version` of the current text with `span` replaced by `content`.
 
@@ -1101,6 +1126,7 @@ class Engine:
         return self._write_version(
             tx, data, outline, (byte_start, byte_end, byte_start + len(raw)), summary=summary,
             participant_id=participant_id, region=region, source=source, proposal_id=proposal_id,
+            reverts=reverts, restores=restores,
         )
 
     def _write_version(
@@ -1115,6 +1141,8 @@ class Engine:
         region: str,
         source: str,
         proposal_id: str | None,
+        reverts: int | None = None,
+        restores: int | None = None,
     ) -> Snapshot:
         before = self.current()
         if source != "external" and self.settle.settling:
@@ -1131,9 +1159,12 @@ class Engine:
         )
         if source != "external":
             tx.staged = StagedWrite(snap.version, data)
+        if reverts is not None or restores is not None:  # provenance (PROTOCOL.md section 18)
+            tx.conn.execute("UPDATE versions SET reverts = ?, restores = ? WHERE version = ?",
+                            (reverts, restores, snap.version))
         tx.emit(ev.ChangeCommitted(
             version=snap.version, summary=summary, participant_id=participant_id, region=region,
-            source=source,
+            source=source, reverts=reverts, restores=restores,
         ))
         self._after_change(tx, before, snap, proposal_id)
         return snap

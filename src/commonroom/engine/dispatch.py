@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from commonroom.engine import access, attachments, leases, proposals, sessions
+from commonroom.engine import access, attachments, blame, gitsync, leases, proposals, sessions
 from commonroom.engine.core import DEFAULT_CONFIG, Engine, EngineConfig, Hooks, Outcome
 from commonroom.engine.operations import HANDLERS
 from commonroom.engine.settle import FileSettling
@@ -42,7 +42,10 @@ HOOKS = Hooks(
     # The human-editing hold comes after the proposals hook: the edit supersedes
     # pending proposals on the regions it touched, then holds those regions.
     on_document_change=(
+        # provenance first: a committed proposal's texts are still unpruned here
+        blame.record_version,
         leases.on_document_change, proposals.on_document_change, leases.hold_human_edits,
+        gitsync.on_document_change,  # last: it only schedules the git commit after this one
     ),
     on_expiry=(leases.expire, sessions.expire, attachments.expire),
     next_expiry=(leases.next_expiry, sessions.next_expiry, attachments.next_expiry),
@@ -57,7 +60,15 @@ def open_engine(
     clock: Clock = system_clock, name: str | None = None,
 ) -> Engine:
     """The room's engine around `path`, with every feature's hooks and the room's `config`."""
-    return Engine(path, sidecar=sidecar, clock=clock, name=name, hooks=HOOKS, config=config)
+    engine = Engine(path, sidecar=sidecar, clock=clock, name=name, hooks=HOOKS, config=config)
+    if config.git is not None:
+        try:
+            engine.git = gitsync.GitSync(engine.path, engine.workspace_id,
+                                         all_saves=config.git.all_saves, report=config.git.report)
+        except BaseException:
+            engine.close()
+            raise
+    return engine
 
 
 def operation(name: str) -> OperationSpec:

@@ -14,15 +14,27 @@ here, and why each is needed above the engine:
 - the host's sessions and page logins: `mint_host_session`, `end_host_session`,
   `end_stale_host_sessions`, `load_owner_logins`, `save_owner_login`,
   `end_owner_logins`; `hash_secret` (how every secret is kept); `unused_start_invitation`
-  (`ce serve` prints the last start's invitation again while nobody used it).
+  (`ce serve` prints the last start's invitation again while nobody used it);
+- git (PROTOCOL.md 18): `GitOptions` (an `EngineConfig` field), `check_git_work_tree`
+  (`--git` outside a work tree is refused before the room opens), `export_git` (`ce export`).
 """
 
 from __future__ import annotations
 
 from commonroom.engine.access import unused_start_invitation
 from commonroom.engine.addressing import addressed
-from commonroom.engine.core import SIDECAR_SUFFIX, Actor, Engine, EngineConfig, Outcome, hash_secret
+from commonroom.engine.core import (
+    SIDECAR_SUFFIX,
+    Actor,
+    Engine,
+    EngineConfig,
+    GitOptions,
+    Outcome,
+    hash_secret,
+)
 from commonroom.engine.dispatch import execute, open_engine
+from commonroom.engine.gitsync import check_work_tree as check_git_work_tree
+from commonroom.engine.gitsync import export as export_git
 from commonroom.engine.observe import StreamStart
 from commonroom.engine.owner_logins import end_all as end_owner_logins
 from commonroom.engine.owner_logins import load as load_owner_logins
@@ -41,14 +53,17 @@ __all__ = [
     "Actor",
     "Engine",
     "EngineConfig",
+    "GitOptions",
     "Outcome",
     "StreamStart",
     "addressed",
+    "check_git_work_tree",
     "check_streams",
     "end_host_session",
     "end_owner_logins",
     "end_stale_host_sessions",
     "execute",
+    "export_git",
     "hash_secret",
     "load_owner_logins",
     "mint_host_session",

@@ -15,12 +15,15 @@ from typing import Final
 from commonroom.engine import (
     access,
     attachments,
+    blame,
     handoffs,
     leases,
     messages,
     observe,
+    policies,
     proposals,
     reads,
+    restore,
     surfaces,
     tasks,
 )
@@ -78,6 +81,14 @@ HANDLERS: Final[dict[str, Handler]] = {
     "surface.clear": surfaces.clear,
     # -- workspace.ping (issue 19)
     "workspace.ping": reads.ping,
+    # -- provenance: blame, revert and restore, auto-approve policies (PROTOCOL.md 18)
+    "workspace.blame": blame.blame,
+    "workspace.revert": restore.revert,
+    "workspace.restore": restore.restore,
+    "workspace.policy_add": policies.add,
+    "workspace.policy_remove": policies.remove,
+    "workspace.policy_pause": policies.pause,
+    "workspace.policies": policies.list_policies,
 }
 
 _missing = OPERATIONS_BY_NAME.keys() - HANDLERS.keys()

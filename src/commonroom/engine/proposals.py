@@ -28,6 +28,7 @@ from typing import Any, Final
 
 import attrs
 
+from commonroom.engine import policies
 from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
 from commonroom.engine.leases import raise_if_blocked
@@ -264,6 +265,12 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     )
     tx.emit(ev.ProposalCreated(proposal.proposal_id, pid, proposal.region,
                                proposal.base_version, summary))
+    # provenance (PROTOCOL.md section 18): a matching auto-approve policy reviews it now
+    policy_id = policies.approving_policy(tx, pid, proposal.region, p.content)
+    if policy_id is not None:
+        reviewer = policies.REVIEWER_PREFIX + policy_id
+        proposal = _move(tx, proposal, "approve", reviewer_id=reviewer)
+        tx.emit(ev.ProposalApproved(proposal.proposal_id, reviewer, None, policy_id=policy_id))
     return proposal
 
 
@@ -403,7 +410,7 @@ def _changes_since(tx: Tx, base_version: int) -> list[Change]:
     return [
         Change(*row)
         for row in tx.conn.execute(
-            "SELECT version, summary, participant_id, created_at FROM versions"
+            "SELECT version, summary, participant_id, created_at, region, source FROM versions"
             " WHERE version > ? ORDER BY version LIMIT ?",
             (base_version, limits.CHANGES_IN_STALE_ERROR),
         )

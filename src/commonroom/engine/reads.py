@@ -119,8 +119,8 @@ def diff(tx: Tx, p: DiffParams) -> DiffAnswer:
 
 def changes_since(tx: Tx, p: ChangesParams) -> Changes:
     rows = tx.conn.execute(
-        "SELECT version, summary, participant_id, created_at FROM versions WHERE version > ?"
-        " ORDER BY version LIMIT ?",
+        "SELECT version, summary, participant_id, created_at, region, source FROM versions"
+        " WHERE version > ? ORDER BY version LIMIT ?",
         (p.version, p.limit),
     ).fetchall()
     changes = [Change(*row) for row in rows]

@@ -203,6 +203,8 @@ class ProposalApproved(Payload):
     reviewer_id: str
     # PROTOCOL.md section 7: the comment reaches the author in the review event.
     comment: str | None = None
+    # PROTOCOL.md section 18: set when an auto-approve policy approved it (reviewer "policy:po_…").
+    policy_id: str | None = None
 
 
 @attrs.frozen
@@ -252,7 +254,10 @@ class ChangeCommitted(Payload):
     summary: str
     participant_id: str | None
     region: str
-    source: str  # proposal | raw | external
+    source: str  # proposal | raw | external | revert | restore
+    # provenance (PROTOCOL.md section 18): the version a revert undid / a restore went back to
+    reverts: int | None = None
+    restores: int | None = None
 
 
 # -- handoffs, tasks, messages --------------------------------------------------

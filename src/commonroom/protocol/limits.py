@@ -27,6 +27,7 @@ CHANGES_IN_STALE_ERROR: Final = 20
 PRESENCE_SECONDS: Final = 90
 NAME_MAX: Final = 64
 SUMMARY_MAX: Final = 500
+POLICY_MAX_CHANGED_LINES: Final = 10_000  # the most an auto-approve policy may allow
 REQUESTS_PER_MINUTE: Final = 600
 ANONYMOUS_PER_MINUTE: Final = 60
 BODY_BYTES: Final = 1024 * 1024

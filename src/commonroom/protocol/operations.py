@@ -214,6 +214,27 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
     _spec("workspace.ping", "GET", "/workspace/ping", "read", rq.NoParams, r.Pong,
         "Is the room there, and who am I in it: your participant id, the current version, the"
         " room's time.", **_READ),
+    # -- provenance: blame, revert and restore, auto-approve policies (PROTOCOL.md 18)
+    _spec("workspace.blame", "GET", "/workspace/blame", "read", rq.BlameParams, r.BlameAnswer,
+        "Who last changed each line of a region (participant, kind, version, proposal, and"
+        " amended_by where a reviewer changed it), at the current or a given version.", **_READ),
+    _spec("workspace.revert", "POST", "/workspace/revert", "admin", rq.RevertParams,
+        r.Reverted,
+        "Host: a new version undoing what one version changed (in one region when given), by a"
+        " three-way merge; later changes to the same lines -> stale_version, nothing written."),
+    _spec("workspace.restore", "POST", "/workspace/restore", "admin", rq.RestoreParams,
+        r.Restored, "Host: set a region back to its text at a version."),
+    _spec("workspace.policy_add", "POST", "/workspace/policy", "admin", rq.PolicyParams,
+        r.Policy,
+        "Host: an auto-approve policy (participant or name pattern, region glob, max changed"
+        " lines, optional expiry)."),
+    _spec("workspace.policy_remove", "POST", "/workspace/policy/remove", "admin",
+        rq.PolicyIdParams, r.PolicyRemoved, "Host: remove a policy.", destructive=True),
+    _spec("workspace.policy_pause", "POST", "/workspace/policy/pause", "admin",
+        rq.PauseParams, r.PoliciesPaused,
+        "Host: pause (or resume) one policy, or all of them: the kill switch.", idempotent=True),
+    _spec("workspace.policies", "GET", "/workspace/policies", "admin", rq.NoParams, r.Policies,
+        "Host: every policy and the proposals it approved.", **_READ),
 )
 
 OPERATIONS_BY_NAME: Final[dict[str, OperationSpec]] = {spec.name: spec for spec in OPERATIONS}

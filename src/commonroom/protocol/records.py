@@ -411,6 +411,9 @@ class Change:
     summary: str
     participant_id: str | None
     created_at: str
+    # provenance (PROTOCOL.md 18): what the version changed and how, for "Restore this section"
+    region: str | None = None
+    source: str | None = None
 
 
 @attrs.frozen
@@ -498,3 +501,100 @@ class Pong:
     participant_id: str
     version: int
     server_time: str
+
+
+# -- provenance: blame, revert and restore, auto-approve policies (PROTOCOL.md 18) -----
+
+
+@attrs.frozen
+class BlameLine:
+    """One line of a region and who last changed it (`kind`: agent | human | host_editor)."""
+
+    line: int
+    """1-based line number in the document at the blamed version."""
+    text: str
+    version: int
+    """The version that last changed this line."""
+    participant_id: str | None
+    name: str
+    kind: str
+    proposal_id: str | None = None
+    amended_by: str | None = None
+    """The reviewer who changed this line in edit-before-approve (a participant or policy id)."""
+
+
+@attrs.frozen
+class BlameAnswer:
+    version: int
+    region: str
+    lines: list[BlameLine]
+
+
+@attrs.frozen
+class PolicyApproval:
+    """A proposal an auto-approve policy approved."""
+
+    proposal_id: str
+    participant_id: str
+    region: str
+    summary: str
+    status: str
+    approved_at: str
+
+
+@attrs.frozen
+class Policy:
+    """A scoped auto-approve rule (host only)."""
+
+    policy_id: str
+    participant_id: str | None
+    name_pattern: str | None
+    region_pattern: str
+    max_changed_lines: int
+    expires_at: str | None
+    paused: bool
+    created_at: str
+    active: bool
+    """Neither paused nor expired: it approves matching proposals now."""
+    approved_count: int
+    approved: list[PolicyApproval]
+    """The newest proposals it approved (at most 20)."""
+
+
+@attrs.frozen
+class Policies:
+    policies: list[Policy]
+
+
+@attrs.frozen
+class PolicyRemoved:
+    policy_id: str
+    removed: bool
+
+
+@attrs.frozen
+class PoliciesPaused:
+    paused: bool
+    policy_ids: list[str]
+
+
+@attrs.frozen
+class Reverted:
+    """`workspace.revert`: the new version that undid what `reverts` changed."""
+
+    version: int
+    content_hash: str
+    summary: str
+    region: str
+    reverts: int
+
+
+@attrs.frozen
+class Restored:
+    """`workspace.restore`: the new version with `region` as it was at `restores`."""
+
+    version: int
+    content_hash: str
+    summary: str
+    region: str
+    restores: int

@@ -288,3 +288,52 @@ class WaitParams:
                                "doc": "how long to hold the request when nothing is new"},
     )
 
+
+# -- provenance: blame, revert and restore, auto-approve policies (PROTOCOL.md 18)
+
+
+@attrs.frozen
+class BlameParams:
+    region: str = attrs.field(default=vocabulary.WHOLE, metadata={
+        "doc": "heading path, bare unique title, or workspace", "pattern": NONBLANK})
+    version: int | None = attrs.field(default=None, metadata={"min": 1})
+
+
+@attrs.frozen
+class RevertParams:
+    version: int = attrs.field(metadata={"min": 1, "doc": "the version whose change to undo"})
+    region: str | None = attrs.field(default=None, metadata={
+        "doc": "undo it in this region only (default: everywhere it changed)", "pattern": NONBLANK})
+
+
+@attrs.frozen
+class RestoreParams:
+    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
+                                        "pattern": NONBLANK})
+    version: int = attrs.field(metadata={"min": 1, "doc": "the version to take its text from"})
+
+
+@attrs.frozen
+class PolicyParams:
+    region_pattern: str = attrs.field(metadata={
+        "doc": "glob over heading paths (fnmatch; `*` crosses `/`); must match a region now",
+        "pattern": NONBLANK})
+    max_changed_lines: int = attrs.field(metadata={"min": 1, "max": limits.POLICY_MAX_CHANGED_LINES})
+    participant_id: str | None = attrs.field(default=None, metadata={
+        "doc": "the participant it approves for (or name_pattern)"})
+    name_pattern: str | None = attrs.field(default=None, metadata={
+        "doc": "glob over participant names (or participant_id)", "pattern": NONBLANK})
+    expires_at: str | None = attrs.field(default=None, metadata={
+        "doc": "ISO 8601 UTC time after which it approves nothing"})
+
+
+@attrs.frozen
+class PolicyIdParams:
+    policy_id: str
+
+
+@attrs.frozen
+class PauseParams:
+    all: bool = attrs.field(default=False, metadata={"doc": "every policy (the kill switch)"})
+    policy_id: str | None = None
+    paused: bool = attrs.field(default=True, metadata={"doc": "false resumes"})

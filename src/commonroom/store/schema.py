@@ -221,6 +221,33 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         expires_at TEXT NOT NULL
     );
     """,
+    # 6 -> 7: provenance and trust (issue 23, PROTOCOL.md section 18). `blame_sections`: per
+    # section (heading to next heading; the preamble's path is "\n") the origin of each
+    # line, one row each time a version changed that section's text or path
+    # (engine/blame.py). A version records what it reverts or restores. Auto-approve
+    # policies, and the proposals a reviewer (a policy) approved.
+    """
+    CREATE TABLE blame_sections (
+        version INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        origins BLOB NOT NULL
+    );
+    CREATE INDEX blame_sections_path ON blame_sections (path, version);
+    ALTER TABLE versions ADD COLUMN reverts INTEGER;
+    ALTER TABLE versions ADD COLUMN restores INTEGER;
+    CREATE TABLE policies (
+        policy_id TEXT PRIMARY KEY,
+        participant_id TEXT,
+        name_pattern TEXT,
+        region_pattern TEXT NOT NULL,
+        max_changed_lines INTEGER NOT NULL,
+        expires_at TEXT,
+        paused INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL,
+        removed_at TEXT
+    );
+    CREATE INDEX proposals_reviewer ON proposals (reviewer_id) WHERE reviewer_id IS NOT NULL;
+    """,
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

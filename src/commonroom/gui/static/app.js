@@ -567,6 +567,7 @@
     });
     for (const [node, badge] of badges) node.append(badge);
     tickCountdowns();
+    if (window.commonroomBlame) window.commonroomBlame.render(); // hook: blame
   }
 
   function tickCountdowns() {
@@ -1120,6 +1121,7 @@
       if (change.version > 1) {
         row.append(el("button", { type: "button", "aria-label": `Diff of version ${change.version}`, onclick: () => showVersionDiff(change.version) }, "Diff"));
       }
+      if (window.commonroomBlame) window.commonroomBlame.historyRow(row, change); // hook: blame
       list.append(row);
     }
   }
@@ -1457,6 +1459,7 @@
     if (!(await logIn())) return;
     try { await loadVocabulary(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     renderInviteForm(); wireReview(); wireMessages();
+    if (window.commonroomBlame) window.commonroomBlame.attach({ api, el, clear, nameOf, state }); // hook: blame
     setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
     try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     connect();
