@@ -70,13 +70,28 @@ PROTOCOL_EVENTS: dict[str, tuple[str, ...]] = {
     "guard.tripped": ("participant_id", "target_participant_id", "kind", "retry_after_seconds"),
 }
 
+# PROTOCOL.md section 17 (the review conversation, issue 22) names these; the fields are ours
+# (docs/protocol.md "The review conversation"), as is `proposal.changes_requested`.
+REVIEW_EVENTS: dict[str, tuple[str, ...]] = {
+    "thread.opened": ("thread_id", "region", "participant_id", "blocking", "proposal_id"),
+    "thread.replied": ("thread_id", "region", "participant_id", "comment_id"),
+    "thread.resolved": ("thread_id", "region", "participant_id", "resolved"),
+    "thread.outdated": ("thread_id", "region", "version"),
+    "proposal.revised": ("proposal_id", "participant_id", "revision", "base_version", "summary",
+                         "rebased"),
+}
+ADDITIVE_EVENTS: dict[str, tuple[str, ...]] = {
+    "proposal.changes_requested": ("proposal_id", "reviewer_id", "comment"),
+}
+
 SPEC = Path(__file__).resolve().parents[3] / "shared" / "spec" / "PROTOCOL.md"
 SRC = Path(__file__).resolve().parents[2] / "src" / "commonroom"
 
 
 def test_catalogue_is_the_protocols_list() -> None:
-    assert set(events.EVENTS) == set(PROTOCOL_EVENTS)
-    for name, fields in PROTOCOL_EVENTS.items():
+    every = {**PROTOCOL_EVENTS, **REVIEW_EVENTS, **ADDITIVE_EVENTS}
+    assert set(events.EVENTS) == set(every)
+    for name, fields in every.items():
         spec = events.EVENTS[name]
         assert name == spec.payload.TYPE
         have = [f.name for f in attrs.fields(spec.payload)]
@@ -91,6 +106,11 @@ def test_catalogue_matches_the_spec_file() -> None:
     named = {token.strip("`") for token in section.replace(",", " ").replace(";", " ").split()
              if token.startswith("`") and "." in token and not token.startswith("`GET")}
     assert named == set(PROTOCOL_EVENTS)
+    review = text[text.index("## 17. The review conversation"):text.index("## 18.")]
+    named = {token.strip("`,.") for token in review.replace("(", " ").split()
+             if token.startswith("`") and token.strip("`,.").split(".")[0] in ("thread", "proposal")
+             and token.strip("`,.").count(".") == 1}
+    assert named == set(REVIEW_EVENTS)
 
 
 def test_every_event_names_only_known_resources() -> None:
@@ -209,6 +229,19 @@ def test_every_call_answers_what_its_schema_says(room: Driver) -> None:
     call("surface.read", bearer, participant_id=pal["participant_id"])
     call("surface.clear", pal_bearer)
     call("attachment.delete", host, attachment_id=att["attachment_id"])
+    # The review conversation (PROTOCOL.md 17).
+    thread = call("thread.open", pal_bearer, region="Plan", body="why?", blocking=True)
+    call("thread.reply", host, thread_id=thread["thread_id"], body="because")
+    call("thread.resolve", pal_bearer, thread_id=thread["thread_id"])
+    call("workspace.threads", bearer, status="resolved")
+    call("workspace.thread", bearer, thread_id=thread["thread_id"])
+    asked = call("workspace.propose", pal_bearer, region="Plan", base_version=room.version,
+                 summary="y", content="# Plan\n\nall newer\n")
+    call("workspace.review", host, proposal_id=asked["proposal_id"], decision="request_changes",
+         comment="say more")
+    call("workspace.proposal.revise", pal_bearer, proposal_id=asked["proposal_id"],
+         content="# Plan\n\nall newer, and why\n")
+    call("workspace.proposal.rebase", pal_bearer, proposal_id=asked["proposal_id"])
     second = room.join("second")
     call("session.revoke", host, participant_id=second["participant_id"])
     call("workspace.leave", bearer)

@@ -67,4 +67,12 @@ ROUTES: Final[dict[str, Route]] = {
     "surface.publish": Route("POST", "/workspace/surface", "Surface"),
     "surface.read": Route("GET", "/workspace/surface", "SurfaceData"),
     "surface.clear": Route("POST", "/workspace/surface/clear", "SurfaceClearedAnswer"),
+    # -- the review conversation (issue 22)
+    "thread.open": Route("POST", "/workspace/thread", "Thread"),
+    "thread.reply": Route("POST", "/workspace/thread/reply", "Thread"),
+    "thread.resolve": Route("POST", "/workspace/thread/resolve", "Thread"),
+    "workspace.threads": Route("GET", "/workspace/threads", "Threads"),
+    "workspace.thread": Route("GET", "/workspace/thread", "Thread"),
+    "workspace.proposal.revise": Route("POST", "/workspace/proposal/revise", "Proposal"),
+    "workspace.proposal.rebase": Route("POST", "/workspace/proposal/rebase", "Rebased"),
 }

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from commonroom.engine import access, attachments, leases, proposals, sessions
+from commonroom.engine import access, attachments, leases, proposals, sessions, threads
 from commonroom.engine.core import Engine, Hooks, Outcome
 from commonroom.engine.operations import OPERATIONS_BY_NAME, Operation
 from commonroom.engine.params import parse_params
@@ -40,6 +40,7 @@ HOOKS = Hooks(
     # pending proposals on the regions it touched, then holds those regions.
     on_document_change=(
         leases.on_document_change, proposals.on_document_change, leases.hold_human_edits,
+        threads.on_document_change,  # the review conversation: re-anchor threads (issue 22)
     ),
     on_expiry=(leases.expire, sessions.expire, attachments.expire),
     next_expiry=(leases.next_expiry, sessions.next_expiry, attachments.next_expiry),

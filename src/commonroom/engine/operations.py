@@ -33,8 +33,10 @@ from commonroom.engine import (
     observe,
     proposals,
     reads,
+    revisions,
     surfaces,
     tasks,
+    threads,
 )
 from commonroom.engine.core import Handler
 from commonroom.protocol import limits
@@ -109,9 +111,10 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
     _op("workspace.proposals", "GET", "/workspace/proposals", "read", proposals.ProposalsParams,
         r.Proposals, proposals.list_proposals, "Proposals, newest first, optionally by status.",
         **_READ),
-    _op("workspace.proposal", "GET", "/workspace/proposal", "read", proposals.ProposalIdParams,
-        r.ProposalDetail, proposals.proposal_detail,
-        "One proposal with its content and the diff from the region's current text.", **_READ),
+    _op("workspace.proposal", "GET", "/workspace/proposal", "read",
+        proposals.ProposalDetailParams, r.ProposalDetail, proposals.proposal_detail,
+        "One proposal with its content and the diff from the region's current text; its"
+        " revisions, and ?revision=N for an earlier one's content.", **_READ),
     _op("workspace.room", "GET", "/workspace/room", "read", NoParams, r.RoomSnapshot, reads.room,
         "One consistent snapshot of the room plus latest_event_id to observe from.", **_READ),
     _op("workspace.diagnostics", "GET", "/workspace/diagnostics", "read", NoParams,
@@ -143,7 +146,8 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         " based on the version you read; a person reviews it."),
     _op("workspace.review", "POST", "/workspace/proposal/review", "approve",
         proposals.ReviewParams, r.Reviewed, proposals.review,
-        "Approve or reject a pending proposal, with a comment for its author."),
+        "Approve, reject or request changes of a pending proposal, with a comment for its"
+        " author (request_changes needs one; a comment opens a thread on the region)."),
     _op("workspace.withdraw", "POST", "/workspace/proposal/withdraw", "propose",
         proposals.ProposalIdParams, r.Proposal, proposals.withdraw,
         "Withdraw your own proposal."),
@@ -219,6 +223,30 @@ OPERATIONS: Final[tuple[Operation, ...]] = (
         r.SurfaceData, surfaces.read, "A participant's current surface image, if any.", **_READ),
     _op("surface.clear", "POST", "/workspace/surface/clear", "message", NoParams,
         r.SurfaceClearedAnswer, surfaces.clear, "Remove your surface.", idempotent=True),
+    # -- the review conversation: threads, revisions, rebase (PROTOCOL.md 17, issue 22)
+    _op("thread.open", "POST", "/workspace/thread", "message", threads.OpenParams, r.Thread,
+        threads.open_thread,
+        "Ask or note something about a region (optionally an exact quote of its text);"
+        " blocking: a question you wait on with workspace.wait (nobody else is held)."),
+    _op("thread.reply", "POST", "/workspace/thread/reply", "message", threads.ReplyParams,
+        r.Thread, threads.reply, "Reply in a thread (it wakes its author's wait)."),
+    _op("thread.resolve", "POST", "/workspace/thread/resolve", "message", threads.ResolveParams,
+        r.Thread, threads.resolve,
+        "Resolve a thread (resolved: false reopens it); its author or the host."),
+    _op("workspace.threads", "GET", "/workspace/threads", "read", threads.ThreadsParams,
+        r.Threads, threads.list_threads,
+        "Threads, newest first, by region, status (open, resolved, outdated) or proposal.",
+        **_READ),
+    _op("workspace.thread", "GET", "/workspace/thread", "read", threads.ThreadIdParams,
+        r.Thread, threads.thread_one, "One thread with its comments.", **_READ),
+    _op("workspace.proposal.revise", "POST", "/workspace/proposal/revise", "propose",
+        revisions.ReviseParams, r.Proposal, revisions.revise,
+        "Revise your proposal in place (pending, changes_requested or superseded): a new"
+        " revision, back to pending."),
+    _op("workspace.proposal.rebase", "POST", "/workspace/proposal/rebase", "read",
+        revisions.RebaseParams, r.Rebased, revisions.rebase,
+        "Three-way merge of a stale proposal onto the region's current text (author, or a"
+        " reviewer with approve); apply: true makes a clean merge a new revision."),
 )
 
 OPERATIONS_BY_NAME: Final[dict[str, Operation]] = {op.name: op for op in OPERATIONS}

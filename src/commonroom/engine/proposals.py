@@ -52,11 +52,19 @@ TRANSITIONS: Final[dict[str, dict[str, str]]] = {
     "reject": {"pending": "rejected"},
     "commit": {"approved": "committed"},
     "conflict": {"approved": "conflicted"},
-    "withdraw": {"pending": "withdrawn", "approved": "withdrawn"},
+    "withdraw": {"pending": "withdrawn", "approved": "withdrawn", "changes_requested": "withdrawn"},
     "supersede": {"pending": "superseded", "approved": "superseded"},
+    # -- the review conversation (PROTOCOL.md section 17, issue 22)
+    "request_changes": {"pending": "changes_requested"},
+    # The author revises in place (a new revision, back to pending).
+    "revise": {"pending": "pending", "changes_requested": "pending", "superseded": "pending"},
+    # An applied rebase is a revision too; a reviewer may also rebase an approved one.
+    "rebase": {"pending": "pending", "changes_requested": "pending", "superseded": "pending",
+               "approved": "pending"},
 }
 STATUSES: Final = (
     "pending", "approved", "rejected", "committed", "conflicted", "withdrawn", "superseded",
+    "changes_requested",
 )
 TERMINAL: Final = ("rejected", "committed", "conflicted", "withdrawn", "superseded")
 _TERMINAL_SQL: Final = "status IN ('rejected', 'committed', 'conflicted', 'withdrawn', 'superseded')"
@@ -76,8 +84,10 @@ class ProposeParams:
 @attrs.frozen
 class ReviewParams:
     proposal_id: str
-    decision: str = attrs.field(metadata={"choices": ("approve", "reject")})
-    comment: str | None = None
+    decision: str = attrs.field(metadata={"choices": ("approve", "reject", "request_changes")})
+    comment: str | None = attrs.field(default=None, metadata={
+        "doc": "for the author (needed by request_changes); opens a thread on the region",
+        "document": True})
     content: str | None = attrs.field(default=None, metadata={
         "doc": "approve only: the text to approve instead of the proposed one (edit before approve)",
         "document": True,
@@ -87,6 +97,13 @@ class ReviewParams:
 @attrs.frozen
 class ProposalIdParams:
     proposal_id: str
+
+
+@attrs.frozen
+class ProposalDetailParams:
+    proposal_id: str
+    revision: int | None = attrs.field(default=None, metadata={
+        "min": 1, "doc": "this revision's content (default: the latest)"})
 
 
 @attrs.frozen
@@ -107,6 +124,16 @@ _COLUMNS = (
     "proposal_id, participant_id, region, base_version, summary, status, created_at, updated_at,"
     " reviewer_id, review_comment, committed_version"
 )
+_FIELDS: Final = tuple(name.strip() for name in _COLUMNS.split(","))
+# Read after `_COLUMNS` wherever a `Proposal` is built from a row.
+_REVISION_COLUMNS = "revision, rebased"
+
+
+def _proposal(row: Any) -> Proposal:
+    """A `Proposal` from a row of `_COLUMNS` then `_REVISION_COLUMNS`."""
+    *columns, revision, rebased = row
+    fields = dict(zip(_FIELDS, columns, strict=True))
+    return Proposal(**fields, revision=revision, rebased=bool(rebased))
 
 
 def region_digest(snap: Snapshot, region: str) -> str | None:
@@ -137,13 +164,14 @@ def unified_diff(before: str, after: str, from_label: str, to_label: str) -> str
 
 def _get(tx: Tx, proposal_id: str) -> Proposal:
     row = tx.conn.execute(
-        f"SELECT {_COLUMNS} FROM proposals WHERE proposal_id = ?", (proposal_id,)
+        f"SELECT {_COLUMNS}, {_REVISION_COLUMNS} FROM proposals WHERE proposal_id = ?",
+        (proposal_id,),
     ).fetchone()
     if row is None:
         raise CommonroomError(
             "proposal_not_found", f"no proposal {proposal_id!r}", proposal_id=proposal_id
         )
-    return Proposal(*row)
+    return _proposal(row)
 
 
 def _move(tx: Tx, proposal: Proposal, action: str, **columns: Any) -> Proposal:
@@ -175,13 +203,15 @@ def _check_summary(summary: str) -> str:
 
 
 def _prune_where(tx: Tx, where: str, args: tuple[Any, ...], keep: int) -> None:
-    tx.conn.execute(
+    pruned = tx.conn.execute(
         "UPDATE proposals SET content = '', original_content = NULL, content_bytes = 0,"
         " pruned_at = ? WHERE proposal_id IN (SELECT proposal_id FROM proposals"
         f" WHERE {_TERMINAL_SQL} AND pruned_at IS NULL {where}"
-        " ORDER BY updated_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
+        " ORDER BY updated_at DESC, rowid DESC LIMIT -1 OFFSET ?) RETURNING proposal_id",
         (tx.now_s, *args, keep),
-    )
+    ).fetchall()
+    # A pruned proposal's earlier revisions go with its text (their rows hold text only).
+    tx.conn.executemany("DELETE FROM proposal_revisions WHERE proposal_id = ?", pruned)
 
 
 def prune(tx: Tx, author: str) -> None:
@@ -303,7 +333,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     return proposal
 
 
-def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
+def proposal_detail(tx: Tx, p: ProposalDetailParams) -> ProposalDetail:
     """The proposal plus its content and the diff a reviewer sees: current region text -> proposed."""
     proposal = _get(tx, p.proposal_id)
     content, original, base_digest, pruned_at = tx.conn.execute(
@@ -324,16 +354,21 @@ def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
     )
     fields = attrs.asdict(proposal, recurse=False)
     del fields["stale"]  # computed here, for any status
-    return ProposalDetail(
+    detail = ProposalDetail(
         **fields, content=content,
         current_version=current.version, diff=diff, stale=stale, original_content=original,
         pruned=pruned,
     )
+    from commonroom.engine import revisions  # the review conversation (issue 22)
+
+    return revisions.with_revisions(tx, detail, p.revision)
 
 
 def _stored(proposal: Proposal) -> tuple[Any, ...]:
     """The proposal's `_COLUMNS` values (`stale` is computed, never stored)."""
-    return attrs.astuple(proposal, filter=lambda field, _: field.name != "stale")
+    return attrs.astuple(
+        proposal, filter=lambda field, _: field.name not in ("stale", "revision", "rebased")
+    )
 
 
 def is_stale(current: Snapshot, region: str, base_version: int, base_digest: str) -> bool:
@@ -348,7 +383,7 @@ def _listed(tx: Tx, rows: Any) -> list[Proposal]:
     current = tx.engine.current()
     out: list[Proposal] = []
     for *columns, base_digest in rows:
-        proposal = Proposal(*columns)
+        proposal = _proposal(columns)
         if proposal.status in ("pending", "approved"):
             stale = is_stale(current, proposal.region, proposal.base_version, base_digest)
             proposal = attrs.evolve(proposal, stale=stale)
@@ -359,13 +394,13 @@ def _listed(tx: Tx, rows: Any) -> list[Proposal]:
 def list_proposals(tx: Tx, p: ProposalsParams) -> Proposals:
     if p.status is None:
         rows = tx.conn.execute(
-            f"SELECT {_COLUMNS}, base_region_hash FROM proposals"
+            f"SELECT {_COLUMNS}, {_REVISION_COLUMNS}, base_region_hash FROM proposals"
             " ORDER BY created_at DESC, proposal_id LIMIT ?",
             (p.limit,),
         )
     else:
         rows = tx.conn.execute(
-            f"SELECT {_COLUMNS}, base_region_hash FROM proposals WHERE status = ?"
+            f"SELECT {_COLUMNS}, {_REVISION_COLUMNS}, base_region_hash FROM proposals WHERE status = ?"
             " ORDER BY created_at DESC, proposal_id LIMIT ?",
             (p.status, p.limit),
         )
@@ -374,23 +409,36 @@ def list_proposals(tx: Tx, p: ProposalsParams) -> Proposals:
 
 def open_proposals(tx: Tx) -> list[Proposal]:
     return _listed(tx, tx.conn.execute(
-        f"SELECT {_COLUMNS}, base_region_hash FROM proposals"
+        f"SELECT {_COLUMNS}, {_REVISION_COLUMNS}, base_region_hash FROM proposals"
         " WHERE status IN ('pending', 'approved') ORDER BY created_at, proposal_id"
     ))
 
 
 def review(tx: Tx, p: ReviewParams) -> Reviewed:
+    from commonroom.engine import threads  # the review conversation (issue 22)
+
     proposal = _get(tx, p.proposal_id)
     reviewer = tx.actor.participant_id
+    comment = p.comment if p.comment is not None and p.comment.strip() else None
+    if p.decision == "request_changes" and comment is None:
+        raise invalid_request("request_changes needs a comment: say what to change", "comment")
+    if comment is not None:
+        threads.check_body(comment, "comment")
     if p.content is not None:
         _amend(tx, proposal, p)
-    moved = _move(tx, proposal, p.decision, reviewer_id=reviewer, review_comment=p.comment)
+    moved = _move(tx, proposal, p.decision, reviewer_id=reviewer, review_comment=comment)
     # The comment reaches the author in the review event (PROTOCOL §7 "Review"), null when none.
     if moved.status == "approved":
-        tx.emit(ev.ProposalApproved(moved.proposal_id, reviewer, p.comment))
+        tx.emit(ev.ProposalApproved(moved.proposal_id, reviewer, comment))
+    elif moved.status == "changes_requested":
+        assert comment is not None
+        tx.emit(ev.ProposalChangesRequested(moved.proposal_id, reviewer, comment))
     else:
-        tx.emit(ev.ProposalRejected(moved.proposal_id, reviewer, p.comment))
+        tx.emit(ev.ProposalRejected(moved.proposal_id, reviewer, comment))
         prune(tx, moved.participant_id)
+    if comment is not None:
+        # PROTOCOL §17: a review comment opens a thread on the region, linked to the proposal.
+        threads.open_review_thread(tx, moved.region, moved.proposal_id, comment)
     return Reviewed(moved.proposal_id, moved.status, reviewer)
 
 
