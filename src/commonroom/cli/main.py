@@ -326,26 +326,28 @@ def show(file: Path, proposal_id: str, json_mode: bool) -> None:
 @click.argument("proposal_id")
 @click.option("--approve", is_flag=True, help="Approve the proposal.")
 @click.option("--reject", is_flag=True, help="Reject the proposal.")
-@click.option("--comment", help="A note for the proposer.")
+@click.option("--request-changes", "request_changes", is_flag=True,
+              help="Ask the author to revise it (needs --comment).")
+@click.option("--comment", help="A note for the proposer (it opens a thread on the region).")
 @click.option("--yes", "-y", "assume_yes", is_flag=True,
               help="Do not show the diff and ask first (the default at a terminal).")
 @json_option
 @guarded()
 def review(
-    file: Path, proposal_id: str, approve: bool, reject: bool, comment: str | None,
-    assume_yes: bool, json_mode: bool,
+    file: Path, proposal_id: str, approve: bool, reject: bool, request_changes: bool,
+    comment: str | None, assume_yes: bool, json_mode: bool,
 ) -> None:
-    """Approve or reject proposal PROPOSAL_ID (--approve or --reject).
+    """Approve, reject or request changes of PROPOSAL_ID (--approve, --reject, --request-changes).
 
     At a terminal it first prints the proposal's diff and asks; --yes skips that.
     """
     from commonroom.cli.host import format_proposal_detail, format_review, proposal_view
 
-    if approve == reject:
-        raise click.UsageError(
-            "give exactly one of --approve or --reject" if approve else "give --approve or --reject"
-        )
-    decision = "approve" if approve else "reject"
+    chosen = [name for name, given in (("approve", approve), ("reject", reject),
+                                       ("request_changes", request_changes)) if given]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --approve, --reject or --request-changes")
+    decision = chosen[0]
     if not assume_yes and not json_mode and sys.stdin.isatty() and sys.stdout.isatty():
         detail = proposal_view(file, proposal_id)
         sys.stdout.write(format_proposal_detail(detail, colour=True))
@@ -632,6 +634,9 @@ def _register_agent_verbs() -> None:
     from commonroom.cli import agent
 
     agent.register(main)
+    from commonroom.cli import review  # the review conversation (issue 22)
+
+    review.register(main)
 
 
 _register_agent_verbs()
