@@ -26,6 +26,7 @@
   const md = window.markdownit({ html: false, linkify: false, typographer: false });
 
   const $ = (id) => document.getElementById(id);
+  let threads = null; // hook: threads (threads.js, the review conversation)
   const state = {
     room: null, names: new Map(), proposals: [], details: new Map(), doc: null, regions: [],
     selected: null, view: "rendered", editing: false, dropped: new Set(), lastVersion: 0, latestEvent: 0,
@@ -438,6 +439,7 @@
     if (version !== state.lastVersion || !state.doc) await loadDocument(version);
     renderHeader(); renderDocument(); renderQueue(); renderPeople();
     if (state.selected) await refreshReview();
+    if (threads) await threads.refresh().catch(() => {}); // hook: threads
     loadInvitations().catch(() => {});
     loadOptionalPanels();
   }
@@ -497,6 +499,7 @@
       if (!region) return;
       const id = "sec-" + n;
       node.id = id;
+      node.dataset.region = region.region; // hook: threads
       outline.append(el("li", {}, el("a", { href: "#" + id }, region.title)));
       for (const lease of leases.get(region.region) || []) {
         const hold = lease.reason === "human_editing" || hostIds.has(lease.participant_id);
@@ -636,6 +639,7 @@
     $("review-amended").textContent = notes.join(" ");
     if (state.editing && !$("edit-text").value) $("edit-text").value = detail.content;
     if (redraw) renderReviewBody(); else updateButtons();
+    if (threads) threads.review(detail, current); // hook: threads
   }
 
   function leaseText(region) {
@@ -1062,7 +1066,8 @@
       "invitation.redeemed", "invitation.revoked", "message.sent", "handoff.requested", "handoff.accepted",
       "handoff.declined", "handoff.completed", "handoff.failed", "handoff.cancelled", "task.updated",
       "capabilities.updated", "attachment.added", "attachment.removed", "surface.published", "surface.cleared",
-      "guard.tripped", "workspace.started"];
+      "guard.tripped", "workspace.started",
+      ...(window.CommonroomThreads ? window.CommonroomThreads.EVENTS : [])]; // hook: threads
     for (const type of handled) {
       source.addEventListener(type, (event) => {
         const id = Number(event.lastEventId);
@@ -1142,6 +1147,9 @@
   async function start() {
     if (!(await logIn())) return;
     renderInviteForm(); wireReview(); wireMessages();
+    if (window.CommonroomThreads) { // hook: threads
+      threads = window.CommonroomThreads.init({ api, el, clear, nameOf, shortRegion, renderDiff, loadRoom });
+    }
     setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
     try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     connect();
