@@ -16,28 +16,12 @@ import time
 from typing import Any
 
 from tests.browser.conftest import ARTIFACTS, Http, Room, open_page
+from tests.e2e.review_support import mcp_tool
 from tests.editing import save_like_an_editor
 
 TOP = "Shelf Swap: a neighbourhood book exchange app"
 PROBLEM = f"{TOP}/Problem"
 RISKS = f"{TOP}/Risks"
-VERSION = "2026-07-28"
-
-
-def mcp_tool(agent: Http, name: str, **arguments: Any) -> Any:
-    """One MCP 2026-07-28 tools/call on the room's /mcp, as an MCP client sends it."""
-    message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-               "params": {"name": name, "arguments": arguments, "_meta": {
-                   "io.modelcontextprotocol/protocolVersion": VERSION,
-                   "io.modelcontextprotocol/clientCapabilities": {},
-                   "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "0"}}}}
-    status, answer, _ = agent.call("POST", "/mcp", message, headers={
-        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": VERSION,
-        "Mcp-Method": "tools/call", "Mcp-Name": name})
-    assert status == 200, answer
-    result = answer["result"]
-    assert result["isError"] is False, result
-    return result["structuredContent"]
 
 
 def screenshot(page: Any, name: str) -> None:

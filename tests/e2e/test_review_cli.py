@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 
+from commonroom.credentials import read_credentials
+from tests.browser.conftest import Http
 from tests.e2e.conftest import RoomProcess, ce, ce_err, ce_ok, ce_path, start_room
+from tests.e2e.review_support import mcp_error, mcp_tool
 from tests.editing import save_like_an_editor
 
 pytestmark = pytest.mark.e2e
@@ -209,3 +212,61 @@ def test_rebase_clean_and_conflicting_through_the_cli(
     assert ce_ok("show", str(doc), conflicting)["revision"] == 1
     shown = ce("rebase", conflicting, "--profile", "author")
     assert shown.returncode == 3 and "conflict 1:" in shown.stdout
+
+
+def _mcp_agent(room: RoomProcess, doc: Path, name: str) -> Http:
+    credentials = read_credentials(doc)
+    assert credentials is not None
+    port = int(room.ready["ingress_port"])
+    invite = Http(port, credentials.host_session).ok("POST", "/workspace/invite", {})
+    joined = Http(port).ok("POST", "/session/join", {"invite": invite["invitation"],
+                                                       "name": name, "kind": "agent"})
+    return Http(port, joined["session_id"])
+
+
+def _host_saves(doc: Path, old: str, new: str) -> None:
+    version = ce_ok("status", str(doc))["version"]
+    save_like_an_editor(doc, doc.read_text().replace(old, new))
+    deadline = time.monotonic() + 15
+    while ce_ok("status", str(doc))["version"] == version:
+        assert time.monotonic() < deadline, "the save was never recorded"
+        time.sleep(0.1)
+
+
+def test_rebase_clean_and_conflicting_over_mcp(room: RoomProcess, doc: Path) -> None:
+    agent = _mcp_agent(room, doc, "mcp-author")
+    other = _mcp_agent(room, doc, "mcp-other")
+    read = mcp_tool(agent, "workspace.read", region=RISKS)
+    proposal = mcp_tool(agent, "workspace.propose", region=RISKS, base_version=read["version"],
+                        summary="weather", content=read["content"].replace(
+                            "- Privacy", "- Weather.\n- Privacy"))
+    pid = proposal["proposal_id"]
+    refused = mcp_error(other, "workspace.proposal.revise", proposal_id=pid, content="## Risks\n")
+    assert refused["error"] == "permission_denied"
+    _host_saves(doc, "must stay quick.", "must be quick.")
+    preview = mcp_tool(agent, "workspace.proposal.rebase", proposal_id=pid)
+    assert preview["clean"] is True and preview["applied"] is False
+    assert "- Weather.\n" in preview["content"] and "must be quick." in preview["content"]
+    applied = mcp_tool(agent, "workspace.proposal.rebase", proposal_id=pid, apply=True)
+    assert applied["applied"] is True and applied["revision"] == 2 and applied["status"] == "pending"
+    detail = mcp_tool(agent, "workspace.proposal", proposal_id=pid)
+    assert detail["rebased"] is True and [r["rebased"] for r in detail["revisions"]] == [False, True]
+    ce_ok("review", str(doc), pid, "--approve", "--yes")
+    committed = mcp_tool(agent, "workspace.commit", proposal_id=pid)
+    assert committed["proposal_id"] == pid
+    assert "- Weather.\n" in doc.read_text() and "must be quick." in doc.read_text()
+    gone = mcp_error(agent, "workspace.proposal.rebase", proposal_id=pid)
+    assert gone["error"] == "proposal_conflict" and gone["details"]["status"] == "committed"
+
+    read = mcp_tool(agent, "workspace.read", region=RISKS)
+    clash = mcp_tool(agent, "workspace.propose", region=RISKS, base_version=read["version"],
+                     summary="secrecy", content=read["content"].replace("- Privacy: a",
+                                                                         "- Secrecy: a"))
+    _host_saves(doc, "- Privacy: a", "- Confidentiality: a")
+    answer = mcp_tool(agent, "workspace.proposal.rebase", proposal_id=clash["proposal_id"],
+                      apply=True)
+    assert answer["clean"] is False and answer["applied"] is False
+    [hunk] = answer["conflicts"]
+    assert "Secrecy" in hunk["ours"] and "Confidentiality" in hunk["theirs"]
+    assert mcp_tool(agent, "workspace.proposal", proposal_id=clash["proposal_id"])[
+        "revision"] == 1
