@@ -1,4 +1,5 @@
-"""Run the official MCP conformance runner's generic server scenarios against a real room.
+"""Run the official MCP conformance runner's generic server scenarios against a real room
+(2026-07-28, and the legacy initialize-era scenarios of 2025-03-26 / 2025-06-18 / 2025-11-25).
 
     python tools/mcp_conformance.py [--runner-dir DIR] [--shared DIR] [--json OUT]
 
@@ -41,17 +42,36 @@ import trio
 
 REPO = Path(__file__).resolve().parents[1]
 RUNNER_PACKAGE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
-SCENARIOS = (
-    "server-stateless",
-    "tools-list",
-    "resources-list",
-    "prompts-list",
-    "sep-2164-resource-not-found",
-    "caching",
-    "dns-rebinding-protection",
-    "input-required-result-unsupported-methods",
-    "http-header-validation",
-    "server-sse-multiple-streams",
+MODERN = "2026-07-28"
+# (scenario, spec version): the 2026-07-28 scenarios, then the legacy (initialize) ones the
+# pinned runner has that measure a server with its own tools (the rest need its fixture tools).
+SCENARIOS: tuple[tuple[str, str], ...] = (
+    *((name, MODERN) for name in (
+        "server-stateless",
+        "tools-list",
+        "resources-list",
+        "prompts-list",
+        "sep-2164-resource-not-found",
+        "caching",
+        "dns-rebinding-protection",
+        "input-required-result-unsupported-methods",
+        "http-header-validation",
+        "server-sse-multiple-streams",
+    )),
+    *(("server-session-lifecycle", version) for version in ("2025-03-26", "2025-06-18", "2025-11-25")),
+    *((name, "2025-11-25") for name in (
+        "server-initialize",
+        "ping",
+        "tools-list",
+        "resources-list",
+        "prompts-list",
+        "resources-subscribe",
+        "resources-unsubscribe",
+        "dns-rebinding-protection",
+        "server-sse-multiple-streams",
+        "server-sse-polling",
+        "logging-set-level",
+    )),
 )
 # (scenario, check id) -> why it fails against commonroom by design.
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {
@@ -67,6 +87,12 @@ EXPECTED_FAILURES: dict[tuple[str, str], str] = {
         "needs the suite's fixture tool test_streaming_elicitation",
     ("server-stateless", "sep-2575-server-no-log-without-loglevel"):
         "needs the suite's fixture tool test_logging_tool",
+    ("resources-subscribe@2025-11-25", "resources-subscribe"):
+        "subscribes to the suite's fixture resource test://watched-resource (not found: -32602)",
+    ("resources-unsubscribe@2025-11-25", "resources-unsubscribe"):
+        "unsubscribes from the suite's fixture resource test://watched-resource (not found: -32602)",
+    ("logging-set-level@2025-11-25", "logging-set-level"):
+        "commonroom sends no log messages and does not advertise logging (-32601)",
 }
 
 
@@ -205,14 +231,15 @@ async def run_scenarios(index: Path, shim: Path, room_port: int, bearer: str, ou
     async with trio.open_nursery() as nursery:
         proxy_port = await nursery.start(serve_proxy, room_port, bearer)
         url = f"http://127.0.0.1:{proxy_port}/mcp"
-        for scenario in SCENARIOS:
-            target = out / scenario
+        for scenario, version in SCENARIOS:
+            key = scenario if version == MODERN else f"{scenario}@{version}"
+            target = out / key
             command = ["node", "--import", str(shim), str(index), "server", "--url", url,
-                       "--scenario", scenario, "--spec-version", "2026-07-28", "-o", str(target)]
+                       "--scenario", scenario, "--spec-version", version, "-o", str(target)]
             with trio.fail_after(180):
                 await trio.run_process(command, check=False, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL)
-            results[scenario] = read_checks(target)
+            results[key] = read_checks(target)
         nursery.cancel_scope.cancel()
     return results
 

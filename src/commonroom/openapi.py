@@ -29,7 +29,8 @@ TAGS: tuple[tuple[str, str], ...] = (
     ("attachment", "Small files shared in the room."),
     ("surface", "A participant's published snapshot image."),
     ("discovery", "Unauthenticated documents describing the room's protocol."),
-    ("mcp", "Model Context Protocol 2026-07-28 (PROTOCOL.md section 12)."),
+    ("mcp", "Model Context Protocol: 2026-07-28 and the legacy streamable-HTTP revisions"
+            " 2025-11-25, 2025-06-18, 2025-03-26 (PROTOCOL.md section 12)."),
 )
 
 # Each recovery field's schema (errors.py RECOVERY_FIELDS; PROTOCOL.md 11 "Errors").
@@ -290,18 +291,26 @@ def _mcp_path() -> dict[str, Any]:
                               "id": {"type": ["string", "integer", "null"]},
                               "method": {"type": "string"}, "params": {"type": "object"}}}
     headers = [
-        {"name": "MCP-Protocol-Version", "in": "header", "required": True,
-         "schema": {"const": "2026-07-28"}},
-        {"name": "Mcp-Method", "in": "header", "required": True, "schema": {"type": "string"},
-         "description": "equals the body's `method`"},
+        {"name": "MCP-Protocol-Version", "in": "header", "required": False,
+         "schema": {"enum": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]},
+         "description": "2026-07-28: required, equals `_meta`'s version; in a legacy session:"
+                        " the negotiated version"},
+        {"name": "Mcp-Method", "in": "header", "required": False, "schema": {"type": "string"},
+         "description": "2026-07-28: equals the body's `method`"},
         {"name": "Mcp-Name", "in": "header", "required": False, "schema": {"type": "string"},
-         "description": "for tools/call, prompts/get, resources/read: the body's name or uri"},
+         "description": "2026-07-28, for tools/call, prompts/get, resources/read: the body's"
+                        " name or uri"},
+        {"name": "Mcp-Session-Id", "in": "header", "required": False, "schema": {"type": "string"},
+         "description": "a legacy session's id (from its `initialize` answer)"},
     ]
     return {"post": {
         "operationId": "mcp",
-        "summary": "MCP 2026-07-28: one JSON-RPC request or notification; a tool per operation.",
-        "description": "A commonroom error in a tool is a 200 result with `isError: true`"
-                       " holding the error object. See PROTOCOL.md section 12.",
+        "summary": "MCP: one JSON-RPC request or notification; a tool per operation.",
+        "description": "2026-07-28 (stateless) or, with an `initialize` without the 2026-07-28"
+                       " `_meta`, a legacy streamable-HTTP session (`Mcp-Session-Id`). A commonroom"
+                       " error in a tool is a 200 result with `isError: true` holding the error"
+                       " object; no valid bearer on room state is 401 with WWW-Authenticate."
+                       " See PROTOCOL.md section 12.",
         "tags": ["mcp"],
         "security": [{"bearer": []}],
         "parameters": headers,
@@ -316,7 +325,7 @@ def _mcp_path() -> dict[str, Any]:
                     "content": {"application/json": {"schema": {"type": "object"}}}},
             "401": _error_response(401),
             "403": _error_response(403),
-            "404": {"description": "Unknown method (-32601).",
+            "404": {"description": "Unknown method (-32601); or an unknown legacy session (-32001).",
                     "content": {"application/json": {"schema": {"type": "object"}}}},
             "413": _error_response(413),
             "429": _error_response(429),

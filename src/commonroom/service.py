@@ -49,6 +49,7 @@ from commonroom.http.serving import (
     serve,
     wait_for_stop_signal,
 )
+from commonroom.mcp.endpoint import register_owner_configs
 from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
@@ -112,6 +113,11 @@ class Ready:
     ingress_port: int
     notes: tuple[str, ...] = ()
 
+    @property
+    def mcp_url(self) -> str:
+        """Where an MCP client on this machine connects (the ingress listens on loopback)."""
+        return f"http://127.0.0.1:{self.ingress_port}/mcp"
+
     def ready_json(self) -> dict[str, Any]:
         """The one `--json` ready line of PROTOCOL.md section 13."""
         return {
@@ -121,6 +127,7 @@ class Ready:
             "transport": self.transport,
             "owner_port": self.owner_port,
             "ingress_port": self.ingress_port,
+            "mcp_url": self.mcp_url,
         }
 
 
@@ -223,6 +230,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
     auth = OwnerAuth(host_session, clock=engine.clock, room=room)
     auth.restore(await room.run_sync(owner_logins.load, engine))  # logins survive a restart
     owner_app = create_owner_app(room, auth, heartbeat_seconds=options.heartbeat_seconds)
+    register_owner_configs(owner_app, room)  # the MCP snippets for the page's invitation panel
     # The attachment and surface routes take bodies past the listeners' 1 MiB.
     ingress_app.config["BODY_LIMITS"] = dict(BODY_LIMITS)
     owner_app.config["BODY_LIMITS"] = {"/owner/api" + path: n for path, n in BODY_LIMITS.items()}

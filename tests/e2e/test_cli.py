@@ -20,7 +20,8 @@ from tests.editing import save_like_an_editor
 
 pytestmark = pytest.mark.e2e
 
-READY_KEYS = {"workspace_id", "human_url", "invitation", "transport", "owner_port", "ingress_port"}
+READY_KEYS = {"workspace_id", "human_url", "invitation", "transport", "owner_port", "ingress_port",
+              "mcp_url"}
 
 
 def _encode(payload: Mapping[str, Any]) -> str:
@@ -72,6 +73,7 @@ def test_serve_json_ready_line(room: RoomProcess, doc: Path) -> None:
     assert ready["invitation"].startswith("commonroom://join/")
     assert ready["human_url"].startswith(f"http://127.0.0.1:{ready['owner_port']}/")
     assert ready["ingress_port"] != ready["owner_port"]
+    assert ready["mcp_url"] == f"http://127.0.0.1:{ready['ingress_port']}/mcp"
     decoded = ce_ok("decode", ready["invitation"])
     assert decoded["workspace_id"] == ready["workspace_id"]
     assert decoded["transport"]["port"] == ready["ingress_port"]

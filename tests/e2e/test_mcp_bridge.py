@@ -170,29 +170,27 @@ def test_ce_mcp_serves_a_legacy_client_across_restarts(doc: Path, tmp_path: Path
         room.close()
 
 
-def test_print_config(tmp_path: Path) -> None:
-    import base64
-
-    payload = {"capabilities": ["read"], "expires_at": "2030-01-01T00:00:00.000000+00:00",
-               "protocol": "commonroom", "secret": "x", "version": "1",
-               "transport": {"type": "loopback", "address": "127.0.0.1", "port": 4711,
-                             "encrypted": False, "mode": "private"},
-               "workspace_id": "ws_abcdefghijklmnopqrstuvwxyz"}
-    raw = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
-    invitation = "commonroom://join/" + base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path)}
-    run = subprocess.run([ce_path(), "mcp", invitation, "--name", "claude", "--print-config", "claude-code"],
-                         capture_output=True, text=True, env=env, timeout=30)
-    assert run.stdout.strip() == f"claude mcp add commonroom -- ce mcp '{invitation}' --name claude"
-    desktop = subprocess.run([ce_path(), "mcp", invitation, "--print-config", "claude-desktop"],
-                             capture_output=True, text=True, env=env, timeout=30)
-    block = json.loads(desktop.stdout)
-    assert block["mcpServers"]["commonroom"]["args"][:2] == ["mcp", invitation]
-    http = subprocess.run([ce_path(), "mcp", invitation, "--print-config", "http", "--session", "ses_abc"],
-                          capture_output=True, text=True, env=env, timeout=30)
-    server = json.loads(http.stdout)["mcpServers"]["commonroom"]
-    assert server["url"] == "http://127.0.0.1:4711/mcp"
-    assert server["headers"] == {"Authorization": "Bearer ses_abc"}
-    bad = subprocess.run([ce_path(), "mcp", invitation, "--print-config", "nope"],
-                         capture_output=True, text=True, env=env, timeout=30)
-    assert bad.returncode != 0 and bad.stdout == "" and "Traceback" not in bad.stderr
+def test_ce_mcp_joins_again_when_the_room_refuses_its_kept_session(doc: Path, tmp_path: Path) -> None:
+    """The room answers a bearer that is no longer a session with HTTP 401 (issue 20): the
+    bridge reads that and joins once more with its invitation."""
+    env = {**os.environ, "XDG_CONFIG_HOME": str(tmp_path / "config")}
+    room = start_room(doc, "--port-ingress", "0")
+    bridge = None
+    try:
+        invitation = ce_ok("invite", str(doc), "--max-uses", "2")["invitation"]
+        bridge = Bridge([invitation, "--name", "claude"], env, tmp_path)
+        legacy_handshake(bridge)
+        listed = bridge.request(1, "tools/call", {"name": "workspace.participants", "arguments": {}})
+        mine = [p for p in listed["result"]["structuredContent"]["participants"] if p["name"] == "claude"]
+        creds = read_credentials(doc)
+        assert creds is not None and len(mine) == 1
+        ce_ok("call", invitation, "POST", "/workspace/session/revoke", "--session", creds.host_session,
+              "--body", json.dumps({"participant_id": mine[0]["participant_id"]}))
+        after = bridge.request(2, "tools/call", {"name": "workspace.status", "arguments": {}})
+        assert after["result"]["isError"] is False, after  # answered on a fresh session
+        assert bridge.close_stdin_and_wait() == 0
+        assert "Traceback" not in bridge.stderr()
+    finally:
+        if bridge is not None:
+            bridge.kill()
+        room.close()

@@ -78,3 +78,47 @@ async def post_header_list(live: LiveRoom, message: Any, headers: list[tuple[str
     async with stream:
         await stream.send_all(data)
         return await aio.read_response(stream, conn)
+
+
+# -- the legacy eras (streamable HTTP 2025-03-26 / 2025-06-18 / 2025-11-25) ------------------
+
+LEGACY = "2025-11-25"
+
+
+def legacy_headers(session_id: str | None, bearer: str | None, version: str | None = LEGACY
+                   ) -> dict[str, str]:
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if session_id is not None:
+        headers["Mcp-Session-Id"] = session_id
+    if version is not None:
+        headers["MCP-Protocol-Version"] = version
+    if bearer is not None:
+        headers["Authorization"] = f"Bearer {bearer}"
+    return headers
+
+
+async def initialize(live: LiveRoom, bearer: str | None, version: str = LEGACY,
+                     capabilities: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """Open a legacy session: (its Mcp-Session-Id, the initialize result)."""
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+               "params": {"protocolVersion": version, "capabilities": capabilities or {},
+                          "clientInfo": {"name": "legacy-test", "version": "1"}}}
+    response = await post(live, message, legacy_headers(None, bearer, None))
+    assert response.status == 200, response.body
+    session_id = response.header("mcp-session-id")
+    assert session_id is not None
+    result: dict[str, Any] = response.json()["result"]
+    negotiated = result["protocolVersion"]
+    done = await post(live, {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                      legacy_headers(session_id, bearer, negotiated))
+    assert done.status == 202, done.body
+    return session_id, result
+
+
+async def legacy_rpc(live: LiveRoom, session_id: str, method: str, params: dict[str, Any] | None = None,
+                     bearer: str | None = None, rid: Any = 1, version: str | None = LEGACY
+                     ) -> aio.Response:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        message["params"] = params
+    return await post(live, message, legacy_headers(session_id, bearer, version))

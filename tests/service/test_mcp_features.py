@@ -78,8 +78,12 @@ async def test_commonroom_errors_are_tool_results_with_the_http_error_object(liv
     rest = await live.call("POST", "/workspace/checkout", other["session_id"], {"region": "Plan/Goals"})
     assert conflict == rest.json() and conflict["error"] == "lease_conflict"
 
+    # No bearer is a failed login, not a failed tool: HTTP 401 with the header clients act on.
     anonymous = await rpc(live, "tools/call", {"name": "workspace.status", "arguments": {}})
-    assert tool_error(result_of(anonymous))["error"] == "unauthorized"
+    assert anonymous.status == 401, anonymous.body
+    assert anonymous.header("www-authenticate") == 'Bearer error="invalid_token"'
+    assert anonymous.json()["error"]["data"]["error"] == "unauthorized"
+    assert anonymous.json()["id"] == 1
     bad = tool_error(await tool(live, "workspace.read", holder["session_id"], version="x"))
     assert bad["error"] == "invalid_request" and bad["details"]["field"] == "version"
 
@@ -166,10 +170,13 @@ async def test_subscribe_rules(live: LiveRoom) -> None:
     denied = await rpc(live, "resources/subscribe", {"uri": DOCUMENT}, reader["session_id"])
     assert denied.status == 403 and denied.json()["error"]["data"]["error"] == "permission_denied"
     observer = await live.join("observer")
-    unknown = await rpc(live, "resources/subscribe", {"uri": "commonroom://workspace/region/Plan"},
-                        observer["session_id"])
-    assert unknown.json()["error"]["code"] == -32602
-    assert unknown.json()["error"]["data"]["uri"] == "commonroom://workspace/region/Plan"
+    for nowhere in ("commonroom://workspace/region/Nowhere", "commonroom://workspace/elsewhere"):
+        unknown = await rpc(live, "resources/subscribe", {"uri": nowhere}, observer["session_id"])
+        assert unknown.json()["error"]["code"] == -32602
+        assert unknown.json()["error"]["data"]["uri"] == nowhere
+    region = result_of(await rpc(live, "resources/subscribe",
+                                 {"uri": "commonroom://workspace/region/Goals"}, observer["session_id"]))
+    assert region["resultType"] == "complete"  # a region URI (here a bare title) is subscribable
     ok = result_of(await rpc(live, "resources/subscribe", {"uri": DOCUMENT}, observer["session_id"]))
     assert ok["resultType"] == "complete"
     assert result_of(await rpc(live, "resources/unsubscribe", {"uri": DOCUMENT},
@@ -322,3 +329,38 @@ async def test_attachments_come_back_as_image_and_text_content(live: LiveRoom) -
                      attachment_id=note["structuredContent"]["attachment_id"])
     assert got["content"][1] == {"type": "text", "text": "# Notes\n\nhello\n"}
     assert got["structuredContent"]["mime_type"] == "text/markdown"
+
+
+async def test_a_region_subscription_hints_changes_in_that_region_only(live: LiveRoom) -> None:
+    """A region URI is hinted when the document changed in it, an ancestor or a descendant."""
+    agent = await live.join("region-watcher")
+    bearer = agent["session_id"]
+    goals = "commonroom://workspace/region/Plan/Goals"
+    bare = "commonroom://workspace/region/Risks"  # a bare title, resolved once by the room
+    for uri in (goals, bare):
+        result_of(await rpc(live, "resources/subscribe", {"uri": uri}, bearer))
+    writer = (await live.join("writer"))["session_id"]
+    chunks = await open_get_stream(live, bearer)
+    async with chunks, aclosing(aio.iter_sse(chunks)) as messages:
+        assert (await messages.__anext__()).is_comment
+
+        async def commit(region: str, content: str) -> None:
+            read = (await live.call("GET", f"/workspace/read?region={region}", writer)).json()
+            proposal = (await live.call("POST", "/workspace/propose", writer, {
+                "region": region, "base_version": read["version"], "summary": region,
+                "content": content})).json()
+            await live.call("POST", "/workspace/proposal/review", live.host_session,
+                            {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+            done = await live.call("POST", "/workspace/commit", writer,
+                                   {"proposal_id": proposal["proposal_id"]})
+            assert done.status == 200, done.body
+
+        await commit("Appendix", "# Appendix\n\nThe very end.\n")  # neither region: no hint
+        await commit("Plan/Risks", "## Risks\n\nSome.\n")
+        with trio.fail_after(5):
+            message = await messages.__anext__()
+        assert json.loads(message.data)["params"] == {"uri": bare}
+        await raw_commit(live, "whole document")  # a whole-document change: both
+        with trio.fail_after(5):
+            got = [json.loads((await messages.__anext__()).data)["params"]["uri"] for _ in range(2)]
+        assert got == [goals, bare]

@@ -25,7 +25,7 @@ async def test_discover_list_and_call_tools_read_a_resource(live: LiveRoom) -> N
     agent = await live.join("sdk-agent")
     async with sdk_client(live, agent["session_id"], mode="auto") as client:
         discovered = await client.session.discover()
-        assert discovered.supported_versions == ["2026-07-28"]
+        assert discovered.supported_versions == ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
         assert client.protocol_version == "2026-07-28"
         assert client.instructions and "workspace.commit" in client.instructions
         tools = await client.list_tools()

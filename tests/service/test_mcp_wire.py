@@ -29,7 +29,7 @@ async def test_discover_needs_no_session_and_holds_no_secret(live: LiveRoom) -> 
     assert response.header("mcp-session-id") is None
     result = response.json()["result"]
     assert result["resultType"] == "complete"
-    assert result["supportedVersions"] == [VERSION]
+    assert result["supportedVersions"] == [VERSION, "2025-11-25", "2025-06-18", "2025-03-26"]
     assert result["cacheScope"] == "public" and result["ttlMs"] == 0
     caps = result["capabilities"]
     assert caps["resources"] == {"subscribe": True}
@@ -120,28 +120,33 @@ async def test_a_duplicated_header_is_refused(live: LiveRoom) -> None:
 
 @pytest.mark.parametrize("version", ["2025-11-25", "v999.0.0"])
 async def test_other_versions_are_unsupported(live: LiveRoom, version: str) -> None:
+    # A legacy version is served in a legacy session only, never in the 2026-07-28 envelope.
     meta = {**META, "io.modelcontextprotocol/protocolVersion": version}
     message = envelope("server/discover", rid=11, meta=meta)
     headers = headers_for(message)
     headers["MCP-Protocol-Version"] = version
     error = error_of(await post(live, message, headers), 400, -32022, 11)
     assert error["message"] == "UnsupportedProtocolVersionError"
-    assert error["data"] == {"supported": [VERSION], "requested": version}
+    assert error["data"] == {"supported": [VERSION, "2025-11-25", "2025-06-18", "2025-03-26"],
+                             "requested": version}
 
 
-async def test_a_2025_request_without_meta_is_unsupported(live: LiveRoom) -> None:
+async def test_a_2025_request_without_its_session_is_a_bad_request(live: LiveRoom) -> None:
     message = {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": {}}
     headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
+    error = error_of(await post(live, message, headers), 400, -32600, 12)
+    assert "initialize" in error["message"]
+    headers["MCP-Protocol-Version"] = "1999-01-01"  # a version nobody serves: named as such
     error = error_of(await post(live, message, headers), 400, -32022, 12)
-    assert error["data"]["requested"] == "2025-11-25"
+    assert error["data"]["requested"] == "1999-01-01"
 
 
-async def test_legacy_initialize_is_unsupported_naming_the_version(live: LiveRoom) -> None:
-    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                          "clientInfo": {"name": "old", "version": "1"}}}
-    error = error_of(await post(live, message, {"Content-Type": "application/json"}), 400, -32022, 0)
-    assert error["data"] == {"supported": [VERSION], "requested": "2025-06-18"}
+async def test_initialize_with_the_2026_envelope_is_an_unknown_method(live: LiveRoom) -> None:
+    # Only an initialize *without* the modern _meta opens a legacy session (tests/service/
+    # test_mcp_legacy.py); with it, initialize is a method 2026-07-28 removed.
+    message = envelope("initialize", {"protocolVersion": VERSION, "capabilities": {},
+                                      "clientInfo": {"name": "x", "version": "1"}}, rid=0)
+    error_of(await post(live, message, headers_for(message)), 404, -32601, 0)
 
 
 @pytest.mark.parametrize("method", ["initialize", "ping", "logging/setLevel", "tasks/list",

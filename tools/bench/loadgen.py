@@ -437,10 +437,11 @@ class Http:
 
 
 class _Conn:
-    __slots__ = ("buf", "expect", "sock", "started")
+    __slots__ = ("buf", "expect", "request", "sock", "started")
 
     def __init__(self) -> None:
         self.sock: socket.socket | None = None
+        self.request = b""
         self.buf = bytearray()
         self.expect = -1  # total response bytes once the head is in, else -1
         self.started = 0.0
@@ -454,9 +455,18 @@ def _percentile(sorted_values: Sequence[float], q: float) -> float | None:
 
 
 def run_load(
-    port: int, request: bytes, *, close: bool, conns: int, seconds: float, warmup: float
+    port: int, request: bytes | Sequence[bytes], *, close: bool, conns: int, seconds: float,
+    warmup: float,
 ) -> dict[str, Any]:
-    """`conns` connections, one request at a time each, for `warmup` + `seconds`."""
+    """`conns` connections, one request at a time each, for `warmup` + `seconds`.
+
+    `request` is the bytes every connection sends, or one request per connection
+    (a legacy MCP session per connection: one session's requests need distinct ids
+    when they overlap, so each connection has its own session).
+    """
+    requests = [request] * conns if isinstance(request, bytes) else list(request)
+    if len(requests) != conns:
+        raise ValueError("one request per connection")
     selector = selectors.DefaultSelector()
     errors = 0
     non_ok = 0
@@ -473,7 +483,7 @@ def run_load(
         conn.buf.clear()
         conn.expect = -1
         conn.started = time.perf_counter()
-        conn.sock.sendall(request)
+        conn.sock.sendall(conn.request)
 
     def drop(conn: _Conn) -> None:
         assert conn.sock is not None
@@ -482,6 +492,8 @@ def run_load(
         conn.sock = None
 
     clients = [_Conn() for _ in range(conns)]
+    for conn, its_request in zip(clients, requests, strict=True):
+        conn.request = its_request
     for conn in clients:
         connect(conn)
         send(conn)

@@ -196,6 +196,8 @@ def _ready_lines(file: Path, ready: Ready) -> list[str]:
         f"{transport.get('status', 'READY')}",
         "invitation (single use; `ce invite FILE` makes more):",
         ready.invitation,
+        "MCP endpoint (`ce mcp config CLIENT` prints a client's setup):",
+        ready.mcp_url,
         "Ctrl-C closes the room.",
     ]
     return lines
@@ -467,13 +469,16 @@ def join(
         raise CommonroomError("transport_unavailable", "the room's join answer has no session")
     saved = profiles.create(profile or str(session.get("workspace_id") or "default"),
                             invitation, session, hint)
+    from commonroom.mcp.configs import mcp_url
+
+    answer = {**session, "mcp_url": mcp_url(hint)}
     if json_mode:
-        emit_json(session)
+        emit_json(answer)
     else:
         for key in ("session_id", "participant_id", "workspace_id", "name", "kind",
-                    "expires_at"):
-            if key in session:
-                echo(f"{key}: {session[key]}")
+                    "expires_at", "mcp_url"):
+            if answer.get(key) is not None:
+                echo(f"{key}: {answer[key]}")
         echo(f"capabilities: {','.join(session.get('capabilities') or [])}")
         echo(f"profile: {saved.name}")
     if no_hold:
@@ -611,23 +616,29 @@ def decode(invitation: str, json_mode: bool) -> None:
     emit_json(_decode(invitation).public_json(), pretty=not json_mode)
 
 
-@main.command(name="mcp")
+@click.command(name="bridge")
 @click.argument("invitation")
 @click.option("--session", metavar="ID", help="Use this session instead of joining (default:"
               " CE_SESSION, else join once and keep the session in your profile; an ID here is"
               " visible to other users).")
 @click.option("--name", default="mcp-agent", show_default=True,
               help="Your display name when the bridge joins.")
-@click.option("--print-config", "print_config", metavar="CLIENT",
-              help="Print the configuration for CLIENT (claude-code, claude-desktop, cursor,"
-                   " vscode, http) and exit.")
 @json_option
-def mcp(invitation: str, session: str | None, name: str, print_config: str | None,
-        json_mode: bool) -> None:
-    """A stdio MCP server for local MCP clients, bridged to the room's POST /mcp."""
+def mcp(invitation: str, session: str | None, name: str, json_mode: bool) -> None:
+    """A stdio MCP server for local MCP clients, bridged to the room's POST /mcp (the default
+    command of `ce mcp`: `ce mcp INVITATION`; `ce mcp config CLIENT` prints a client's setup)."""
     from commonroom.cli.mcp_bridge import command
 
-    command(invitation, session=session, name=name, print_config=print_config)
+    command(invitation, session=session, name=name)
+
+
+def _register_mcp() -> None:
+    from commonroom.cli import mcp_config
+
+    mcp_config.register(main, mcp)
+
+
+_register_mcp()
 
 
 def _register_agent_verbs() -> None:

@@ -466,6 +466,8 @@ class RoomAnswer:
         return json.dumps(self.json(), separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
     def session_dead(self) -> bool:
+        if self.status == 401:
+            return True  # the room answers a bearer that is not a session with 401 (issue 20)
         if b'"isError":true' not in self.raw:
             return False
         return _session_dead(self.json())
@@ -499,33 +501,6 @@ def run_bridge(invitation: str, invite: Invitation, *, session: str | None, name
         trio.run(runtime.until_stopped, bridge.run)
 
 
-# -- plug-in configuration ---------------------------------------------------------------
-
-CLIENTS: Final = ("claude-code", "claude-desktop", "cursor", "vscode", "http")
-
-
-def print_config_text(client: str, invitation: str, name: str, *, ingress_url: str | None,
-                 session: str | None) -> str:
-    """The configuration snippet that plugs `ce mcp` (or the HTTP endpoint) into CLIENT."""
-    if client == "claude-code":
-        return f"claude mcp add commonroom -- ce mcp '{invitation}' --name {name}"
-    block: dict[str, Any]
-    if client in ("claude-desktop", "cursor"):
-        block = {"mcpServers": {"commonroom": {
-            "command": "ce", "args": ["mcp", invitation, "--name", name]}}}
-        return json.dumps(block, indent=2)
-    if client == "vscode":
-        block = {"servers": {"commonroom": {
-            "type": "stdio", "command": "ce", "args": ["mcp", invitation, "--name", name]}}}
-        return json.dumps(block, indent=2)
-    if client == "http":
-        block = {"mcpServers": {"commonroom": {
-            "type": "http", "url": ingress_url or "http://127.0.0.1:PORT/mcp",
-            "headers": {"Authorization": f"Bearer {session or '<session_id from ce join>'}"}}}}
-        return json.dumps(block, indent=2)
-    raise CommonroomError("invalid_request", f"unknown client {client!r}; one of {', '.join(CLIENTS)}")
-
-
 def _session(flag: str | None, invitation: str) -> str | None:
     """The session to use instead of joining: `--session` (warned: `ps` shows it), else CE_SESSION.
 
@@ -547,7 +522,7 @@ def _session(flag: str | None, invitation: str) -> str | None:
     return os.environ.get(profiles.ENV_SESSION) or None
 
 
-def command(invitation: str, *, session: str | None, name: str, print_config: str | None) -> None:
+def command(invitation: str, *, session: str | None, name: str) -> None:
     """`ce mcp`: errors are one line on stderr (stdout is the client's JSON-RPC channel)."""
     from commonroom.cli.output import guarded
     from commonroom.protocol.invitation import decode
@@ -556,15 +531,6 @@ def command(invitation: str, *, session: str | None, name: str, print_config: st
     def body(json_mode: bool = False) -> None:
         explicit = _session(session, invitation)
         invite = decode(invitation)
-        if print_config is not None:
-            hint = invite.transport
-            url = (f"http://{hint.address}:{hint.port}/mcp"
-                   if hint.type == "loopback" and hint.address and hint.port else None)
-            stored = mcp_profile.load(mcp_profile.profile_key(invitation, name))
-            bearer = explicit or (str(stored["session_id"]) if stored else None)
-            print(print_config_text(print_config, invitation.strip(), name,
-                                    ingress_url=url, session=bearer))
-            return
         run_bridge(invitation, invite, session=explicit, name=name)
 
     body(json_mode=False)

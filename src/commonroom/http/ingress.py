@@ -123,12 +123,20 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         view = operation_view(op, room, bearer_source)
         app.add_url_rule(op.path, endpoint=op.name, view_func=view, methods=[op.method])
 
-    # MCP 2026-07-28 (`commonroom.mcp`): the ingress only; on the owner port /mcp is 404.
+    # MCP, both eras (`commonroom.mcp`): the ingress only; on the owner port /mcp is 404.
     register_mcp(app, room, heartbeat_seconds=settings.heartbeat_seconds)
 
     @app.get("/.well-known/agent-workspace")
     async def well_known() -> Response:
         return json_response(discovery.agent_workspace())
+
+    @app.route("/.well-known/<path:name>", methods=["GET", "POST", "HEAD", "OPTIONS"])
+    async def no_oauth(name: str) -> Response:
+        # Never OAuth metadata: an MCP client that finds some drops the static bearer
+        # it was given and tries to log in where there is nothing to log in to.
+        return error_response(CommonroomError(
+            "invalid_request", "no such document: this room has no OAuth; send the session from"
+            " `ce join` as Authorization: Bearer <session_id>", http_status=404))
 
     @app.get("/protocol")
     async def protocol_doc() -> Response:

@@ -160,7 +160,7 @@ def _sse_response(room: Room, start: StreamStart, heartbeat_seconds: float,
         on_stop(writer.close)
         return _writing_sse_response(room, start, writer, heartbeat_seconds=heartbeat_seconds)
     stream = room.open_stream(start, heartbeat_seconds=heartbeat_seconds)
-    on_stop(stream.cancel)
+    on_stop(stream.stop)
 
     async def body() -> AsyncGenerator[bytes, None]:
         async with stream:

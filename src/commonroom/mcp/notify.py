@@ -1,4 +1,4 @@
-"""Change notifications: `resources/subscribe` state, the `GET /mcp` stream and `subscriptions/listen`.
+"""Change notifications: `resources/subscribe` state, the `GET /mcp` streams and `subscriptions/listen`.
 
 Both streams are built on the room's streams (`Room.open_stream`) items (event / resync /
 heartbeat / end), so they inherit its rules: no gap from the moment the
@@ -11,28 +11,47 @@ URI among them gets one `notifications/resources/updated {uri}`. A resync
 notifies every URI the stream watches. A notification is a hint: nothing
 waits for one, and a client that missed one rereads.
 
-Subscriptions made with `resources/subscribe` live in the room process,
-keyed by the session's hash (never the bearer); a session's `GET /mcp`
-streams read them at every event, so a subscription made after the stream
-opened applies at once. They are gone when the room stops, like every live
-subscriber (the client subscribes again; it rereads anyway).
+Subscriptions made with `resources/subscribe` live in the room process: a
+2026-07-28 caller's are keyed by its session's hash (never the bearer), a
+legacy session's are that session's own set (two windows of one client are
+two sessions). A `GET /mcp` stream reads them at every event, so a
+subscription made after the stream opened applies at once. They are gone
+when the room stops, like every live subscriber (the client subscribes
+again; it rereads anyway).
+
+A legacy session's stream is resumable (`Last-Event-ID`): each notification
+frame of an event carries that event's id on its last frame (a client that
+lost the connection half way through an event's frames is sent that event's
+frames again: hints, harmless twice), a resync's frames the latest id; a
+2025-11-25 session's stream opens with a priming event (an id, empty data)
+as that revision asks. Resuming replays from the room's event ring, so
+nothing committed while the client was away is missed while the ring holds
+it, and a cursor the ring lost is a resync (every watched URI).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Collection, Iterable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Callable, Collection, Iterable
 from typing import Any, Final
 
 import attrs
+import trio
 
 from commonroom.engine.observe import StreamStart
+from commonroom.engine.regions import related
+from commonroom.http.connection import HardenedTCPServer
+from commonroom.http.framing import http_chunk
 from commonroom.mcp import wire
 from commonroom.mcp.resources import BY_URI, SUBSCRIBABLE, uri_of
+from commonroom.protocol.events import Event
 from commonroom.room.core import Room
+from commonroom.room.pumps import RoomStream
 from commonroom.room.streams import StreamItem
 
 PING: Final = b": ping\n\n"
+SUBSCRIPTIONS_PER_SESSION: Final = 64  # the five workspace URIs and region URIs
+REGION_PATHS_KEPT: Final = 4096
+RETRY: Final = b"retry: 5000\n"  # how long a client waits before it reconnects (ms)
 _NONE: Final[frozenset[str]] = frozenset()
 _URI_ORDER: Final[dict[str, int]] = {spec.uri: i for i, spec in enumerate(SUBSCRIBABLE)}
 
@@ -58,20 +77,49 @@ class Subscriptions:
         return self._by_session.get(session_hash, _NONE)
 
 
-def changed_uris(item: StreamItem, watched: Collection[str]) -> list[str]:
-    """The watched URIs an item says changed, in the resources' order."""
+class RegionPaths:
+    """Region resource URIs (`commonroom://workspace/region/{path}`) -> the canonical path
+    each named when it was subscribed (a bare title, `section:` and percent-encoding are
+    resolved once, by the room). Shared by every stream; the oldest are forgotten past
+    `REGION_PATHS_KEPT` (their subscribers then get no hint, and reread anyway)."""
+
+    def __init__(self) -> None:
+        self._paths: dict[str, str] = {}
+
+    def add(self, uri: str, path: str) -> None:
+        self._paths.pop(uri, None)
+        self._paths[uri] = path
+        while len(self._paths) > REGION_PATHS_KEPT:
+            del self._paths[next(iter(self._paths))]
+
+    def get(self, uri: str) -> str | None:
+        return self._paths.get(uri)
+
+
+_NO_REGIONS: Final = RegionPaths()
+
+
+def changed_uris(item: StreamItem, watched: Collection[str],
+                 regions: RegionPaths = _NO_REGIONS) -> list[str]:
+    """The watched URIs an item says changed: the workspace ones in the resources' order, then
+    region URIs (a document change in that region, an ancestor or a descendant of it)."""
     if not watched:
         return []
     if item.kind == "resync":
         found: Iterable[str] = watched
     elif item.kind == "event" and item.event is not None:
-        found = [uri for r in item.event.resources
+        event = item.event
+        found = [uri for r in event.resources
                  if (uri := uri_of(r)) is not None and uri in watched]
+        if event.type == "change.committed" and len(watched) > len(found):
+            changed = str(getattr(event.payload, "region", ""))
+            found += [uri for uri in watched
+                      if (path := regions.get(uri)) is not None and related(changed, path)]
         if not found:
             return []
     else:
         return []
-    return sorted(found, key=lambda uri: _URI_ORDER.get(uri, len(_URI_ORDER)))
+    return sorted(found, key=lambda uri: (_URI_ORDER.get(uri, len(_URI_ORDER)), uri))
 
 
 def sse(message: dict[str, Any]) -> bytes:
@@ -96,34 +144,192 @@ def updated(uri: str, subscription_id: wire.RequestId = None) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": params}
 
 
-async def _observe(room: Room, start: StreamStart, heartbeat: float
-                   ) -> AsyncGenerator[StreamItem, None]:
-    """The session's live items, from a stream the room owns (a pump in its nursery)."""
-    live = attrs.evolve(start, cursor=start.latest_event_id)
-    async with room.open_stream(live, heartbeat_seconds=heartbeat) as stream:
-        while True:
-            batch = await stream.next_batch()
-            for item in batch:
-                yield item
-            if batch[-1].kind == "end":
-                return
+def stream_start(start: StreamStart, resume: bool) -> StreamStart:
+    """Where a stream starts: at the event its authorization saw, or (`resume`) after the
+    client's cursor (its `Last-Event-ID`), replaying what it missed from the ring."""
+    if resume and start.cursor is not None:
+        return start
+    return attrs.evolve(start, cursor=start.latest_event_id)
 
 
-async def session_stream(
-    room: Room, start: StreamStart, subscriptions: Subscriptions, heartbeat: float
+class Framer:
+    """What one MCP stream writes: its preamble, each item's frames, and its keep-alives.
+
+    The stream asks the room for a heartbeat every `keepalive` seconds of silence (half the
+    configured heartbeat) and the framer pings whenever `keepalive` has passed since it last
+    wrote anything: an event it has nothing to say about (another resource changed) keeps the
+    room's stream busy without writing a byte, so the client still hears a `: ping` at least
+    every `heartbeat` seconds, however busy the room is with other things.
+    """
+
+    def __init__(self, heartbeat: float) -> None:
+        self.keepalive = heartbeat / 2
+        self.last_write = trio.current_time()
+
+    def preamble(self) -> bytes:
+        self.last_write = trio.current_time()
+        return PING
+
+    def item_frames(self, item: StreamItem) -> bytes:
+        raise NotImplementedError
+
+    def frames(self, item: StreamItem) -> bytes:
+        data = b"" if item.kind == "heartbeat" else self.item_frames(item)
+        now = trio.current_time()
+        if not data and item.kind != "end" and (
+                item.kind == "heartbeat" or now - self.last_write >= self.keepalive):
+            data = PING
+        if data:
+            self.last_write = now
+        return data
+
+
+class SessionFramer(Framer):
+    """2026-07-28 `GET /mcp`: `notifications/resources/updated` for the bearer's subscriptions."""
+
+    def __init__(self, heartbeat: float, subscriptions: Subscriptions, session_hash: bytes,
+                 regions: RegionPaths) -> None:
+        super().__init__(heartbeat)
+        self.subscriptions = subscriptions
+        self.session_hash = session_hash
+        self.regions = regions
+
+    def item_frames(self, item: StreamItem) -> bytes:
+        uris = changed_uris(item, self.subscriptions.of(self.session_hash), self.regions)
+        return b"".join(_updated_frame(uri) for uri in uris)
+
+
+class LegacyFramer(Framer):
+    """A legacy session's `GET /mcp`: the same frames, resumable (event ids), primed in 2025-11-25."""
+
+    def __init__(self, heartbeat: float, watched: Collection[str], regions: RegionPaths, *,
+                 priming_cursor: int | None) -> None:
+        super().__init__(heartbeat)
+        self.watched = watched  # the session's live subscription set
+        self.regions = regions
+        self.priming_cursor = priming_cursor
+
+    def preamble(self) -> bytes:
+        self.last_write = trio.current_time()
+        if self.priming_cursor is not None:  # an id and empty data: a reconnect says where it was
+            return RETRY + f"id: {self.priming_cursor}\ndata: \n\n".encode()
+        return RETRY + PING
+
+    def item_frames(self, item: StreamItem) -> bytes:
+        uris = changed_uris(item, self.watched, self.regions)
+        if not uris:
+            return b""
+        frames = [_updated_frame(uri) for uri in uris]
+        event_id = _cursor_of(item)
+        if event_id is not None:  # on the last frame: the client has all of the event then
+            frames[-1] = f"id: {event_id}\n".encode() + frames[-1]
+        return b"".join(frames)
+
+
+def _cursor_of(item: StreamItem) -> int | None:
+    """The event id a client has seen once it has this item's frames."""
+    if item.event is not None:
+        return item.event.event_id
+    if item.kind == "resync" and item.data is not None:
+        latest = item.data.get("latest_event_id")
+        return latest if isinstance(latest, int) else None
+    return None
+
+
+async def framed(
+    room: Room, start: StreamStart, framer: Framer, *, resume: bool = False,
+    on_open: Callable[[RoomStream], None] | None = None,
+    on_close: Callable[[RoomStream], None] | None = None,
 ) -> AsyncGenerator[bytes, None]:
-    """`GET /mcp`: `notifications/resources/updated` for the session's subscribed URIs."""
-    yield PING  # the stream is open: a client may start acting now
-    session_hash = start.actor.session_hash
-    async with aclosing(_observe(room, start, heartbeat)) as items:
-        async for item in items:
-            if item.kind == "heartbeat":
-                yield PING
-            elif item.kind == "end":
-                return
-            else:
-                for uri in changed_uris(item, subscriptions.of(session_hash)):
-                    yield _updated_frame(uri)
+    """An MCP stream's body on the room's stream (a pump in its nursery), through a channel.
+
+    For a connection that is not ours (HTTP/1.0, a test client); on our own HTTP/1.1
+    connection the stream writes its own chunks instead (`NotificationWriter`).
+    """
+    yield framer.preamble()
+    async with room.open_stream(stream_start(start, resume),
+                                heartbeat_seconds=framer.keepalive) as stream:
+        if on_open is not None:
+            on_open(stream)
+        try:
+            while True:
+                batch = await stream.next_batch()
+                data = b"".join(framer.frames(item) for item in batch)
+                if data:
+                    yield data
+                if batch[-1].kind == "end":
+                    return
+        finally:
+            if on_close is not None:
+                on_close(stream)
+
+
+class NotificationWriter:
+    """An MCP stream that writes its own HTTP chunks and takes the hub's direct lane.
+
+    Like the observe stream's `http/stream_views.SSEWriter`: once the response head is out,
+    the room's pump writes each item's frames as one chunk straight to the socket, and while
+    the pump waits the hub hands it live events (`write_event_nowait`): a commit's fan-out to
+    every MCP stream is one loop in the publishing task, an event this stream has nothing to
+    say about costs a set lookup. `stop()` ends it (a newer stream of its legacy session).
+    """
+
+    def __init__(self, connection: HardenedTCPServer, framer: Framer) -> None:
+        self._connection = connection
+        self._framer = framer
+        self._head_sent = trio.Event()
+        self.done = trio.Event()
+        self.cancel_scope = trio.CancelScope()
+        self._owed = b""  # the rest of a chunk the direct lane wrote in part
+        self._gone = False
+
+    # The pump's side (room/pumps.py).
+
+    async def ready(self) -> None:
+        await self._head_sent.wait()
+
+    async def write_item(self, item: StreamItem) -> bool:
+        data, self._owed = self._owed + http_chunk(self._framer.frames(item)), b""
+        if not data:
+            return True
+        if self._gone or not await self._connection.send_stream_bytes(data):
+            self._gone = True
+            return False
+        return True
+
+    def finished(self) -> None:
+        self.done.set()
+
+    # The hub's side: a live event while the pump waits.
+
+    def write_event_nowait(self, event: Event, owe: Callable[[], None]) -> bool:
+        if self._gone or self._owed or not self._head_sent.is_set():
+            return False
+        chunk = http_chunk(self._framer.frames(StreamItem("event", event)))
+        if not chunk:
+            return True  # nothing for this stream: taken, and nothing to write
+        sent = self._connection.send_nowait(chunk)
+        if sent is None:
+            self._gone = True
+            return False
+        if sent == 0:
+            return False  # busy or full: the pump writes it, waiting
+        if sent < len(chunk):
+            self._owed = chunk[sent:]
+            owe()
+        return True
+
+    # The response's side.
+
+    def head_sent(self) -> None:
+        self._head_sent.set()
+
+    def close(self) -> None:
+        """The response is over (ended, or the client left): stop the pump."""
+        self._gone = True
+        self.cancel_scope.cancel()
+
+    stop = close
 
 
 @attrs.frozen
@@ -142,14 +348,20 @@ class ListenFilter:
         return out
 
 
-def listen_filter(params: dict[str, Any]) -> ListenFilter:
-    """The honoured subset of `params.notifications`; list-changed kinds are never honoured."""
+def requested_uris(params: dict[str, Any]) -> list[str]:
+    """`params.notifications.resourceSubscriptions` of a `subscriptions/listen` (checked)."""
     asked = params.get("notifications")
     if not isinstance(asked, dict):
         raise wire.invalid_params("subscriptions/listen needs params.notifications (an object)")
-    uris = _strings(asked.get("resourceSubscriptions"), "resourceSubscriptions")
-    task_ids = _strings(asked.get("taskIds"), "taskIds")
-    honoured = tuple(dict.fromkeys(uri for uri in uris if uri in BY_URI))
+    return _strings(asked.get("resourceSubscriptions"), "resourceSubscriptions")
+
+
+def listen_filter(params: dict[str, Any], regions: Collection[str] = ()) -> ListenFilter:
+    """The honoured subset of `params.notifications`: the workspace URIs and the region URIs
+    the room resolved (`regions`); list-changed kinds are never honoured."""
+    uris = requested_uris(params)
+    task_ids = _strings(params["notifications"].get("taskIds"), "taskIds")
+    honoured = tuple(dict.fromkeys(uri for uri in uris if uri in BY_URI or uri in regions))
     return ListenFilter(honoured, tuple(dict.fromkeys(task_ids)))
 
 
@@ -176,26 +388,31 @@ def _task_notification(item: StreamItem, task_ids: tuple[str, ...],
     return {"jsonrpc": "2.0", "method": "notifications/tasks", "params": params}
 
 
-async def listen_stream(
-    room: Room, start: StreamStart, wanted: ListenFilter, subscription_id: wire.RequestId,
-    heartbeat: float,
-) -> AsyncGenerator[bytes, None]:
+class ListenFramer(Framer):
     """The SSE answer of `subscriptions/listen`: ack first, tagged frames, a final result."""
-    tag = {wire.META_SUBSCRIPTION: subscription_id}
-    yield sse({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-               "params": {"notifications": wanted.acknowledged(), "_meta": tag}})
-    async with aclosing(_observe(room, start, heartbeat)) as items:
-        async for item in items:
-            if item.kind == "heartbeat":
-                yield PING
-            elif item.kind == "end":
-                break
-            else:
-                for uri in changed_uris(item, wanted.resource_subscriptions):
-                    yield sse(updated(uri, subscription_id))
-                if wanted.task_ids:
-                    task = _task_notification(item, wanted.task_ids, subscription_id)
-                    if task is not None:
-                        yield sse(task)
-    # A graceful end (room stopping, session ended): the listen request's result.
-    yield sse(wire.result_message(subscription_id, {"resultType": "complete", "_meta": tag}))
+
+    def __init__(self, heartbeat: float, wanted: ListenFilter, subscription_id: wire.RequestId,
+                 regions: RegionPaths) -> None:
+        super().__init__(heartbeat)
+        self.wanted = wanted
+        self.subscription_id = subscription_id
+        self.tag = {wire.META_SUBSCRIPTION: subscription_id}
+        self.regions = regions
+
+    def preamble(self) -> bytes:
+        self.last_write = trio.current_time()
+        return sse({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                    "params": {"notifications": self.wanted.acknowledged(), "_meta": self.tag}})
+
+    def item_frames(self, item: StreamItem) -> bytes:
+        if item.kind == "end":
+            # A graceful end (room stopping, session ended): the listen request's result.
+            return sse(wire.result_message(self.subscription_id,
+                                           {"resultType": "complete", "_meta": self.tag}))
+        frames = [sse(updated(uri, self.subscription_id))
+                  for uri in changed_uris(item, self.wanted.resource_subscriptions, self.regions)]
+        if self.wanted.task_ids:
+            task = _task_notification(item, self.wanted.task_ids, self.subscription_id)
+            if task is not None:
+                frames.append(sse(task))
+        return b"".join(frames)

@@ -1,8 +1,10 @@
 """MCP resources: the room's state as readable URIs, each backed by one table operation.
 
 `commonroom://workspace/{status,document,proposals,leases,participants}` are
-the five subscribable resources (PROTOCOL.md section 12); the template
-`commonroom://workspace/region/{path}` reads one region. Each is answered by
+the five workspace resources (PROTOCOL.md section 12); the template
+`commonroom://workspace/region/{path}` reads one region. All of them are
+subscribable (a region URI is hinted when the document changed in that
+region, an ancestor or a descendant: `notify.changed_uris`). Each is answered by
 running the operation named here through the room, so the capability rule
 (`read`) and the answer are the HTTP API's. The skill file
 `skill://commonroom/SKILL.md` is a resource too (the skills extension needs
@@ -60,6 +62,11 @@ BY_URI: Final[dict[str, ResourceSpec]] = {spec.uri: spec for spec in SUBSCRIBABL
 assert all(spec.name in RESOURCES for spec in SUBSCRIBABLE)
 
 
+def is_region_uri(uri: str) -> bool:
+    """A URI of the region template (`commonroom://workspace/region/{path}`)."""
+    return uri.startswith(REGION_PREFIX) and len(uri) > len(REGION_PREFIX)
+
+
 def uri_of(resource: str) -> str | None:
     """The subscribable URI of an event-catalogue resource name (None: not subscribable)."""
     uri = PREFIX + resource
@@ -113,7 +120,7 @@ def resolve(uri: str) -> Target:
     spec = BY_URI.get(uri)
     if spec is not None:
         return Target(uri, spec.operation, {}, spec.mime_type)
-    if uri.startswith(REGION_PREFIX) and len(uri) > len(REGION_PREFIX):
+    if is_region_uri(uri):
         region = unquote(uri[len(REGION_PREFIX):])
         return Target(uri, "workspace.read", {"region": region}, "text/markdown")
     raise NotFound(uri)

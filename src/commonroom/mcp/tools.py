@@ -8,7 +8,9 @@ first: the conformance runner calls the first tool with `{}`.
 
 A commonroom error inside a tool is not a JSON-RPC error: the answer is a
 `CallToolResult` with `isError: true` whose one text block is the error
-object the HTTP API returns (recovery fields included).
+object the HTTP API returns (recovery fields included). Except a failed
+login (`AUTH_CODES`): a client must see that as one (HTTP 401), not as a tool
+that failed, so `call_tool` raises it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from commonroom.room.core import Room
 _LONG_POLLS: Final = frozenset({"workspace.wait"})
 # Operations an MCP caller never needs as a tool.
 _NOT_TOOLS: Final = frozenset({"session.join"})
+# The errors that mean "no valid bearer": HTTP 401, never an isError result.
+AUTH_CODES: Final = frozenset({"unauthorized", "session_expired"})
 
 TOOL_OPERATIONS: Final[tuple[Operation, ...]] = tuple(
     op for op in OPERATIONS
@@ -101,9 +105,14 @@ def error_result(error: CommonroomError) -> dict[str, Any]:
 async def call_tool(
     room: Room, op: Operation, bearer: str | None, arguments: dict[str, Any]
 ) -> dict[str, Any]:
-    """The CallToolResult body of calling `op`: its answer, or its error as `isError`."""
+    """The CallToolResult body of calling `op`: its answer, or its error as `isError`.
+
+    Raises the CommonroomError of a bearer that is not a valid session (`AUTH_CODES`).
+    """
     outcome: Outcome = await room.execute(op.name, bearer, arguments)
     if outcome.error is not None:
+        if outcome.error.code in AUTH_CODES:
+            raise outcome.error
         return error_result(outcome.error)
     if op.kind == "stream":
         start: StreamStart = outcome.result

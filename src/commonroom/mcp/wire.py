@@ -1,16 +1,21 @@
-"""The MCP 2026-07-28 request envelope: parsing, header rules, JSON-RPC errors.
+"""The MCP request envelope of both eras: parsing, header rules, JSON-RPC errors.
 
-One `POST /mcp` carries one JSON-RPC request or notification. `parse` turns
-the raw body and headers into an `McpRequest` or raises `McpError`, in this
-order (MCP-2026-07-28.md, "Request envelope"; the conformance runner checks
-the order where two rules could both apply):
+One `POST /mcp` carries one JSON-RPC request or notification. The era is
+chosen per request (`era_of`): a request carrying `Mcp-Session-Id` belongs to
+a legacy session (streamable HTTP, revisions 2025-03-26 / 2025-06-18 /
+2025-11-25; `mcp/legacy.py`); a body that is `initialize` without the
+2026-07-28 `_meta` opens one; everything else is 2026-07-28. `parse_body`
+reads the body; `parse_message` validates a 2026-07-28 request in this order
+(MCP-2026-07-28.md, "Request envelope"; the conformance runner checks the
+order where two rules could both apply):
 
 1. the body is JSON (-32700, id null), one object (a batch or a posted
    response is -32600), `jsonrpc: "2.0"` and a string `method` (-32600);
 2. a notification (no id, or id null) stops here: 202, empty body;
-3. a legacy `initialize` without the modern envelope, or a request whose
-   `MCP-Protocol-Version` header names another version and whose `_meta`
-   names none: -32022 with `data.supported` / `data.requested`;
+3. a request whose `MCP-Protocol-Version` header names a legacy version and
+   whose `_meta` names none is a legacy request without its session: 400,
+   -32600 (initialize first); a header naming a version nobody serves: -32022
+   with `data.supported` / `data.requested`;
 4. `_meta` must hold `protocolVersion` and a `clientCapabilities` object
    (-32602);
 5. the routing headers must equal the body (-32020 `HeaderMismatch`):
@@ -40,7 +45,11 @@ from commonroom.engine.params import json_int
 from commonroom.http.common import MAX_JSON_DEPTH, nests_deeper_than
 
 PROTOCOL_VERSION: Final = "2026-07-28"
-SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION,)
+"""The stateless revision: every request describes itself."""
+LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
+"""The streamable-HTTP revisions with an `initialize` handshake and a session, newest first."""
+SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION, *LEGACY_VERSIONS)
+SESSION_HEADER: Final = "Mcp-Session-Id"
 
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
@@ -131,15 +140,31 @@ def method_not_found(method: str) -> McpError:
     return McpError(METHOD_NOT_FOUND, "Method not found", {"method": method})
 
 
+def session_required() -> McpError:
+    """A legacy request without its session (the legacy spec's 400 Bad Request)."""
+    return McpError(INVALID_REQUEST, f"Bad Request: no {SESSION_HEADER}; send initialize first")
+
+
 @attrs.frozen
 class McpRequest:
-    """One validated request (or notification: `id` None and `notification` True)."""
+    """One validated request (or notification: `id` None and `notification` True).
+
+    A legacy session's request carries that session's `resources/subscribe`
+    set in `session_subscriptions` and its `initialize` capabilities as
+    `_meta`'s client capabilities; a 2026-07-28 request has neither (its
+    subscriptions are the bearer's).
+    """
 
     id: RequestId
     method: str
     params: dict[str, Any]
     meta: dict[str, Any]
     notification: bool = False
+    session_subscriptions: set[str] | None = attrs.field(default=None, eq=False)
+
+    @property
+    def legacy(self) -> bool:
+        return self.session_subscriptions is not None
 
     @property
     def client_capabilities(self) -> dict[str, Any]:
@@ -198,7 +223,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     return message
 
 
-def _request_id(message: Mapping[str, Any]) -> RequestId:
+def request_id_of(message: Mapping[str, Any]) -> RequestId:
     rid = message.get("id")
     if rid is None or isinstance(rid, bool) or not isinstance(rid, (str, int, float)):
         return None
@@ -206,8 +231,27 @@ def _request_id(message: Mapping[str, Any]) -> RequestId:
 
 
 def parse(raw: bytes, headers: HeaderValues) -> McpRequest:
-    message = parse_body(raw)
-    rid = _request_id(message)
+    """A 2026-07-28 request from the raw body (`parse_body`, then `parse_message`)."""
+    return parse_message(parse_body(raw), headers)
+
+
+def is_response(message: Mapping[str, Any]) -> bool:
+    """A posted JSON-RPC response (the client answering a server request)."""
+    return "method" not in message and ("result" in message or "error" in message)
+
+
+def opens_legacy_session(message: Mapping[str, Any]) -> bool:
+    """An `initialize` without the 2026-07-28 `_meta`: the legacy handshake."""
+    if message.get("method") != "initialize":
+        return False
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return not (isinstance(meta, dict) and META_VERSION in meta)
+
+
+def parse_message(message: dict[str, Any], headers: HeaderValues) -> McpRequest:
+    """Validate a 2026-07-28 request (steps 2-6 of the module's list); raises McpError."""
+    rid = request_id_of(message)
     try:
         return _parse_message(message, rid, headers)
     except McpError as error:
@@ -215,7 +259,8 @@ def parse(raw: bytes, headers: HeaderValues) -> McpRequest:
         raise
 
 
-def _parse_message(message: dict[str, Any], rid: RequestId, headers: HeaderValues) -> McpRequest:
+def parse_common(message: Mapping[str, Any], rid: RequestId) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """What both eras check first: (method, params, `_meta`); raises McpError."""
     method = message.get("method")
     if method is None and ("result" in message or "error" in message):
         raise McpError(INVALID_REQUEST, "Invalid Request: the server does not take responses")
@@ -229,16 +274,19 @@ def _parse_message(message: dict[str, Any], rid: RequestId, headers: HeaderValue
     if not isinstance(params, dict):
         raise invalid_params("params must be an object")
     meta = params.get("_meta")
-    meta = meta if isinstance(meta, dict) else {}
+    return method, params, meta if isinstance(meta, dict) else {}
+
+
+def _parse_message(message: dict[str, Any], rid: RequestId, headers: HeaderValues) -> McpRequest:
+    method, params, meta = parse_common(message, rid)
     if rid is None:
         return McpRequest(None, method, params, meta, notification=True)
 
     header_version = single_header(headers, "MCP-Protocol-Version")
     meta_version = meta.get(META_VERSION)
     if meta_version is None:
-        if method == "initialize":
-            # A legacy handshake: name the one version this server speaks.
-            raise unsupported_version(params.get("protocolVersion", header_version))
+        if header_version in LEGACY_VERSIONS:
+            raise session_required()  # a legacy client that lost (or never had) its session
         if header_version is not None and header_version not in SUPPORTED_VERSIONS:
             raise unsupported_version(header_version)
         raise invalid_params(f"params._meta must hold {META_VERSION!r}",
@@ -269,7 +317,7 @@ def _parse_message(message: dict[str, Any], rid: RequestId, headers: HeaderValue
     elif len(headers("Mcp-Name")) > 1:
         raise header_mismatch("Mcp-Name sent more than once")
 
-    if meta_version not in SUPPORTED_VERSIONS:
+    if meta_version != PROTOCOL_VERSION:  # a legacy version travels in a legacy session only
         raise unsupported_version(meta_version)
     return McpRequest(rid, method, params, meta)
 

@@ -69,9 +69,9 @@ class RoomStream:
             self._ended = True
         return batch
 
-    def cancel(self) -> None:
-        """End the stream from outside (say its owner logged out): the pump stops now,
-        and the reader's next batch is the last (`end`)."""
+    def stop(self) -> None:
+        """End the stream from outside its reader (its owner logged out, or a client's newer
+        stream replaced it): the pump stops now and the reader's next batch is `end`."""
         self._pump_scope.cancel()
 
     async def aclose(self) -> None:

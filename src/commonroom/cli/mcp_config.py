@@ -1,0 +1,88 @@
+"""`ce mcp`: the stdio bridge (`ce mcp INVITATION ...`) and `ce mcp config CLIENT ...`.
+
+`ce mcp` is a group whose default command is the bridge, so `ce mcp INVITATION --session ID`
+keeps working; `ce mcp config CLIENT [INVITATION --session ID] [--http|--stdio]` prints the
+exact setup snippet for CLIENT (`mcp/configs.py` renders it): the snippet on stdout, so
+`ce mcp config vscode > .vscode/mcp.json` works, and where it goes and where its secret lives on
+stderr (with `--json`, one object with all of it). Without INVITATION it uses the room of the
+saved session profile (`ce join` saves one), its session included.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import click
+
+from commonroom.cli.output import echo, emit_json, guarded
+
+BRIDGE: Final = "bridge"
+
+
+class McpGroup(click.Group):
+    """`ce mcp ARGS`: a subcommand when ARGS start with one, else the bridge."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+            args = [BRIDGE, *args]
+        return super().parse_args(ctx, args)
+
+
+@click.command(name="config")
+@click.argument("client", metavar="CLIENT")
+@click.argument("invitation", required=False)
+@click.option("--session", metavar="ID", help="The session the client uses (with INVITATION).")
+@click.option("--profile", metavar="NAME", help="Use this saved profile (default: the last joined).")
+@click.option("--http", "transport", flag_value="http", help="Connect by URL (the default where"
+              " the client can).")
+@click.option("--stdio", "transport", flag_value="stdio", help="Run the `ce mcp` bridge instead.")
+@click.option("--name", metavar="NAME", help="The bridge's display name when it joins (default:"
+              " CLIENT).")
+@click.option("--json", "json_mode", is_flag=True, help="Machine-readable output (one JSON object).")
+@guarded()
+def config(client: str, invitation: str | None, session: str | None, profile: str | None,
+           transport: str | None, name: str | None, json_mode: bool) -> None:
+    """Print the setup snippet for CLIENT: claude-code, claude-desktop, vscode, cursor, codex,
+    windsurf, zed or gemini."""
+    from commonroom.cli import profiles
+    from commonroom.mcp import configs
+    from commonroom.protocol.invitation import decode
+
+    hint: dict[str, Any]
+    if invitation is not None:
+        if profile is not None:
+            raise click.UsageError("give INVITATION or --profile, not both")
+        hint = decode(invitation).transport.to_json()
+        bearer = profiles.session_argument(session) if session else None
+    else:
+        if session is not None:
+            raise click.UsageError("--session goes with INVITATION (without one, the profile's"
+                                   " session is used)")
+        chosen = profiles.select(profile)
+        invitation, bearer, hint = chosen.invitation, chosen.session, chosen.hint
+    try:
+        snippet = configs.render(client, transport=transport, url=configs.mcp_url(hint),
+                                 bearer=bearer, ce_command=configs.running_ce(),
+                                 invitation=invitation.strip() if invitation else None,
+                                 name=name or client)
+    except configs.ConfigError as error:
+        raise click.UsageError(str(error)) from None
+    if json_mode:
+        emit_json(snippet.to_json())
+        return
+    echo(f"# {snippet.where}", err=True)
+    echo(f"# {snippet.secret}", err=True)
+    echo(snippet.text.rstrip("\n"))
+
+
+def register(parent: click.Group, bridge: click.Command) -> click.Group:
+    """Add `ce mcp` (the bridge as its default command, and `config`) to `parent`."""
+
+    @parent.group(name="mcp", cls=McpGroup)
+    def mcp() -> None:
+        """MCP: `ce mcp INVITATION` is a stdio MCP server bridged to the room's /mcp;
+        `ce mcp config CLIENT` prints a client's setup (by URL, or through the bridge)."""
+
+    mcp.add_command(bridge, name=BRIDGE)
+    mcp.add_command(config)
+    return mcp

@@ -1,0 +1,98 @@
+"""The MCP SDKs that cannot live in the test venv, built once from the package registries.
+
+- The Python SDK 1.x line (`PYTHON_SDK_1`): it cannot share a venv with the 2.x the suite
+  uses, so it gets its own venv.
+- The TypeScript SDK (`tests/e2e/mcp_clients/package.json` + `package-lock.json`, pinned),
+  installed with `npm ci` on Node 20.
+
+Both are cached under `.tox/mcp-clients/` (rebuilt when the pin or the lock changes) and built
+under a file lock, so parallel test workers build each once. tox builds them before the suite
+(`commands_pre`: `python tests/e2e/mcp_client_envs.py`), so the suite's own time does not
+include the downloads; a test run without tox builds them on first use. A build that fails
+(no registry, no Node) fails the tests that need it: nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+REPO: Final = Path(__file__).resolve().parents[2]
+CLIENTS: Final = REPO / "tests" / "e2e" / "mcp_clients"
+CACHE: Final = Path(os.environ.get("COMMONROOM_MCP_CLIENTS_CACHE") or REPO / ".tox" / "mcp-clients")
+PYTHON_SDK_1: Final = "mcp==1.27.2"
+BUILD_TIMEOUT: Final = 600
+
+
+@contextmanager
+def _locked() -> Iterator[None]:
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _run(command: list[str], cwd: Path | None = None) -> None:
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=BUILD_TIMEOUT,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+
+
+def python_sdk_1() -> Path:
+    """The python of a venv holding the pinned Python SDK 1.x."""
+    home = CACHE / ("py-" + PYTHON_SDK_1.replace("==", "-"))
+    python = home / "bin" / "python"
+    stamp = home / ".built"
+    with _locked():
+        if not stamp.exists():
+            shutil.rmtree(home, ignore_errors=True)
+            _run([sys.executable, "-m", "venv", str(home)])
+            _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", PYTHON_SDK_1])
+            stamp.write_text(PYTHON_SDK_1)
+    return python
+
+
+def node() -> str:
+    found = shutil.which("node")
+    if found is None:
+        raise RuntimeError("node is not on PATH: the TypeScript SDK's tests need Node 20+")
+    return found
+
+
+def typescript_sdk() -> Path:
+    """A folder with the pinned TypeScript SDK in node_modules and the client script beside it."""
+    lock = (CLIENTS / "package-lock.json").read_bytes()
+    home = CACHE / ("node-" + hashlib.sha256(lock).hexdigest()[:16])
+    stamp = home / ".built"
+    with _locked():
+        if not stamp.exists():
+            shutil.rmtree(home, ignore_errors=True)
+            home.mkdir(parents=True)
+            for name in ("package.json", "package-lock.json"):
+                shutil.copyfile(CLIENTS / name, home / name)
+            npm = shutil.which("npm")
+            if npm is None:
+                raise RuntimeError("npm is not on PATH: the TypeScript SDK's tests need it")
+            node()
+            _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=home)
+            stamp.write_text("built")
+        # The script beside its node_modules (ESM resolves imports from the script's folder).
+        shutil.copyfile(CLIENTS / "ts_client.mjs", home / "ts_client.mjs")
+    return home
+
+
+if __name__ == "__main__":
+    print(python_sdk_1())
+    print(typescript_sdk())
