@@ -282,6 +282,19 @@ def check_outline(current: Snapshot, region: str, content: str) -> None:
         raise error
 
 
+def check_pending_limit(tx: Tx, pid: str) -> None:
+    pending = tx.conn.execute(
+        "SELECT count(*) FROM proposals WHERE participant_id = ? AND status = 'pending'", (pid,)
+    ).fetchone()[0]
+    if pending >= limits.MAX_PENDING_PROPOSALS:
+        raise CommonroomError(
+            "limit_exceeded",
+            f"a participant has at most {limits.MAX_PENDING_PROPOSALS} pending proposals",
+            {"limit": limits.MAX_PENDING_PROPOSALS},
+            retry_after_seconds=60,
+        )
+
+
 def propose(tx: Tx, p: ProposeParams) -> Proposal:
     summary = _check_summary(p.summary)
     _check_size(p.content)
@@ -306,16 +319,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     check_outline(engine.current(), span.region, p.content)
     pid = tx.actor.participant_id
     raise_if_blocked(tx, span.region, pid)
-    pending = tx.conn.execute(
-        "SELECT count(*) FROM proposals WHERE participant_id = ? AND status = 'pending'", (pid,)
-    ).fetchone()[0]
-    if pending >= limits.MAX_PENDING_PROPOSALS:
-        raise CommonroomError(
-            "limit_exceeded",
-            f"a participant has at most {limits.MAX_PENDING_PROPOSALS} pending proposals",
-            {"limit": limits.MAX_PENDING_PROPOSALS},
-            retry_after_seconds=60,
-        )
+    check_pending_limit(tx, pid)
     size = len(encode_text(p.content))
     if pid != engine.host_participant_id:
         _make_room(tx, pid, size)

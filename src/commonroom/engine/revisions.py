@@ -151,6 +151,8 @@ def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_ve
         )
     engine = tx.engine
     pr._check_size(content)
+    if proposal.status != "pending" and target == "pending":
+        pr.check_pending_limit(tx, proposal.participant_id)  # a revived proposal counts again
     if base_version > engine.current_version:
         raise CommonroomError(
             "version_not_found", f"version {base_version} does not exist yet",
