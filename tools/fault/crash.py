@@ -537,12 +537,17 @@ def _drive_until_killed(room: Room, crew: list[Agent], rng: random.Random, delay
     `delay`. Returns where it died."""
     stop = threading.Event()
     token = f"{rng.getrandbits(48):012x}"
+    before = sum(len(agent.acked) for agent in crew)
     threads = [threading.Thread(target=agent_round, args=(agent, room, len(crew), stop, token),
                                 daemon=True) for agent in crew]
     for thread in threads:
         thread.start()
     try:
         if room.fault is None:
+            # The seeded delay runs from this round's first acknowledged commit, so every
+            # round has work in flight when it dies however slow the machine is (a bare
+            # delay from the start killed rounds that had not reached a commit yet).
+            _wait_for_an_acknowledgement(room, crew, threads, before)
             time.sleep(delay)
             room.kill()
             label = "random"
@@ -569,6 +574,16 @@ def _drive_until_killed(room: Room, crew: list[Agent], rng: random.Random, delay
         for thread in threads:
             thread.join(REQUEST_TIMEOUT + 5)
     return label
+
+
+def _wait_for_an_acknowledgement(room: Room, crew: list[Agent], threads: list[threading.Thread],
+                                 before: int) -> None:
+    deadline = time.monotonic() + DEATH_TIMEOUT
+    while sum(len(agent.acked) for agent in crew) <= before:
+        if time.monotonic() > deadline or not any(t.is_alive() for t in threads):
+            raise CheckFailed(f"no commit acknowledged in {DEATH_TIMEOUT} s of a round"
+                              f" ({[a.down for a in crew]}): {room.stderr()[-400:]}")
+        time.sleep(0.005)
 
 
 def _expect_fault_kill(room: Room, label: str) -> None:

@@ -63,8 +63,12 @@ def observe_params() -> dict[str, Any]:
     return params
 
 
-class SSEWriter:
-    """A direct SSE stream's writer of its own body chunks (see the module doc)."""
+class DirectWriter:
+    """A stream that writes its own body chunks on our connection (see the module doc).
+
+    Subclasses say how an item and a live event become one HTTP chunk (an empty chunk:
+    nothing for this stream); the writing, the hub's lane and the owed remainder are here.
+    """
 
     def __init__(self, connection: HardenedTCPServer) -> None:
         self._connection = connection
@@ -74,17 +78,19 @@ class SSEWriter:
         self._owed = b""  # the rest of a chunk the direct lane wrote in part
         self._gone = False
 
+    def item_chunk(self, item: StreamItem) -> bytes:
+        raise NotImplementedError
+
+    def event_chunk(self, event: Event) -> bytes:
+        raise NotImplementedError
+
     # The pump's side (room/pumps.py).
 
     async def ready(self) -> None:
         await self._head_sent.wait()
 
     async def write_item(self, item: StreamItem) -> bool:
-        if item.kind == "event" and item.event is not None:
-            chunk = framing.sse_event_chunk(item.event)
-        else:
-            chunk = framing.http_chunk(framing.format_sse(item))
-        data, self._owed = self._owed + chunk, b""
+        data, self._owed = self._owed + self.item_chunk(item), b""
         if not data:
             return True
         if self._gone or not await self._connection.send_stream_bytes(data):
@@ -100,7 +106,9 @@ class SSEWriter:
     def write_event_nowait(self, event: Event, owe: Callable[[], None]) -> bool:
         if self._gone or self._owed or not self._head_sent.is_set():
             return False
-        chunk = framing.sse_event_chunk(event)
+        chunk = self.event_chunk(event)
+        if not chunk:
+            return True  # nothing for this stream: taken, and nothing to write
         sent = self._connection.send_nowait(chunk)
         if sent is None:
             self._gone = True
@@ -121,6 +129,18 @@ class SSEWriter:
         """The response is over (ended, or the client left): stop the pump."""
         self._gone = True
         self.cancel_scope.cancel()
+
+
+class SSEWriter(DirectWriter):
+    """The observe stream's direct writer: each event's SSE frame is built once for all."""
+
+    def item_chunk(self, item: StreamItem) -> bytes:
+        if item.kind == "event" and item.event is not None:
+            return framing.sse_event_chunk(item.event)
+        return framing.http_chunk(framing.format_sse(item))
+
+    def event_chunk(self, event: Event) -> bytes:
+        return framing.sse_event_chunk(event)
 
 
 def held_until_sent(response: Response, slot: StreamSlot) -> Response:

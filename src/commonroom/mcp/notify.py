@@ -41,6 +41,7 @@ from commonroom.engine.observe import StreamStart
 from commonroom.engine.regions import related
 from commonroom.http.connection import HardenedTCPServer
 from commonroom.http.framing import http_chunk
+from commonroom.http.stream_views import DirectWriter
 from commonroom.mcp import wire
 from commonroom.mcp.resources import BY_URI, SUBSCRIBABLE, uri_of
 from commonroom.protocol.events import Event
@@ -264,72 +265,26 @@ async def framed(
                 on_close(stream)
 
 
-class NotificationWriter:
+class NotificationWriter(DirectWriter):
     """An MCP stream that writes its own HTTP chunks and takes the hub's direct lane.
 
-    Like the observe stream's `http/stream_views.SSEWriter`: once the response head is out,
-    the room's pump writes each item's frames as one chunk straight to the socket, and while
-    the pump waits the hub hands it live events (`write_event_nowait`): a commit's fan-out to
-    every MCP stream is one loop in the publishing task, an event this stream has nothing to
+    The observe stream's writer with the MCP framer's frames: a commit's fan-out to every
+    MCP stream is one loop in the publishing task, and an event this stream has nothing to
     say about costs a set lookup. `stop()` ends it (a newer stream of its legacy session).
     """
 
     def __init__(self, connection: HardenedTCPServer, framer: Framer) -> None:
-        self._connection = connection
+        super().__init__(connection)
         self._framer = framer
-        self._head_sent = trio.Event()
-        self.done = trio.Event()
-        self.cancel_scope = trio.CancelScope()
-        self._owed = b""  # the rest of a chunk the direct lane wrote in part
-        self._gone = False
 
-    # The pump's side (room/pumps.py).
+    def item_chunk(self, item: StreamItem) -> bytes:
+        return http_chunk(self._framer.frames(item))
 
-    async def ready(self) -> None:
-        await self._head_sent.wait()
+    def event_chunk(self, event: Event) -> bytes:
+        return http_chunk(self._framer.frames(StreamItem("event", event)))
 
-    async def write_item(self, item: StreamItem) -> bool:
-        data, self._owed = self._owed + http_chunk(self._framer.frames(item)), b""
-        if not data:
-            return True
-        if self._gone or not await self._connection.send_stream_bytes(data):
-            self._gone = True
-            return False
-        return True
-
-    def finished(self) -> None:
-        self.done.set()
-
-    # The hub's side: a live event while the pump waits.
-
-    def write_event_nowait(self, event: Event, owe: Callable[[], None]) -> bool:
-        if self._gone or self._owed or not self._head_sent.is_set():
-            return False
-        chunk = http_chunk(self._framer.frames(StreamItem("event", event)))
-        if not chunk:
-            return True  # nothing for this stream: taken, and nothing to write
-        sent = self._connection.send_nowait(chunk)
-        if sent is None:
-            self._gone = True
-            return False
-        if sent == 0:
-            return False  # busy or full: the pump writes it, waiting
-        if sent < len(chunk):
-            self._owed = chunk[sent:]
-            owe()
-        return True
-
-    # The response's side.
-
-    def head_sent(self) -> None:
-        self._head_sent.set()
-
-    def close(self) -> None:
-        """The response is over (ended, or the client left): stop the pump."""
-        self._gone = True
-        self.cancel_scope.cancel()
-
-    stop = close
+    def stop(self) -> None:
+        self.close()
 
 
 @attrs.frozen
