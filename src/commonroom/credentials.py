@@ -28,6 +28,7 @@ from pathlib import Path
 import attrs
 
 CREDENTIALS_SUFFIX = ".host.json"
+START_INVITATION_SUFFIX = ".start-invitation"
 
 
 class RuntimeDirError(OSError):
@@ -72,6 +73,30 @@ def write_credentials(doc: Path, creds: Credentials) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         json.dump(attrs.asdict(creds), handle)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def start_invitation_path(doc: Path) -> Path:
+    """Where `ce serve` keeps the secret of the invitation it printed, to print it again."""
+    path = credentials_path(doc)
+    return path.with_name(path.name[: -len(CREDENTIALS_SUFFIX)] + START_INVITATION_SUFFIX)
+
+
+def read_start_secret(doc: Path) -> str | None:
+    try:
+        return start_invitation_path(doc).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def write_start_secret(doc: Path, secret: str) -> None:
+    """0600 beside the credential file; it outlives the room (that is its use)."""
+    path = start_invitation_path(doc)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(secret)
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 from commonroom import PROTOCOL_NAME, PROTOCOL_VERSION, __version__
-from commonroom.engine.operations import OPERATIONS
+from commonroom.protocol import vocabulary
 from commonroom.protocol.capabilities import ALL, DEFAULT_AGENT
 from commonroom.protocol.errors import STATUS
+from commonroom.protocol.events import EVENTS
+from commonroom.protocol.operations import OPERATIONS
 from commonroom.protocol.schema import json_schema
 
 
@@ -23,6 +25,10 @@ def operations_document() -> list[dict[str, Any]]:
             "path": op.path,
             "capability": op.capability,
             "summary": op.summary,
+            "framing": op.framing,
+            "read_only": op.read_only,
+            "destructive": op.destructive,
+            "idempotent": op.idempotent,
             "params": json_schema(op.params, params=True),
             "result": json_schema(op.result) if op.result is not None else None,
         }
@@ -48,13 +54,37 @@ def agent_workspace() -> dict[str, Any]:
     }
 
 
+def events_document() -> list[dict[str, Any]]:
+    """Every event type of the catalogue: the resources it changes, whether it ends streams."""
+    return [
+        {"type": spec.name, "resources": sorted(spec.resources), "ends_streams": spec.ends_streams}
+        for spec in EVENTS.values()
+    ]
+
+
+def vocabulary_document() -> dict[str, Any]:
+    """The words a reader branches on, one source: what the page (and any client) reads
+    instead of keeping its own lists."""
+    return {
+        "events": list(EVENTS),
+        "statuses": {kind: list(names) for kind, names in vocabulary.STATUSES.items()},
+        "open_statuses": {kind: list(names) for kind, names in vocabulary.OPEN_STATUSES.items()},
+        # The named capabilities one may grant; "*" is the host's wildcard, never offered.
+        "capabilities": [cap for cap in ALL if cap != "*"],
+        "default_agent_capabilities": list(DEFAULT_AGENT),
+    }
+
+
 def protocol_document() -> dict[str, Any]:
-    """GET /protocol: every route, its capability and parameters; every error code."""
+    """GET /protocol: every route, its capability and parameters; every error code and event
+    type; the vocabularies (docs/architecture.md "The /protocol document")."""
     return {
         "protocol": PROTOCOL_NAME,
         "protocol_version": PROTOCOL_VERSION,
         "errors": dict(STATUS),
         "operations": operations_document(),
+        "events": events_document(),
+        "vocabulary": vocabulary_document(),
         "limits": {
             "requests_per_minute_per_bearer": 600,
             "requests_per_minute_per_participant": 600,

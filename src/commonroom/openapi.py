@@ -15,9 +15,9 @@ import json
 from typing import Any
 
 from commonroom import PROTOCOL_NAME, PROTOCOL_VERSION, __version__
-from commonroom.engine.operations import OPERATIONS, Operation
 from commonroom.protocol import records
 from commonroom.protocol.errors import RECOVERY_FIELDS, STATUS
+from commonroom.protocol.operations import OPERATIONS, OperationSpec
 from commonroom.protocol.schema import EVENT_SCHEMA, json_schema
 
 OPENAPI_VERSION = "3.1.0"
@@ -134,7 +134,7 @@ LINKS: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {
 }
 
 
-def _links(op: Operation) -> dict[str, Any]:
+def _links(op: OperationSpec) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, (target, carry) in LINKS.get(op.name, {}).items():
         link: dict[str, Any] = {"operationId": target}
@@ -175,7 +175,7 @@ def _error_response(status: int) -> dict[str, Any]:
     return response
 
 
-def _error_statuses(op: Operation) -> list[int]:
+def _error_statuses(op: OperationSpec) -> list[int]:
     # Every operation may answer each of these (join too: an unknown invitation
     # is 401 `unauthorized`, a spent one 403); only a body can be too large.
     statuses = [400, 401, 403, 404, 409, 429, 500, 503]
@@ -194,7 +194,7 @@ def _query_parameters(params_schema: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _success(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
+def _success(op: OperationSpec, schemas: dict[str, Any]) -> dict[str, Any]:
     if op.name == "workspace.observe":
         return {"200": {
             "description": "Server-sent events: `id` is the event id, `data` one JSON event"
@@ -219,7 +219,7 @@ def _success(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
     return {"200": ok}
 
 
-def _operation(op: Operation, schemas: dict[str, Any]) -> dict[str, Any]:
+def _operation(op: OperationSpec, schemas: dict[str, Any]) -> dict[str, Any]:
     params = json_schema(op.params, params=True)
     out: dict[str, Any] = {
         "operationId": op.name,

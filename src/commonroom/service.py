@@ -34,11 +34,24 @@ from typing import Any
 import attrs
 import trio
 
-from commonroom.credentials import Credentials, credentials_path, read_credentials, write_credentials
-from commonroom.engine import owner_logins, sessions
-from commonroom.engine.core import SIDECAR_SUFFIX
-from commonroom.engine.dispatch import open_engine
-from commonroom.engine.operations import BODY_LIMITS
+from commonroom.credentials import (
+    Credentials,
+    credentials_path,
+    read_credentials,
+    read_start_secret,
+    write_credentials,
+    write_start_secret,
+)
+from commonroom.engine.facade import (
+    SIDECAR_SUFFIX,
+    EngineConfig,
+    end_host_session,
+    end_stale_host_sessions,
+    load_owner_logins,
+    mint_host_session,
+    open_engine,
+    unused_start_invitation,
+)
 from commonroom.http.guards import Gate
 from commonroom.http.ingress import IngressSettings, create_ingress_app
 from commonroom.http.owner import OwnerAuth, create_owner_app, owner_link
@@ -60,6 +73,7 @@ from commonroom.protocol.limits import (
     STREAMS_PER_SESSION,
     ServingLimits,
 )
+from commonroom.protocol.operations import BODY_LIMITS
 from commonroom.protocol.timefmt import Clock, system_clock
 from commonroom.room.core import Room
 from commonroom.room.slots import StreamSlots
@@ -170,13 +184,15 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
         temp_dir = tempfile.mkdtemp(prefix="commonroom-")
         sidecar = Path(temp_dir) / (doc.name + SIDECAR_SUFFIX)
     try:
-        engine = open_engine(doc, sidecar=sidecar, clock=options.clock)
-        engine.serving = ServingLimits(
-            requests_per_minute=options.requests_per_minute,
-            anonymous_per_minute=options.anonymous_per_minute,
+        config = EngineConfig(
+            serving=ServingLimits(
+                requests_per_minute=options.requests_per_minute,
+                anonymous_per_minute=options.anonymous_per_minute,
+            ),
+            human_hold_minutes=options.human_hold_minutes,
+            settle_ms=options.settle_ms,
         )
-        engine.human_hold_minutes = options.human_hold_minutes
-        engine.set_settle_ms(options.settle_ms)
+        engine = open_engine(doc, config, sidecar=sidecar, clock=options.clock)
         try:
             room = Room(engine, stream_slots=StreamSlots(
                 per_session=options.streams_per_session,
@@ -217,8 +233,8 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
     ingress_cap, owner_cap = caps
     if options.max_connections is not None:
         ingress_cap = options.max_connections
-    await room.run_sync(sessions.end_stale_host_sessions, engine)
-    host_session = await room.run_sync(sessions.mint_host_session, engine)
+    await room.run_sync(end_stale_host_sessions, engine)
+    host_session = await room.run_sync(mint_host_session, engine)
     settings = IngressSettings(
         requests_per_minute=options.requests_per_minute,
         anonymous_per_minute=options.anonymous_per_minute,
@@ -228,7 +244,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
     )
     ingress_app = create_ingress_app(room, settings)
     auth = OwnerAuth(host_session, clock=engine.clock, room=room)
-    auth.restore(await room.run_sync(owner_logins.load, engine))  # logins survive a restart
+    auth.restore(await room.run_sync(load_owner_logins, engine))  # logins survive a restart
     owner_app = create_owner_app(room, auth, heartbeat_seconds=options.heartbeat_seconds)
     register_owner_configs(owner_app, room)  # the MCP snippets for the page's invitation panel
     # The attachment and surface routes take bodies past the listeners' 1 MiB.
@@ -271,28 +287,40 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
             hint: TransportHint = await nursery.start(plugin.run, "127.0.0.1", ingress_port)
             await room.run_sync(engine.set_transport, options.transport, hint)
             await room.record(ev.WorkspaceStarted(version=engine.current_version))
-            invite = await room.call("workspace.invite", host_session, {})
+            invitation = await _start_invitation(room, doc, host_session)
             write_credentials(doc, Credentials(
                 os.getpid(), ingress_port, owner_port, host_session, engine.workspace_id))
             on_ready(Ready(
                 workspace_id=engine.workspace_id,
                 human_url=owner_link(owner_port, auth.login_token),
-                invitation=invite["invitation"],
+                invitation=invitation,
                 transport={"type": hint.type, "encrypted": hint.encrypted, "status": "READY"},
                 owner_port=owner_port,
                 ingress_port=ingress_port,
                 notes=tuple(notes),
             ))
             await stop.wait()
-            engine.lifecycle = "stopping"
+            engine.begin_stopping()
             room.hub.close_all()
         # Listeners have drained; record the stop and end the background work.
         with suppress(OSError):
             credentials_path(doc).unlink(missing_ok=True)
         with trio.CancelScope(shield=True):
-            await room.run_sync(sessions.end_host_session, engine, host_session)
+            await room.run_sync(end_host_session, engine, host_session)
             await room.record(ev.WorkspaceStopped(version=engine.current_version))
         nursery.cancel_scope.cancel()
+
+
+async def _start_invitation(room: Room, doc: Path, host_session: str) -> str:
+    """The invitation to print: the last start's while nobody used it, else a new one (issue 21)."""
+    from commonroom.protocol.invitation import decode
+
+    uri = await room.run_sync(unused_start_invitation, room.engine, read_start_secret(doc))
+    if uri is None:
+        uri = str((await room.call("workspace.invite", host_session, {}))["invitation"])
+        with suppress(OSError):  # unsaved: the next start mints a new one, as before
+            write_start_secret(doc, decode(uri).secret)
+    return str(uri)
 
 
 async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOptions, room: Room,

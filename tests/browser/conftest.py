@@ -144,10 +144,22 @@ def room(doc: Path) -> Iterator[Room]:
         process.close()
 
 
+# The page holds every decision this long before sending it (app.js UNDO_MS).
+UNDO_MS = 8000
+
+
 def open_page(page: Any, room: Room) -> None:
+    # Playwright's clock: time runs as usual, and `pass_undo_window` jumps it forward, so a
+    # test never sleeps through the page's undo window.
+    page.clock.install()
     page.goto(room.url)
     page.wait_for_selector("body[data-ready='true']")
     page.wait_for_selector("#live-state.ok")
+
+
+def pass_undo_window(page: Any) -> None:
+    """Let every decision the page holds go out (its undo window passes)."""
+    page.clock.run_for(UNDO_MS + 100)
 
 
 def run_axe(page: Any) -> list[dict[str, Any]]:

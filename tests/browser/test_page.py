@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from commonroom.credentials import read_credentials
-from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, run_axe
+from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, pass_undo_window, run_axe
 from tests.e2e.conftest import RoomProcess, ce
 from tests.editing import save_like_an_editor
 
@@ -57,8 +57,11 @@ def test_live_review_approve_with_keys_and_commit_arrives(page: Any, room: Room)
     assert provenance.startswith("drafter (agent) · Problem · base v1 · ")
     assert "lease drafter, 1" in provenance  # its lease's remaining time (15:00 or 14:59)
 
-    page.locator("[data-view='section']").click()  # the whole section: approving is not offered
-    assert page.locator("#btn-approve").is_disabled()
+    page.locator("[data-view='section']").click()  # the whole section, as it would read: approvable
+    page.locator("#review-body .section-text[data-shows='proposed']", has_text="nobody is reading").wait_for()
+    assert page.locator("#btn-approve").is_enabled()
+    page.locator("#section-toggle").click()  # and as it reads now
+    page.locator("#review-body .section-text[data-shows='current']", has_text="Public").wait_for()
     page.locator("[data-view='unified']").click()
     assert "+Readers buy books" in body.inner_text()
     page.locator("[data-view='rendered']").click()
@@ -69,6 +72,8 @@ def test_live_review_approve_with_keys_and_commit_arrives(page: Any, room: Room)
 
     page.locator("#review-title").focus()
     page.keyboard.press("a")
+    page.locator(".toast", has_text="tighten the problem statement").wait_for()  # held, undoable
+    pass_undo_window(page)
     page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="approved").wait_for()
     assert agent.ok("GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}")["status"] == "approved"
 
@@ -116,6 +121,7 @@ def test_edit_before_approve_lands_the_edited_text(page: Any, room: Room) -> Non
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-edit.png"))
     page.locator("#btn-approve").click()
+    pass_undo_window(page)
     page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="approved").wait_for()
 
     detail = agent.ok("GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}")
@@ -197,7 +203,7 @@ def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) ->
     assert page.evaluate("window.__pwned") is None
     assert page.dialogs == []
     assert page.locator("#document img, #review-body img, #people img, svg").count() == 0
-    assert page.locator("script").count() == 4  # markdown-it, diff, threads.js, app.js
+    assert page.locator("script").count() == 5  # markdown-it, jsdiff, diff-match-patch, threads.js, app.js
     assert page.locator("a[href^='javascript']").count() == 0
     assert page.locator("[onerror], [onload]").count() == 0
 
@@ -271,12 +277,23 @@ def test_invitations_and_participants_panels(page: Any, room: Room) -> None:
     page.locator("#invite-result").wait_for()
     uri = page.locator("#invite-uri").inner_text()
     assert uri.startswith("commonroom://join/")
-    assert page.locator("#invite-mcp").inner_text() == f"ce mcp {uri}"
+    # The MCP URL, and each client's setup snippet for this invitation (from the room).
+    assert page.locator("#invite-mcp-url").inner_text() == f"http://127.0.0.1:{room.host.port}/mcp"
+    clients = page.locator("#invite-client option").evaluate_all("os => os.map(o => o.value)")
+    assert "claude-desktop" in clients and "vscode" in clients
+    page.locator("#invite-client").select_option("claude-desktop")
+    snippet = page.locator("#invite-mcp").inner_text()
+    assert uri in snippet and '"mcpServers"' in snippet
+    assert "claude_desktop_config.json" in page.locator("#invite-client-where").inner_text()
+    assert run_axe(page) == []
     row = page.locator("#invitations li", has_text="for the reviewer bot")
     row.wait_for()
     assert "uses 0/3" in row.inner_text()
     row.get_by_role("button", name="Revoke invitation").click()
-    page.locator("#invitations li", has_text="for the reviewer bot").filter(has_text="revoked").wait_for()
+    # A revoked invitation leaves the open list for the collapsed group.
+    page.locator("#invitations-old li", has_text="for the reviewer bot").filter(has_text="revoked").wait_for(
+        state="attached")
+    assert page.locator("#invitations li", has_text="for the reviewer bot").count() == 0
     status, answer, _ = Http(room.host.port).call("POST", "/session/join", {"invite": uri, "name": "late"})
     assert status == 403 and answer["error"] == "invitation_revoked"
 
@@ -303,7 +320,7 @@ def test_phone_width_is_one_column(browser: Any, room: Room) -> None:
         tab.wait_for_selector("body[data-ready='true']")
         doc_box = tab.locator(".doc-col").bounding_box()
         queue_box = tab.locator(".queue-col").bounding_box()
-        assert queue_box["y"] >= doc_box["y"] + doc_box["height"] - 1  # stacked, not side by side
+        assert doc_box["y"] >= queue_box["y"] + queue_box["height"] - 1  # stacked, the queue first
         assert doc_box["width"] <= 390
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone
     finally:
@@ -369,7 +386,9 @@ def test_keep_only_some_hunks_then_approve(page: Any, room: Room) -> None:
     page.locator("[data-view='rendered']").click()  # what lands: only the first change
     assert page.locator("#review-body ins", has_text="FAR").count() == 1
     assert page.locator("#review-body ins", has_text="WEB").count() == 0
+    page.locator("#review-title").focus()  # a key acts on the page, never on a focused button
     page.keyboard.press("a")
+    pass_undo_window(page)
     page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="approved").wait_for()
     agent.ok("POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]})
     text = room.doc.read_text()

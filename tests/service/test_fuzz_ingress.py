@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 import trio
 
-from commonroom.engine.operations import OPERATIONS
 from commonroom.protocol.errors import STATUS
+from commonroom.protocol.operations import OPERATIONS
 from commonroom.protocol.schema import hints as _hints
 from tests.service.conftest import start_room
 

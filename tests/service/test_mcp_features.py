@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from commonroom.cli.mcp_bridge import exchange
-from commonroom.engine.operations import OPERATIONS
+from commonroom.protocol.operations import OPERATIONS
 from commonroom.wire import aio, http11
 from tests.service.conftest import LiveRoom, start_room
 from tests.service.mcp_helpers import VERSION, envelope, headers_for, rpc, tool

@@ -531,13 +531,13 @@ async def test_idle_streams_share_their_session_checks(
     autojump_clock: MockClock, env: Env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
-    real = streams._check_sessions
+    real = streams.check_streams
 
-    def counting(engine: Engine, hashes: list[bytes], touches: dict[bytes, str]) -> Any:
-        calls.append(len(hashes))
-        return real(engine, hashes, touches)
+    def counting(engine: Engine, touches: dict[bytes, str | None]) -> Any:
+        calls.append(len(touches))
+        return real(engine, touches)
 
-    monkeypatch.setattr(streams, "_check_sessions", counting)
+    monkeypatch.setattr(streams, "check_streams", counting)
     beats = 0
 
     async def reader() -> None:

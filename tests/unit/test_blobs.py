@@ -36,7 +36,7 @@ def test_store_replacement_equals_a_full_store(old: bytes, new: bytes, data: st.
     after = blobs.store_replacement(conn, before, replaced, start, end, start + len(new))
     full = blobs.store_blocks(conn, replaced)
     assert after == full
-    assert blobs.load_text(conn, after.manifest(conn)) == replaced
+    assert blobs.load_layout(conn, after.manifest(conn))[0] == replaced
     _, layout = blobs.load_layout(conn, after.manifest(conn))
     assert layout == after
 
@@ -53,7 +53,7 @@ def test_only_the_changed_blocks_are_hashed_and_looked_up() -> None:
     conn.set_trace_callback(statements.append)
     after = blobs.store_replacement(conn, before, edited, start, old_end, start + len(section))
     conn.set_trace_callback(None)
-    assert blobs.load_text(conn, after.manifest(conn)) == edited
+    assert blobs.load_layout(conn, after.manifest(conn))[0] == edited
     assert len([s for s in statements if s.startswith("SELECT")]) == 1
     assert len([s for s in statements if s.startswith("INSERT")]) <= 2
     assert after.ids[:10] == before.ids[:10] and after.ids[-10:] == before.ids[-10:]

@@ -18,9 +18,9 @@ import commonroom
 from commonroom.cli import output, profiles
 from commonroom.client import aio, errors, sync
 from commonroom.client.routes import ROUTES
-from commonroom.engine.operations import CALLS, OPERATIONS
 from commonroom.protocol import errors as protocol_errors
 from commonroom.protocol import records
+from commonroom.protocol.operations import CALLS, OPERATIONS
 
 
 def test_routes_match_the_operation_table() -> None:

@@ -328,6 +328,8 @@ class EngineModel(RuleBasedStateMachine):
         if error is None and base < self.version and self.text_of(base, region) != self.text_of(
                 self.version, region):
             error = "stale_version"
+        if error is None and "".join(content) == self.text_of(base, region):
+            error = "invalid_request"  # no_change: nothing to review (PROTOCOL section 7)
         if error is None and self.blocker(region, agent.participant_id) is not None:
             error = "lease_conflict"
         if error is None and sum(1 for p in self.proposals if p.participant_id == agent.participant_id

@@ -116,3 +116,14 @@ def test_unknown_region_and_ambiguous_title(room: Driver) -> None:
     err = room.error("workspace.checkout", a, region="Notes")
     assert err.code == "invalid_region"
     assert sorted(err.details["candidates"]) == ["A/Notes", "B/Notes"]
+
+
+def test_listed_leases_say_which_are_wide(room: Driver) -> None:
+    # The page offers the host a release button on a wide lease (issue 21; issue 24 item 14).
+    a = room.join("a")["session_id"]
+    wide = room.call("workspace.checkout", room.host, region="workspace")
+    assert [row["wide"] for row in room.call("workspace.leases", a)["leases"]] == [True]
+    assert [row["wide"] for row in room.call("workspace.room", a)["leases"]] == [True]
+    room.call("workspace.release", room.host, lease_id=wide["lease_id"])
+    room.call("workspace.checkout", a, region="Appendix")
+    assert [row["wide"] for row in room.call("workspace.leases", a)["leases"]] == [False]

@@ -1,4 +1,8 @@
-"""Pure parts of the MCP adapter: header values, the envelope order, the task mapping, tool names."""
+"""Pure parts of the MCP adapter: header values, the envelope order, the task mapping, tool names.
+
+JSON-RPC error codes are asserted as the numbers of the MCP spec's error table
+(shared/spec/MCP-2026-07-28.md), never as the code's own constants.
+"""
 
 from __future__ import annotations
 
@@ -26,7 +30,7 @@ def test_header_values() -> None:
     assert wire.decode_header_value("=?base64??=") == ""
     with pytest.raises(wire.McpError) as bad:
         wire.decode_header_value("=?base64?not base64!?=")
-    assert bad.value.code == wire.HEADER_MISMATCH
+    assert bad.value.code == -32020
     assert wire.decode_header_value("=?BASE64?abc?=") == "=?BASE64?abc?="  # literal: not the sentinel
 
 
@@ -51,19 +55,19 @@ def test_envelope_order() -> None:
     assert request.method == "tools/list" and request.id == 1
     # The header says 2026-07-28, _meta another version: a mismatch before "unsupported".
     other = {wire.META_VERSION: "v999", wire.META_CAPABILITIES: {}}
-    assert code_of(body("tools/list", other), GOOD) == wire.HEADER_MISMATCH
+    assert code_of(body("tools/list", other), GOOD) == -32020
     assert code_of(body("tools/list", other), {**GOOD, "MCP-Protocol-Version": ["v999"]}) == \
-        wire.UNSUPPORTED_VERSION
+        -32022
     # Missing _meta keys come before header checks.
-    assert code_of(body("tools/list", {}), {}) == wire.INVALID_PARAMS
+    assert code_of(body("tools/list", {}), {}) == -32602
     assert code_of(body("tools/list"), {"MCP-Protocol-Version": [wire.PROTOCOL_VERSION]}) == \
-        wire.HEADER_MISMATCH
+        -32020
     assert code_of(body("tools/list"), {**GOOD, "mcp-method": ["tools/list", "tools/list"]}) == \
-        wire.HEADER_MISMATCH
-    assert code_of(b"[1]", {}) == wire.INVALID_REQUEST
-    assert code_of(b"\xff", {}) == wire.PARSE_ERROR
+        -32020
+    assert code_of(b"[1]", {}) == -32600
+    assert code_of(b"\xff", {}) == -32700
     assert code_of(json.dumps({"jsonrpc": "1.0", "id": 1, "method": "x"}).encode(), {}) == \
-        wire.INVALID_REQUEST
+        -32600
     note = wire.parse(json.dumps({"jsonrpc": "2.0", "method": "notifications/x"}).encode(), values({}))
     assert note.notification and note.id is None
 

@@ -10,9 +10,9 @@ import jsonschema
 from openapi_spec_validator import validate
 
 from commonroom import __version__
-from commonroom.engine.operations import OPERATIONS
 from commonroom.openapi import openapi_document, openapi_text
 from commonroom.protocol.errors import RECOVERY_FIELDS, STATUS
+from commonroom.protocol.operations import OPERATIONS
 from commonroom.protocol.schema import json_schema
 
 COMMITTED = Path(__file__).resolve().parents[2] / "docs" / "openapi.json"

@@ -279,3 +279,37 @@ def test_listed_proposals_say_whether_they_went_stale(room: Driver) -> None:
     assert [p["stale"] for p in snapshot["proposals"]] == [True]
     detail = room.call("workspace.proposal", agent, proposal_id=first["proposal_id"])
     assert detail["stale"] is True
+
+
+# -- issue 21: no-op proposals, amended proposals, a committed one is never stale ---------
+
+
+def test_a_proposal_that_changes_nothing_is_refused_and_not_queued(room: Driver) -> None:
+    agent = room.join()["session_id"]
+    current = room.call("workspace.read", agent, region="Goals")["content"]
+    err = room.error("workspace.propose", agent, region="Goals", base_version=room.version,
+                     summary="same", content=current)
+    assert err.code == "invalid_request"
+    assert err.details["reason"] == "no_change" and err.details["region"] == "Plan/Goals"
+    assert room.call("workspace.proposals", agent)["proposals"] == []
+
+
+def test_an_amended_proposal_says_so_and_keeps_the_authors_text(room: Driver) -> None:
+    agent = room.join()["session_id"]
+    prop = room.call("workspace.propose", agent, region="Goals", base_version=room.version,
+                     summary="g", content=GOALS)
+    plain = room.call("workspace.proposal", agent, proposal_id=prop["proposal_id"])
+    assert plain["amended"] is False and plain["proposed_content"] is None
+    edited = "## Goals\n\n- ship it, but well\n\n"
+    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"],
+              decision="approve", content=edited)
+    detail = room.call("workspace.proposal", agent, proposal_id=prop["proposal_id"])
+    assert detail["amended"] is True
+    assert detail["proposed_content"] == GOALS and detail["content"] == edited
+    listed = room.call("workspace.proposals", agent)["proposals"][0]
+    assert listed["amended"] is True
+    room.call("workspace.commit", agent, proposal_id=prop["proposal_id"])
+    committed = room.call("workspace.proposal", agent, proposal_id=prop["proposal_id"])
+    # Its region's text is now its own: a committed proposal is never reported stale.
+    assert committed["status"] == "committed" and committed["stale"] is False
+    assert committed["amended"] is True

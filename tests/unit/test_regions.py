@@ -897,7 +897,7 @@ def test_every_heading_path_reads_back_as_its_slice_of_the_file(text: str) -> No
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(document(), st.data())
-def test_committing_a_regions_own_text_changes_nothing(text: str, data: st.DataObject) -> None:
+def test_a_regions_own_text_changes_nothing(text: str, data: st.DataObject) -> None:
     outline = Outline(text)
     assume(outline.headings)
     heading = data.draw(st.sampled_from(outline.headings))
@@ -911,11 +911,12 @@ def test_committing_a_regions_own_text_changes_nothing(text: str, data: st.DataO
         room, agent = _engine_on(Path(folder), text)
         try:
             read = room.call("workspace.read", agent, region=heading.path)
-            proposal = room.call("workspace.propose", agent, region=heading.path,
+            # Proposing the region's own text is refused as a no-op (PROTOCOL section 7), and
+            # the room's text and outline stay exactly as they were.
+            refused = room.error("workspace.propose", agent, region=heading.path,
                                  base_version=read["version"], summary="same", content=read["content"])
-            room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
-                      decision="approve")
-            room.call("workspace.commit", agent, proposal_id=proposal["proposal_id"])
+            assert refused.code == "invalid_request" and refused.details["reason"] == "no_change"
+            assert room.call("workspace.proposals", agent)["proposals"] == []
             assert room.engine.path.read_bytes() == text.encode("utf-8")
             after = room.call("workspace.read", agent, region=heading.path)
             assert after["content"] == own

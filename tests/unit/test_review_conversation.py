@@ -197,7 +197,10 @@ def test_rebase_clean_previews_then_applies_as_a_new_revision(room: Driver) -> N
     pid = propose(room, author, "## Goals\n\n- ship it\n- ship it well\n")[
         "proposal_id"]
     host_save(room, SAMPLE.replace("## Goals\n\n", "## Goals\n\nWhy we do this.\n\n"))
-    assert room.call("workspace.proposal", author, proposal_id=pid)["stale"] is True
+    detail = room.call("workspace.proposal", author, proposal_id=pid)
+    # The host's save changed its region: superseded (a decided proposal is never `stale`,
+    # docs/protocol.md "The host's side"), and rebase carries it onto the new text.
+    assert (detail["status"], detail["stale"]) == ("superseded", False)
     preview = room.call("workspace.proposal.rebase", author, proposal_id=pid)
     assert preview["clean"] is True and preview["applied"] is False
     assert preview["content"] == "## Goals\n\nWhy we do this.\n\n- ship it\n- ship it well\n"

@@ -25,10 +25,10 @@ def test_blocks_round_trip_and_share(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "b.db")
     conn.execute("CREATE TABLE blocks (id INTEGER PRIMARY KEY, hash BLOB UNIQUE, data BLOB)")
     doc = "".join(f"# Section {i}\n\n" + "words " * 200 + "\n\n" for i in range(200)).encode()
-    m1 = blobs.store_text(conn, doc)
+    m1 = blobs.store_blocks(conn, doc).manifest(conn)
     edited = doc.replace(b"# Section 100\n\nwords", b"# Section 100\n\nWORDS", 1)
-    m2 = blobs.store_text(conn, edited)
-    assert blobs.load_text(conn, m1) == doc and blobs.load_text(conn, m2) == edited
+    m2 = blobs.store_blocks(conn, edited).manifest(conn)
+    assert blobs.load_layout(conn, m1)[0] == doc and blobs.load_layout(conn, m2)[0] == edited
     blocks = conn.execute("SELECT count(*) FROM blocks").fetchone()[0]
     # one block changed, plus the manifests' pieces (one, then the one that changed)
     assert blocks <= len(list(blobs.split_blocks(doc))) + 2 + 2

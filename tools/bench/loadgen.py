@@ -38,6 +38,7 @@ import resource
 import selectors
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -592,6 +593,7 @@ def run_cycles(
     version = int(agent_http.call("GET", "/workspace/status", bearer=agent)["version"])
     steps = ("checkout", "propose", "approve", "commit", "release")
     step_time = dict.fromkeys(steps, 0.0)
+    cycle_times: list[float] = []
     cycles = 0
     n = 0
     start = time.perf_counter()
@@ -622,6 +624,7 @@ def run_cycles(
         t5 = time.perf_counter()
         if t0 >= measure_from:
             cycles += 1
+            cycle_times.append(t5 - t0)
             for step, (a, b) in zip(steps, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)),
                                     strict=True):
                 step_time[step] += b - a
@@ -633,6 +636,7 @@ def run_cycles(
         "cycles": cycles,
         "seconds": round(elapsed, 2),
         "step_mean_ms": {k: round(v / max(cycles, 1) * 1000, 2) for k, v in step_time.items()},
+        "cycle_median_ms": round(statistics.median(cycle_times) * 1000, 3) if cycle_times else None,
         "final_version": version,
     }
 

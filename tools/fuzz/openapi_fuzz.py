@@ -59,8 +59,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from commonroom.engine.operations import OPERATIONS_BY_ROUTE
 from commonroom.protocol.errors import STATUS
+from commonroom.protocol.operations import OPERATIONS_BY_ROUTE
 
 # Streams never end by themselves (SSE, WebSocket): the ingress fuzz, stream and
 # hostile-client tests own them. `/mcp` answers JSON-RPC, not the REST error

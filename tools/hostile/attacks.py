@@ -23,7 +23,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from commonroom.engine.operations import OPERATIONS
+from commonroom.protocol.operations import OPERATIONS
 from commonroom.wire import aio
 
 MIB: Final = 1024 * 1024

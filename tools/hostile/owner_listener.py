@@ -27,7 +27,7 @@ import threading
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from commonroom.engine.operations import CALLS
+from commonroom.protocol.operations import CALLS
 
 TOKEN = re.compile(r"token=([A-Za-z0-9_\-]+)")
 LEAKS = re.compile(r'set-cookie|commonroom-csrf|"credential"|"ticket"|own_[A-Za-z0-9_\-]{20,}', re.I)

@@ -60,9 +60,9 @@ if __package__ in (None, ""):  # run as a script: the repository root holds `too
 from tools.soak.checker import Ack, Checker, ObserverLog, related
 from tools.soak.secrets_audit import Secret, find_secrets
 
-from commonroom.engine.operations import OPERATIONS_BY_NAME
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import secret_from
+from commonroom.protocol.operations import OPERATIONS_BY_NAME
 from commonroom.wire import aio
 
 REQUEST_TIMEOUT = 30.0

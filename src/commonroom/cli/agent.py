@@ -16,7 +16,6 @@ the region's text exactly. Refusals exit with the codes of `output.EXIT_CODES`.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
@@ -25,13 +24,15 @@ import click
 
 from commonroom.cli import profiles, runtime
 from commonroom.cli.output import echo, emit_json, guarded, write_text
+from commonroom.cli.readable import Names, event_line, review_line
+from commonroom.protocol import vocabulary
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-WHOLE: Final = "workspace"
+WHOLE: Final = vocabulary.WHOLE
 # Completion asks the room; it must answer fast or not at all.
 COMPLETION_TIMEOUT: Final = 2.0
-WAIT_TERMINAL_OK: Final = frozenset({"approved", "committed"})
+WAIT_TERMINAL_OK: Final = frozenset(vocabulary.PROPOSAL_ACCEPTED)
 
 
 # -- shared options -----------------------------------------------------------------------
@@ -80,6 +81,11 @@ def _out(answer: Any, json_mode: bool, lines: Callable[[Any], list[str]]) -> Non
         return
     for line in lines(answer):
         echo(line)
+
+
+def _names(who: profiles.Profile) -> Names:
+    """Who is who in the room, for readable lines (`--json` keeps the ids)."""
+    return Names(_call(who, "workspace.participants"))
 
 
 def _note(text: str) -> None:
@@ -360,10 +366,10 @@ def wait(proposal: str, timeout: float | None, profile: str | None, invitation: 
     who = _profile(profile, invitation, session)
     decided = proposal_of(runtime.run_plan(who.hint, who.session, plans.review(proposal, timeout)))
     answer = to_wire(decided)
-    _out(answer, json_mode, lambda a: [
-        f"{a.get('proposal_id')} {a.get('status')}"
-        + (f" by {a.get('reviewer_id')}" if a.get("reviewer_id") else "")
-        + (f": {a.get('review_comment')}" if a.get("review_comment") else "")])
+    if json_mode:
+        emit_json(answer)
+    else:
+        echo(review_line(answer, _names(who)))
     if decided.status not in WAIT_TERMINAL_OK:
         from commonroom.cli.output import EXIT_CONFLICT
 
@@ -438,12 +444,14 @@ def diff(base: int | None, to: int | None, region: str | None, profile: str | No
 def history(limit: int | None, before: int | None, profile: str | None,
             invitation: str | None, session: str | None, json_mode: bool) -> None:
     """List the room's retained events, newest first."""
-    answer = _call(_profile(profile, invitation, session), "workspace.history",
-                   {"limit": limit, "before_event_id": before})
-    _out(answer, json_mode, lambda a: [
-        f"{e.get('event_id'):>6}  {e.get('created_at')}  {e.get('type')}  "
-        + json.dumps(e.get("payload", {}), ensure_ascii=False, separators=(",", ":"))
-        for e in a.get("events", [])] or ["no events"])
+    who = _profile(profile, invitation, session)
+    answer = _call(who, "workspace.history", {"limit": limit, "before_event_id": before})
+    if json_mode:
+        emit_json(answer)
+        return
+    names = _names(who)
+    for line in [event_line(e, names) for e in answer.get("events", [])] or ["no events"]:
+        echo(line)
 
 
 @click.command()
@@ -473,9 +481,13 @@ def leases(mine: bool, profile: str | None, invitation: str | None, session: str
     if mine:
         answer = {**answer, "leases": [row for row in answer.get("leases", [])
                                        if row.get("participant_id") == who.participant_id]}
-    _out(answer, json_mode, lambda a: [
-        f"{row.get('lease_id')}  {row.get('region')}  by {row.get('participant_id')}  "
-        f"until {row.get('expires_at')}" for row in a.get("leases", [])] or ["no leases"])
+    if json_mode:
+        emit_json(answer)
+        return
+    names = _names(who)
+    for line in [f"{row.get('lease_id')}  {row.get('region')}  by {names.who(row.get('participant_id'))}"
+                 f"  until {row.get('expires_at')}" for row in answer.get("leases", [])] or ["no leases"]:
+        echo(line)
 
 
 VERBS: Final = (whoami, leave, regions, read, checkout, renew, release, propose, wait, withdraw,

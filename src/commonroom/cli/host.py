@@ -23,6 +23,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from commonroom.protocol import vocabulary
 from commonroom.protocol.errors import CommonroomError
 
 if TYPE_CHECKING:
@@ -180,7 +181,7 @@ def proposals_view(doc: Path) -> dict[str, Any]:
     for row in answer.get("proposals") or []:
         row = dict(row)
         row["author_name"] = names.get(str(row.get("participant_id")))
-        open_ = row.get("status") in ("pending", "approved")
+        open_ = row.get("status") in vocabulary.PROPOSAL_OPEN
         row["applies"] = (not row.get("stale")) if open_ else None
         rows.append(row)
     return {**answer, "proposals": rows}
@@ -234,16 +235,19 @@ def format_proposal_detail(detail: dict[str, Any], *, colour: bool) -> str:
     ]
     if detail.get("review_comment"):
         head.append(f"comment: {detail.get('review_comment')}")
+    if detail.get("amended"):
+        head.append("amended: the reviewer edited it before approving")
     diff = str(detail.get("diff") or "")
     body = colour_diff(diff, colour) if diff else "(no change to the current text)\n"
     return visible("\n".join(head)) + "\n\n" + body
 
 
-def format_review(answer: dict[str, Any]) -> list[str]:
-    return [
-        f"{answer.get('proposal_id')} {answer.get('status')} "
-        f"(reviewer {answer.get('reviewer_id')})"
-    ]
+def format_review(answer: dict[str, Any], doc: Path) -> list[str]:
+    """`pr_… approved (by host)`: the reviewer's name, not their id (`--json` keeps the id)."""
+    from commonroom.cli.readable import Names
+
+    names = Names(check_answer(host_call(doc, "workspace.participants", {})))
+    return [f"{answer.get('proposal_id')} {answer.get('status')} (by {names.name(answer.get('reviewer_id'))})"]
 
 
 def check_answer(answer: Any) -> dict[str, Any]:

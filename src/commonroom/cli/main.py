@@ -325,30 +325,44 @@ def show(file: Path, proposal_id: str, json_mode: bool) -> None:
 
 @main.command()
 @_file_argument
-@click.argument("proposal_id")
+@click.argument("proposal_id", required=False)
 @click.option("--approve", is_flag=True, help="Approve the proposal.")
 @click.option("--reject", is_flag=True, help="Reject the proposal.")
 @click.option("--request-changes", "request_changes", is_flag=True,
               help="Ask the author to revise it (needs --comment).")
-@click.option("--comment", help="A note for the proposer (it opens a thread on the region).")
+@click.option("--comment", help="A note for the proposer (it opens a thread on the region; a"
+              " reject or a request for changes needs one when asked).")
 @click.option("--yes", "-y", "assume_yes", is_flag=True,
               help="Do not show the diff and ask first (the default at a terminal).")
 @json_option
 @guarded()
 def review(
-    file: Path, proposal_id: str, approve: bool, reject: bool, request_changes: bool,
+    file: Path, proposal_id: str | None, approve: bool, reject: bool, request_changes: bool,
     comment: str | None, assume_yes: bool, json_mode: bool,
 ) -> None:
-    """Approve, reject or request changes of PROPOSAL_ID (--approve, --reject, --request-changes).
+    """Review PROPOSAL_ID, or every pending proposal in turn when no id is given.
 
-    At a terminal it first prints the proposal's diff and asks; --yes skips that.
+    Without --approve/--reject it shows each diff and asks: approve, reject
+    (asking for the comment), skip or quit. With one of them it decides at
+    once; at a terminal it shows the diff and asks to confirm unless --yes.
     """
     from commonroom.cli.host import format_proposal_detail, format_review, proposal_view
 
     chosen = [name for name, given in (("approve", approve), ("reject", reject),
                                        ("request_changes", request_changes)) if given]
-    if len(chosen) != 1:
-        raise click.UsageError("give exactly one of --approve, --reject or --request-changes")
+    if len(chosen) > 1:
+        raise click.UsageError("give at most one of --approve, --reject or --request-changes")
+    if not chosen:
+        if json_mode or not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise click.UsageError(
+                "give --approve, --reject or --request-changes (asking needs a terminal: run it"
+                " without --json at one)")
+        from commonroom.cli.host_room import review_interactively
+
+        review_interactively(file, proposal_id)
+        return
+    if proposal_id is None:
+        raise click.UsageError("--approve/--reject/--request-changes decide one proposal: give its id")
     decision = chosen[0]
     if not assume_yes and not json_mode and sys.stdin.isatty() and sys.stdout.isatty():
         detail = proposal_view(file, proposal_id)
@@ -356,7 +370,8 @@ def review(
         if not click.confirm(f"{decision} {proposal_id}?", default=False):
             raise click.UsageError("not reviewed (answer y to confirm, or pass --yes)")
     params = {"proposal_id": proposal_id, "decision": decision, "comment": comment}
-    _print(_host(file, "workspace.review", params), json_mode, format_review)
+    answer = _host(file, "workspace.review", params)
+    _print(answer, json_mode, lambda a: format_review(a, file))
 
 
 @main.command("open")
@@ -645,6 +660,10 @@ def _register_agent_verbs() -> None:
     from commonroom.cli import agent
 
     agent.register(main)
+    # -- host: handoffs and room text (issue 21) --
+    from commonroom.cli import host_room
+
+    host_room.register(main)
     from commonroom.cli import review  # the review conversation (issue 22)
 
     review.register(main)

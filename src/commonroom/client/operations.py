@@ -13,8 +13,13 @@ real function (with the builder's signature and docstring, the result as its
 return annotation, `async` on the async client) is made once per face and
 operation, the first time it is looked up.
 
-To add an operation: its route in `routes.py`, one method here. (Both will be
-generated from the protocol's spec table; that change only rewrites this file.)
+An operation of the table with no method written here still gets one,
+generated from its spec (`generated_operations`): named after the operation
+(`workspace.ping` -> `ping`, `handoff.request` -> `handoff_request`), its
+keyword parameters the fields of its parameter record, returning its result
+record. A method is written here only to give an operation a better Python
+signature than its record's; `OPERATION_METHODS` (op name -> method name) is
+derived from both.
 """
 
 from __future__ import annotations
@@ -24,14 +29,19 @@ from collections.abc import Awaitable, Callable
 from types import MethodType
 from typing import Any, Concatenate, Final, Generic, ParamSpec, TypeAlias, TypeVar, overload
 
+import attrs
+
 from commonroom.protocol import records as r
+from commonroom.protocol import vocabulary
+from commonroom.protocol.operations import OPERATIONS, OperationSpec
+from commonroom.protocol.schema import hints, unwrap_optional
 from commonroom.wire.plans import WAIT_HOLD_SECONDS
 
 P = ParamSpec("P")
 T = TypeVar("T")
 Params: TypeAlias = dict[str, Any]
 
-WHOLE: Final = "workspace"
+WHOLE: Final = vocabulary.WHOLE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -406,12 +416,61 @@ class Operations:
                 "timeout_seconds": WAIT_HOLD_SECONDS if timeout_seconds is None else timeout_seconds}
 
 
-# op name -> method name, for every operation a client method carries.
-OPERATION_METHODS: Final[dict[str, str]] = {
-    **{value.op: name for name, value in vars(Operations).items() if isinstance(value, Operation)},
-    # The shells' own methods.
+SHELL_METHODS: Final[dict[str, str]] = {
     "session.join": "join",
     "workspace.checkout": "checkout",
     "workspace.leave": "leave",
     "workspace.observe": "observe",
 }
+"""Operations the shells carry with methods of their own (sessions, leases, streams)."""
+_NOT_A_METHOD: Final = frozenset({"workspace.observe_ws"})  # the client observes over SSE
+
+
+def method_name(op: str) -> str:
+    """`workspace.ping` -> `ping`; `handoff.request` -> `handoff_request`."""
+    return op.removeprefix("workspace.").replace(".", "_")
+
+
+def _generated(spec: OperationSpec) -> Operation[..., Any]:
+    """A method for an operation no builder above declares: keyword parameters from its record."""
+    import inspect
+
+    record = spec.params
+    field_hints = hints(record)
+    parameters = [
+        inspect.Parameter(
+            field.name, inspect.Parameter.KEYWORD_ONLY, annotation=field_hints[field.name],
+            default=inspect.Parameter.empty if field.default is attrs.NOTHING
+            and not unwrap_optional(field_hints[field.name])[1] else None,
+        )
+        for field in attrs.fields(record)
+    ]
+
+    def builder(self: Any, **params: Any) -> Params:
+        return {name: value for name, value in params.items() if value is not None}
+
+    name = method_name(spec.name)
+    builder.__name__ = builder.__qualname__ = name
+    builder.__doc__ = spec.summary
+    builder.__annotations__ = {p.name: p.annotation for p in parameters} | {"return": Params}
+    builder.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *parameters])
+    assert spec.result is not None
+    return Operation(spec.name, spec.result, builder, None)
+
+
+def _add_generated_operations() -> dict[str, str]:
+    declared = {value.op: name for name, value in vars(Operations).items() if isinstance(value, Operation)}
+    for spec in OPERATIONS:
+        if spec.name in declared or spec.name in SHELL_METHODS or spec.name in _NOT_A_METHOD:
+            continue
+        method = _generated(spec)
+        if hasattr(Operations, method.name):
+            raise RuntimeError(f"{spec.name}: the client already has a method {method.name!r}")
+        setattr(Operations, method.name, method)
+        declared[spec.name] = method.name
+    return declared
+
+
+OPERATION_METHODS: Final[dict[str, str]] = {**_add_generated_operations(), **SHELL_METHODS}
+"""op name -> method name, for every operation a client method carries (derived, never typed)."""

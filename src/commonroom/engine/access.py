@@ -19,9 +19,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
-
-import attrs
+from typing import TYPE_CHECKING, Any
 
 from commonroom.engine import handoffs, sessions, surfaces
 from commonroom.engine.core import Tx, hash_secret, new_id
@@ -41,60 +39,22 @@ from commonroom.protocol.records import (
     Participants,
     SessionsRevoked,
 )
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import (
+    AdvertiseParams,
+    InviteIdParams,
+    InviteParams,
+    JoinParams,
+    ListParams,
+    NoParams,
+    ParticipantIdParams,
+)
 from commonroom.protocol.timefmt import format_ts
+
+if TYPE_CHECKING:
+    from commonroom.engine.core import Engine
 
 # ------------------------------------------------------------------ params
 
-
-@attrs.frozen
-class JoinParams:
-    invite: str = attrs.field(metadata={"doc": "the invitation secret or the full commonroom:// URI"})
-    name: str = attrs.field(metadata={"doc": "display name, 1-64 characters", "pattern": NONBLANK})
-    kind: str = attrs.field(default="agent", metadata={"choices": ("agent", "human")})
-    transport: str | None = attrs.field(default=None, metadata={"doc": "how the client dialled (informational)"})
-
-
-@attrs.frozen
-class InviteParams:
-    capabilities: list[str] | None = attrs.field(default=None, metadata={"doc": "default: the agent set"})
-    expires_in_minutes: int | None = attrs.field(
-        default=None, metadata={"min": 1, "max": limits.INVITATION_MAX_MINUTES}
-    )
-    max_uses: int | None = attrs.field(default=1, metadata={"min": 1, "doc": "null = unlimited"})
-    label: str | None = None
-    max_sessions: int | None = attrs.field(default=None, metadata={
-        "min": 1, "max": limits.INVITATION_SESSIONS_MAX,
-        "doc": f"active sessions joined through it at once (default {limits.INVITATION_SESSIONS_DEFAULT})",
-    })
-
-
-@attrs.frozen
-class InviteIdParams:
-    invite_id: str
-
-
-@attrs.frozen
-class ListParams:
-    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX})
-
-
-@attrs.frozen
-class ParticipantIdParams:
-    participant_id: str
-
-
-@attrs.frozen
-class NoParams:
-    pass
-
-
-@attrs.frozen
-class AdvertiseParams:
-    capabilities: list[str] = attrs.field(
-        metadata={"doc": f"your self-reported tokens (at most {limits.ADVERTISED_MAX_TOKENS} of"
-                  f" at most {limits.ADVERTISED_TOKEN_MAX} characters): hints, never authority"}
-    )
 
 
 # ---------------------------------------------------------------- handlers
@@ -159,7 +119,7 @@ def join(tx: Tx, p: JoinParams) -> Joined:
     )
     tx.emit(ev.ParticipantJoined(participant_id, p.kind, name, list(capabilities)))
     tx.emit(ev.InvitationRedeemed(invite_id, participant_id))
-    tx.engine.presence.touch(participant_id, tx.now)
+    tx.touch_presence(participant_id)
     return Joined(
         session_id=bearer,
         participant_id=participant_id,
@@ -258,6 +218,30 @@ def _invitation_info(tx: Tx, row: tuple[Any, ...]) -> InvitationInfo:
     )
 
 
+def unused_start_invitation(engine: Engine, kept_secret: str | None) -> str | None:
+    """The invitation an earlier `ce serve` printed, while still unused; else None (issue 21).
+
+    Unused: the host's, not revoked, not expired, never redeemed. Its secret is
+    re-encoded with how the room is reached now (the port may have changed), so
+    a restart prints it again instead of adding one more unused invitation.
+    """
+    hint = engine.transport_hint
+    if not kept_secret or hint is None:
+        return None
+    with engine.transaction(engine.clock(), write=False) as tx:  # a read: no write lock
+        row = tx.conn.execute(
+            "SELECT capabilities, expires_at FROM invitations WHERE secret_hash = ?"
+            " AND created_by = ? AND revoked_at IS NULL AND used_count = 0 AND expires_at > ?",
+            (hash_secret(kept_secret), engine.host_participant_id, tx.now_s),
+        ).fetchone()
+    if row is None:
+        return None
+    caps_json, expires_at = row
+    return codec.encode(codec.Invitation(
+        capabilities=tuple(json.loads(caps_json)), expires_at=expires_at, secret=kept_secret,
+        transport=hint, workspace_id=engine.workspace_id))
+
+
 _INVITATION_COLUMNS = (
     "invite_id, capabilities, created_by, created_at, expires_at, max_uses, used_count,"
     " revoked_at, label, max_sessions"
@@ -331,7 +315,7 @@ def leave(tx: Tx, p: NoParams) -> Left:
         "UPDATE participants SET left_at = ?, last_seen = ? WHERE participant_id = ?",
         (tx.now_s, tx.now_s, pid),
     )
-    tx.engine.presence.forget(pid)
+    tx.after_commit.append(partial(tx.engine.presence.forget, pid))
     tx.emit(ev.ParticipantLeft(pid))
     return Left(pid, True)
 
@@ -353,7 +337,7 @@ def list_participants(tx: Tx) -> list[Participant]:
         out.append(
             Participant(
                 pid, kind, name, json.loads(caps_json), json.loads(adv_json), present, joined_at,
-                last_seen,
+                last_seen, left=left_at is not None,
             )
         )
     return out

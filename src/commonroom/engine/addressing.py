@@ -7,9 +7,6 @@ observe, MCP) all mark the same events the same way:
   `handoff.requested` to the participant, or any other transition of a
   handoff the participant requested. Never an event the participant caused
   itself.
-- `caused_by`: the participant's own doing (its message, its request, its
-  answer to a handoff, or any event whose payload names it as the actor),
-  which a held `wait` does not answer early for.
 """
 
 from __future__ import annotations
@@ -38,17 +35,3 @@ def addressed(event: Event, participant_id: str) -> bool:
         return (payload.from_participant_id == participant_id
                 and not isinstance(payload, ev.HandoffCancelled))
     return False
-
-
-def caused_by(event: Event, participant_id: str) -> bool:
-    payload = event.payload
-    if isinstance(payload, ev.HandoffRequested | ev.HandoffCancelled):
-        return payload.from_participant_id == participant_id
-    if isinstance(payload, ev._HandoffPayload):
-        return event.type in _TARGET_MOVES and payload.to_participant_id == participant_id
-    return event.participant() == participant_id
-
-
-def mark(events: list[Event], participant_id: str) -> list[Event]:
-    """The events as `participant_id` receives them: addressed ones marked."""
-    return [e.addressed_copy() if addressed(e, participant_id) else e for e in events]

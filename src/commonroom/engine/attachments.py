@@ -52,10 +52,11 @@ import attrs
 from commonroom.engine import handoffs
 from commonroom.engine.core import Tx, new_id
 from commonroom.protocol import events as ev
-from commonroom.protocol import limits
+from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import allows, require
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Attachment, AttachmentData, AttachmentDeleted
+from commonroom.protocol.requests import AddParams, AttachmentIdParams
 from commonroom.protocol.timefmt import format_ts
 
 IMAGE_TYPES: Final = ("image/png", "image/jpeg", "image/webp")
@@ -79,20 +80,6 @@ REMOVED_HANDOFF_ENDED: Final = "handoff_ended"
 REMOVED_EXPIRED: Final = "expired"
 REMOVED_DELETED: Final = "deleted"
 
-
-@attrs.frozen
-class AddParams:
-    file_name: str
-    mime_type: str = attrs.field(metadata={"doc": "the declared type; the content decides"})
-    data_base64: str = attrs.field(metadata={"doc": "the file, base64 (at most 768 KiB decoded)"})
-    handoff_id: str | None = attrs.field(
-        default=None, metadata={"doc": "share it only in this handoff (needs handoff)"}
-    )
-
-
-@attrs.frozen
-class AttachmentIdParams:
-    attachment_id: str
 
 
 def sniff_image(data: bytes) -> str | None:
@@ -277,7 +264,7 @@ def add(tx: Tx, p: AddParams) -> Attachment:
         require(tx.actor.capabilities, "handoff")
         handoff = handoffs.get(tx, p.handoff_id)
         handoffs.require_party_or_host(tx, handoff, "attach files to it")
-        if handoff.status not in handoffs.OPEN:
+        if handoff.status not in vocabulary.HANDOFF_OPEN:
             raise CommonroomError(
                 "handoff_conflict", f"a {handoff.status} handoff takes no more attachments",
                 {"handoff_id": handoff.handoff_id, "status": handoff.status},

@@ -306,6 +306,11 @@ class Tx:
         self.events.append(event)
         return event
 
+    def touch_presence(self, participant_id: str) -> None:
+        """The participant made this request: present once the transaction committed
+        (a refused COMMIT announces nobody)."""
+        self.after_commit.append(partial(self.engine.presence.touch, participant_id, self.now))
+
     def fail_after_commit(self, error: CommonroomError) -> CommitThenFail:
         """`raise tx.fail_after_commit(error)`: keep what the handler wrote (say a proposal
         marked conflicted), commit it, then fail with `error`."""
@@ -323,6 +328,24 @@ class CommitThenFail(Exception):
 Handler = Callable[[Tx, Any], Any]
 
 
+@attrs.frozen
+class EngineConfig:
+    """What a room runs with, fixed when its engine opens (`open_engine(path, config)`).
+
+    Nothing sets these on an engine afterwards: the service builds one from
+    `ce serve`'s options, tests and the host CLI take the defaults.
+    """
+
+    serving: limits.ServingLimits = attrs.Factory(limits.ServingLimits)
+    human_hold_minutes: float = limits.HUMAN_HOLD_MINUTES
+    """How long an external edit holds the regions it changed (`--human-hold-minutes`)."""
+    settle_ms: int = limits.SETTLE_MS
+    """A changed file is read once it stayed still this long (`--settle-ms`)."""
+
+
+DEFAULT_CONFIG: Final = EngineConfig()
+
+
 class Engine:
     def __init__(
         self,
@@ -332,16 +355,18 @@ class Engine:
         clock: Clock = system_clock,
         name: str | None = None,
         hooks: Hooks = Hooks(),
+        config: EngineConfig = DEFAULT_CONFIG,
     ) -> None:
         self.path = Path(path).resolve()
         self.hooks = hooks
+        self.config = config
         self.sidecar_path = sidecar or self.path.with_name(self.path.name + SIDECAR_SUFFIX)
         self.clock = clock
         self.doc = DocumentFile(self.path)
         self.transport_hint: TransportHint | None = None
         self.transport_name = "none"
         self.lifecycle = "open"
-        self.serving = limits.ServingLimits()  # the service sets the actual ones
+        self.serving = config.serving
         # How long an external edit holds the regions it changed (`--human-hold-minutes`);
         # 0 while opening: an edit made while no room ran is nobody typing now.
         self.human_hold_minutes: float = 0.0
@@ -367,9 +392,9 @@ class Engine:
         # any more, it vanished and cannot be restored, it cannot be read):
         # reads keep serving the last version, writes are refused with it.
         self.file_problem: str | None = None
-        # When a change of the file may be read (the service sets `period` from
-        # `--settle-ms`), and the file's stamp as the current version has it.
-        self.settle = Settle()
+        # When a change of the file may be read (`config.settle_ms`), and the
+        # file's stamp as the current version has it.
+        self.settle = Settle(timedelta(milliseconds=config.settle_ms))
         # Checked before the sidecar exists, so refusing leaves nothing behind.
         try:
             self._require_text(self.path.read_bytes())
@@ -417,7 +442,7 @@ class Engine:
         except BaseException:
             self.conn.close()
             raise
-        self.human_hold_minutes = limits.HUMAN_HOLD_MINUTES
+        self.human_hold_minutes = config.human_hold_minutes
 
     # ------------------------------------------------------------------ setup
 
@@ -765,8 +790,9 @@ class Engine:
             return "settling"
         return "unusable" if self.file_problem is not None else "settled"
 
-    def set_settle_ms(self, ms: int) -> None:
-        self.settle.period = timedelta(milliseconds=ms)
+    def begin_stopping(self) -> None:
+        """The room is stopping: diagnostics say so (the last state change of a served engine)."""
+        self.lifecycle = "stopping"
 
     def file_changing(self, now: datetime, deadline: datetime) -> CommonroomError:
         """What a write that found the file settling answers once the room stopped waiting."""

@@ -2,8 +2,9 @@
 
 `execute(engine, name, bearer, raw_params)`:
 
-1. finds the operation in the table (`operations.OPERATIONS`; this is the only
-   module of the engine that imports it) and parses its parameter record at
+1. finds the operation's spec (`protocol.operations.OPERATIONS_BY_NAME`) and its
+   handler (`operations.HANDLERS`; this is the only module of the engine that
+   imports it) and parses its parameter record at
    the edge (`invalid_request` naming the field);
 2. `engine.refresh`: an external edit becomes a version, due expiries apply;
 3. runs the handler in one transaction: authenticates the bearer (the engine
@@ -27,12 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from commonroom.engine import access, attachments, leases, proposals, sessions, threads
-from commonroom.engine.core import Engine, Hooks, Outcome
-from commonroom.engine.operations import OPERATIONS_BY_NAME, Operation
-from commonroom.engine.params import parse_params
+from commonroom.engine.core import DEFAULT_CONFIG, Engine, EngineConfig, Hooks, Outcome
+from commonroom.engine.operations import HANDLERS
 from commonroom.engine.settle import FileSettling
+from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
+from commonroom.protocol.operations import OPERATIONS_BY_NAME, OperationSpec
+from commonroom.protocol.params import parse_params
 from commonroom.protocol.timefmt import Clock, system_clock
 
 HOOKS = Hooks(
@@ -51,18 +54,18 @@ HOOKS = Hooks(
 
 
 def open_engine(
-    path: Path, *, sidecar: Path | None = None, clock: Clock = system_clock,
-    name: str | None = None,
+    path: Path, config: EngineConfig = DEFAULT_CONFIG, *, sidecar: Path | None = None,
+    clock: Clock = system_clock, name: str | None = None,
 ) -> Engine:
-    """The room's engine around `path`, with every feature's hooks."""
-    return Engine(path, sidecar=sidecar, clock=clock, name=name, hooks=HOOKS)
+    """The room's engine around `path`, with every feature's hooks and the room's `config`."""
+    return Engine(path, sidecar=sidecar, clock=clock, name=name, hooks=HOOKS, config=config)
 
 
-def operation(name: str) -> Operation:
-    op = OPERATIONS_BY_NAME.get(name)
-    if op is None:
+def operation(name: str) -> OperationSpec:
+    spec = OPERATIONS_BY_NAME.get(name)
+    if spec is None:
         raise CommonroomError("invalid_request", f"unknown operation {name!r}")
-    return op
+    return spec
 
 
 def execute(
@@ -83,8 +86,9 @@ def execute(
         with engine.transaction(now, write=not op.read_only) as tx:
             if op.capability is not None:
                 tx.actor_or_none = sessions.authenticate(tx, bearer)
-                op.check(tx.actor.capabilities, params)
-            result = op.handler(tx, params)
+                # The capability rule; handlers add finer rules (holder, author, admin for raw commit).
+                require(tx.actor.capabilities, op.capability)
+            result = HANDLERS[name](tx, params)
         events.extend(tx.events)
         return Outcome(result, None, events)
     except CommonroomError as error:

@@ -32,31 +32,25 @@ from typing import Any, Final
 import attrs
 
 from commonroom.engine import guard
+from commonroom.engine._state import HANDOFF, TASK, move
 from commonroom.engine.core import Tx, new_id
 from commonroom.protocol import events as ev
-from commonroom.protocol import limits
+from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Handoff, Handoffs
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import (
+    HandoffIdParams,
+    HandoffsParams,
+    RequestParams,
+    RespondParams,
+    ResultParams,
+)
 
-STATUSES: Final = ("requested", "accepted", "declined", "completed", "failed", "cancelled")
-OPEN: Final = ("requested", "accepted")
+STATUSES: Final = vocabulary.HANDOFF_STATUSES
 
-# action -> {from status: to status}
-TRANSITIONS: Final[dict[str, dict[str, str]]] = {
-    "accept": {"requested": "accepted"},
-    "decline": {"requested": "declined"},
-    "complete": {"accepted": "completed"},
-    "fail": {"accepted": "failed"},
-    "cancel": {"requested": "cancelled", "accepted": "cancelled"},
-    "abandon": {"requested": "failed", "accepted": "failed"},
-}
-# action -> whose move it is ("system" moves are the room's own, on leave)
-ACTOR: Final[dict[str, str]] = {
-    "accept": "target", "decline": "target", "complete": "target", "fail": "target",
-    "cancel": "requester", "abandon": "system",
-}
+TRANSITIONS: Final = HANDOFF.transitions
+ACTOR: Final = HANDOFF.actor
 EVENT: Final[dict[str, type[ev._HandoffPayload]]] = {
     "requested": ev.HandoffRequested,
     "accepted": ev.HandoffAccepted,
@@ -74,48 +68,6 @@ PARTICIPANT_LEFT: Final = "participant_left"
 
 # ------------------------------------------------------------------ params
 
-
-@attrs.frozen
-class RequestParams:
-    to_participant_id: str = attrs.field(metadata={"doc": "who you ask (a participant id)"})
-    summary: str = attrs.field(metadata={"doc": "what you ask for, 1-500 characters",
-                                         "pattern": NONBLANK})
-    details: str | None = None
-    region: str | None = attrs.field(default=None, metadata={"doc": "the region it is about"})
-    attachment_ids: list[str] | None = None
-    request_id: str | None = attrs.field(
-        default=None,
-        metadata={"doc": "your idempotency key: the same request_id with the same body returns"
-                  " the same handoff"},
-    )
-
-
-@attrs.frozen
-class RespondParams:
-    handoff_id: str
-    decision: str = attrs.field(metadata={"choices": ("accept", "decline")})
-    summary: str | None = None
-
-
-@attrs.frozen
-class ResultParams:
-    handoff_id: str
-    status: str = attrs.field(metadata={"choices": ("completed", "failed")})
-    summary: str
-    details: str | None = None
-
-
-@attrs.frozen
-class HandoffIdParams:
-    handoff_id: str
-
-
-@attrs.frozen
-class HandoffsParams:
-    status: str | None = attrs.field(default=None, metadata={"choices": STATUSES})
-    limit: int = attrs.field(
-        default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX}
-    )
 
 
 # ------------------------------------------------------------------ storage
@@ -148,7 +100,7 @@ def open_handoffs(tx: Tx) -> list[Handoff]:
     return [
         _row(row)
         for row in tx.conn.execute(
-            f"SELECT {_COLUMNS} FROM handoffs WHERE status IN ('requested', 'accepted')"
+            f"SELECT {_COLUMNS} FROM handoffs WHERE {HANDOFF.open_sql}"
             " ORDER BY created_at, rowid"
         )
     ]
@@ -211,32 +163,30 @@ def _move(
             "permission_denied", "only the handoff's requester cancels it",
             {"handoff_id": handoff.handoff_id},
         )
-    target = TRANSITIONS[action].get(handoff.status)
-    if target is None:
-        raise CommonroomError(
+    def refuse() -> CommonroomError:
+        return CommonroomError(
             "handoff_conflict", f"cannot {action} a {handoff.status} handoff",
             {"handoff_id": handoff.handoff_id, "status": handoff.status},
         )
+
+    if HANDOFF.target(action, handoff.status) is None:
+        raise refuse()
     task_id = handoff.task_id
-    if target == "accepted":
+    if HANDOFF.target(action, handoff.status) == "accepted":
         task_id = new_id("tk_")
         tx.conn.execute(
             "INSERT INTO tasks (task_id, handoff_id, status, status_message, created_at,"
             " updated_at) VALUES (?, ?, 'working', ?, ?, ?)",
             (task_id, handoff.handoff_id, status_message, tx.now_s, tx.now_s),
         )
-    moved = attrs.evolve(
-        handoff, status=target, task_id=task_id, updated_at=tx.now_s,
-        result_summary=result_summary if result_summary is not None else handoff.result_summary,
-        result_details=result_details if result_details is not None else handoff.result_details,
-        reason=reason if reason is not None else handoff.reason,
-    )
-    tx.conn.execute(
-        "UPDATE handoffs SET status = ?, task_id = ?, result_summary = ?, result_details = ?,"
-        " reason = ?, updated_at = ? WHERE handoff_id = ?",
-        (moved.status, moved.task_id, moved.result_summary, moved.result_details, moved.reason,
-         moved.updated_at, moved.handoff_id),
-    )
+    columns: dict[str, Any] = {
+        "task_id": task_id,
+        "result_summary": result_summary if result_summary is not None else handoff.result_summary,
+        "result_details": result_details if result_details is not None else handoff.result_details,
+        "reason": reason if reason is not None else handoff.reason,
+    }
+    target = move(tx, HANDOFF, handoff.handoff_id, handoff.status, action, refuse=refuse, **columns)
+    moved = attrs.evolve(handoff, status=target, updated_at=tx.now_s, **columns)
     tx.emit(EVENT[target](moved.handoff_id, moved.from_participant_id,
                           moved.to_participant_id, moved.summary))
     if task_id is not None and target in TASK_STATUS:
@@ -247,11 +197,18 @@ def _move(
 
 def set_task_status(tx: Tx, task_id: str, handoff_id: str, status: str,
                     status_message: str | None) -> None:
-    """Record a task status (with `task.updated`); only `_move` and tasks.py call it."""
-    tx.conn.execute(
-        "UPDATE tasks SET status = ?, status_message = ?, updated_at = ? WHERE task_id = ?",
-        (status, status_message, tx.now_s, task_id),
-    )
+    """Move a task to `status` (a move of `_state.TASK`, with `task.updated`); only `_move`
+    and tasks.py call it, after checking the move is the caller's."""
+    row = tx.conn.execute("SELECT status FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    current = str(row[0])
+
+    def refuse() -> CommonroomError:
+        return CommonroomError(
+            "handoff_conflict", f"the task is {current}; it cannot become {status}",
+            {"task_id": task_id, "handoff_id": handoff_id, "status": current},
+        )
+
+    move(tx, TASK, task_id, current, status, refuse=refuse, status_message=status_message)
     tx.emit(ev.TaskUpdated(task_id, handoff_id, status, status_message))
 
 

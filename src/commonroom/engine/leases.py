@@ -25,29 +25,8 @@ from commonroom.protocol import limits
 from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Lease, Leases, Released
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import CheckoutParams, LeaseIdParams, RenewParams
 from commonroom.protocol.timefmt import format_ts
-
-_MINUTES = {"min": 1, "max": limits.LEASE_MAX_MINUTES}
-
-
-@attrs.frozen
-class CheckoutParams:
-    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
-                                        "pattern": NONBLANK})
-    minutes: int = attrs.field(default=limits.LEASE_DEFAULT_MINUTES, metadata=_MINUTES)
-
-
-@attrs.frozen
-class RenewParams:
-    lease_id: str
-    minutes: int = attrs.field(default=limits.LEASE_DEFAULT_MINUTES, metadata=_MINUTES)
-
-
-@attrs.frozen
-class LeaseIdParams:
-    lease_id: str
-
 
 _COLUMNS = "lease_id, participant_id, region, acquired_at, expires_at, reason"
 HUMAN_EDITING: Final = "human_editing"
@@ -113,6 +92,28 @@ def active_leases(tx: Tx) -> list[Lease]:
             (tx.now_s,),
         )
     ]
+
+
+def _stored(lease: Lease) -> tuple[Any, ...]:
+    """The lease's `_COLUMNS` values (`wide` is computed where leases are listed)."""
+    return attrs.astuple(lease, filter=lambda field, _: field.name != "wide")
+
+
+def listed_leases(tx: Tx) -> list[Lease]:
+    """The active leases as listed to people: each says whether it is wide (issue 21)."""
+    outline = tx.engine.current().outline
+    out = []
+    for lease in active_leases(tx):
+        if lease.region == WHOLE or outline.has_path(lease.region):
+            wide = is_wide(outline, outline.resolve(lease.region))
+            lease = attrs.evolve(lease, wide=wide)
+        out.append(lease)
+    return out
+
+
+def is_wide(outline: Outline, span: Span) -> bool:
+    """A lease on `span` would lock most of the document (it needs `wide_lease`)."""
+    return outline.is_root(span) or outline.subsections(span) > limits.WIDE_LEASE_SUBSECTIONS
 
 
 def blocking_lease(tx: Tx, region: str, participant_id: str) -> Lease | None:
@@ -188,7 +189,7 @@ def hold_human_edits(tx: Tx, before: Snapshot, after: Snapshot, committed: str |
             tx.emit(ev.LeaseRenewed(held.lease_id, host, region, until))
             continue
         lease = Lease(new_id("ls_"), host, region, tx.now_s, until, HUMAN_EDITING)
-        tx.conn.execute(f"INSERT INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", attrs.astuple(lease))
+        tx.conn.execute(f"INSERT INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", _stored(lease))
         tx.emit(ev.LeaseAcquired(lease.lease_id, host, region, until))
 
 
@@ -210,7 +211,7 @@ def require_wide_lease(tx: Tx, snap: Snapshot, span: Span) -> None:
         return
     outline = snap.outline
     subsections = outline.subsections(span)
-    if outline.is_root(span) or subsections > limits.WIDE_LEASE_SUBSECTIONS:
+    if is_wide(outline, span):
         raise CommonroomError(
             "permission_denied",
             f"a lease on {span.region!r} would hold {subsections} sub-sections or the whole"
@@ -243,7 +244,7 @@ def checkout(tx: Tx, p: CheckoutParams) -> Lease:
         new_id("ls_"), pid, span.region, tx.now_s, _expiry(tx.now, tx.now_s, p.minutes)
     )
     tx.conn.execute(
-        f"INSERT INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", attrs.astuple(lease)
+        f"INSERT INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", _stored(lease)
     )
     tx.emit(ev.LeaseAcquired(lease.lease_id, pid, lease.region, lease.expires_at))
     return lease
@@ -296,4 +297,4 @@ def release(tx: Tx, p: LeaseIdParams) -> Released:
 
 
 def leases(tx: Tx, p: Any) -> Leases:
-    return Leases(active_leases(tx))
+    return Leases(listed_leases(tx))

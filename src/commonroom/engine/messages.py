@@ -22,36 +22,14 @@ import math
 from datetime import datetime, timedelta
 from typing import Any
 
-import attrs
-
 from commonroom.engine import guard, handoffs
 from commonroom.engine.core import Tx, new_id
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Message, Messages
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import MessageParams, MessagesParams
 from commonroom.protocol.timefmt import format_ts
-
-
-@attrs.frozen
-class MessageParams:
-    text: str = attrs.field(metadata={"doc": f"1-{limits.MESSAGE_MAX_CHARS} characters",
-                                      "pattern": NONBLANK})
-    to: list[str] | None = attrs.field(
-        default=None, metadata={"doc": "participant ids this turn is addressed to"}
-    )
-    handoff_id: str | None = attrs.field(default=None, metadata={"doc": "post in this handoff's thread"})
-
-
-@attrs.frozen
-class MessagesParams:
-    after: int = attrs.field(default=0, metadata={"min": 0, "doc": "return messages with seq > after"})
-    limit: int = attrs.field(
-        default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX}
-    )
-    handoff_id: str | None = attrs.field(default=None, metadata={"doc": "only this handoff's thread"})
-
 
 _COLUMNS = "message_id, seq, participant_id, recipients, handoff_id, text, created_at"
 

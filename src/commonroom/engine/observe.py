@@ -13,26 +13,8 @@ from __future__ import annotations
 import attrs
 
 from commonroom.engine.core import Actor, Tx
-from commonroom.protocol import limits
 from commonroom.protocol.errors import invalid_request
-
-
-@attrs.frozen
-class ObserveParams:
-    since_event_id: int | None = attrs.field(
-        default=None,
-        metadata={"min": 0, "doc": "replay the retained events after this id first (also the"
-                  " Last-Event-ID header, which wins); absent: live from now"},
-    )
-
-
-@attrs.frozen
-class WaitParams:
-    cursor: int = attrs.field(default=0, metadata={"min": 0, "doc": "the last event id you have"})
-    timeout_seconds: float = attrs.field(
-        default=0.0, metadata={"min": 0, "max": limits.WAIT_MAX_SECONDS,
-                               "doc": "how long to hold the request when nothing is new"},
-    )
+from commonroom.protocol.requests import ObserveParams, WaitParams
 
 
 @attrs.frozen

@@ -1,7 +1,7 @@
 """Proposals, review and commits (PROTOCOL.md section 7).
 
-Status transitions are data, not scattered `if`s: `TRANSITIONS[status]` lists
-the statuses an action may move a proposal to. A region proposal commits when
+Status transitions are data, not scattered `if`s: `_state.PROPOSAL` lists
+the statuses an action may move a proposal to, and `_state.move` writes them. A region proposal commits when
 its base is current *or* when the region's text is byte-identical at the base
 and at the current version (others changed other regions only); the new
 version is the current document with that region replaced, so nothing anyone
@@ -28,11 +28,12 @@ from typing import Any, Final
 
 import attrs
 
+from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
 from commonroom.engine.leases import raise_if_blocked
 from commonroom.engine.regions import WHOLE, Outline
 from commonroom.protocol import events as ev
-from commonroom.protocol import limits
+from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import (
@@ -44,80 +45,19 @@ from commonroom.protocol.records import (
     Reviewed,
     to_wire,
 )
-from commonroom.protocol.schema import NONBLANK
-
-# action -> {from status: to status}
-TRANSITIONS: Final[dict[str, dict[str, str]]] = {
-    "approve": {"pending": "approved"},
-    "reject": {"pending": "rejected"},
-    "commit": {"approved": "committed"},
-    "conflict": {"approved": "conflicted"},
-    "withdraw": {"pending": "withdrawn", "approved": "withdrawn", "changes_requested": "withdrawn"},
-    "supersede": {"pending": "superseded", "approved": "superseded"},
-    # -- the review conversation (PROTOCOL.md section 17, issue 22)
-    "request_changes": {"pending": "changes_requested"},
-    # The author revises in place (a new revision, back to pending).
-    "revise": {"pending": "pending", "changes_requested": "pending", "superseded": "pending"},
-    # An applied rebase is a revision too; a reviewer may also rebase an approved one.
-    "rebase": {"pending": "pending", "changes_requested": "pending", "superseded": "pending",
-               "approved": "pending"},
-}
-STATUSES: Final = (
-    "pending", "approved", "rejected", "committed", "conflicted", "withdrawn", "superseded",
-    "changes_requested",
+from commonroom.protocol.requests import (
+    CommitParams,
+    ProposalDetailParams,
+    ProposalIdParams,
+    ProposalsParams,
+    ProposeParams,
+    ReviewParams,
 )
-TERMINAL: Final = ("rejected", "committed", "conflicted", "withdrawn", "superseded")
-_TERMINAL_SQL: Final = "status IN ('rejected', 'committed', 'conflicted', 'withdrawn', 'superseded')"
 
+STATUSES: Final = vocabulary.PROPOSAL_STATUSES
+TERMINAL: Final = vocabulary.PROPOSAL_TERMINAL
+_TERMINAL_SQL: Final = PROPOSAL.terminal_sql
 
-@attrs.frozen
-class ProposeParams:
-    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
-                                        "pattern": NONBLANK})
-    base_version: int = attrs.field(metadata={"min": 1})
-    summary: str = attrs.field(metadata={"doc": f"1-{limits.SUMMARY_MAX} characters",
-                                         "pattern": NONBLANK})
-    content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included",
-                                         "document": True})
-
-
-@attrs.frozen
-class ReviewParams:
-    proposal_id: str
-    decision: str = attrs.field(metadata={"choices": ("approve", "reject", "request_changes")})
-    comment: str | None = attrs.field(default=None, metadata={
-        "doc": "for the author (needed by request_changes); opens a thread on the region",
-        "document": True})
-    content: str | None = attrs.field(default=None, metadata={
-        "doc": "approve only: the text to approve instead of the proposed one (edit before approve)",
-        "document": True,
-    })
-
-
-@attrs.frozen
-class ProposalIdParams:
-    proposal_id: str
-
-
-@attrs.frozen
-class ProposalDetailParams:
-    proposal_id: str
-    revision: int | None = attrs.field(default=None, metadata={
-        "min": 1, "doc": "this revision's content (default: the latest)"})
-
-
-@attrs.frozen
-class ProposalsParams:
-    status: str | None = attrs.field(default=None, metadata={"choices": STATUSES})
-    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata={"min": 1, "max": limits.LIST_MAX})
-
-
-@attrs.frozen
-class CommitParams:
-    proposal_id: str | None = None
-    base_version: int | None = attrs.field(default=None, metadata={"min": 1})
-    summary: str | None = None
-    content: str | None = attrs.field(default=None, metadata={"document": True})
 
 
 _COLUMNS = (
@@ -175,20 +115,21 @@ def _get(tx: Tx, proposal_id: str) -> Proposal:
 
 
 def _move(tx: Tx, proposal: Proposal, action: str, **columns: Any) -> Proposal:
-    target = TRANSITIONS[action].get(proposal.status)
-    if target is None:
-        raise CommonroomError(
+    """A move of `_state.PROPOSAL`; `proposal_conflict` naming the status when there is none."""
+    def refuse() -> CommonroomError:
+        return CommonroomError(
             "proposal_conflict",
             f"cannot {action} {_article(proposal.status)} {proposal.status} proposal",
             {"status": proposal.status},
             proposal_id=proposal.proposal_id,
         )
-    sets = ", ".join(f"{name} = ?" for name in ("status", "updated_at", *columns))
-    tx.conn.execute(
-        f"UPDATE proposals SET {sets} WHERE proposal_id = ?",
-        (target, tx.now_s, *columns.values(), proposal.proposal_id),
-    )
+
+    target = move(tx, PROPOSAL, proposal.proposal_id, proposal.status, action, refuse=refuse, **columns)
     return attrs.evolve(proposal, status=target, updated_at=tx.now_s, **columns)
+
+
+def _never() -> CommonroomError:
+    raise AssertionError("the machine has this move")
 
 
 def _article(word: str) -> str:
@@ -316,6 +257,13 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
         engine.current(), span.region
     ) != digest:
         raise stale_error(tx, span.region, p.base_version, None)
+    if region_text(base, span.region) == p.content:
+        # PROTOCOL section 7: a proposal that changes nothing is refused, not queued.
+        error = invalid_request(
+            f"the proposed text of {span.region!r} equals its text at version {p.base_version}:"
+            " there is nothing to review", "content")
+        error.details.update(reason="no_change", region=span.region)
+        raise error
     check_outline(engine.current(), span.region, p.content)
     pid = tx.actor.participant_id
     raise_if_blocked(tx, span.region, pid)
@@ -350,18 +298,20 @@ def proposal_detail(tx: Tx, p: ProposalDetailParams) -> ProposalDetail:
     # anyone reviews that the region's text moved on since the base, so the
     # commit would be refused; `original_content` is the author's text when a
     # reviewer amended it (edit before approve), else null.
-    stale = is_stale(current, proposal.region, proposal.base_version, base_digest)
+    # A decided proposal is never stale: staleness warns before a commit that would fail.
+    open_ = proposal.status in PROPOSAL.open_states
+    stale = open_ and is_stale(current, proposal.region, proposal.base_version, base_digest)
     pruned = pruned_at is not None  # its text is gone: no diff to show (it would read as a deletion)
     diff = "" if pruned else unified_diff(
         region_text(current, proposal.region), content,
         f"{proposal.region}@{current.version}", f"{proposal.region}@proposed",
     )
     fields = attrs.asdict(proposal, recurse=False)
-    del fields["stale"]  # computed here, for any status
+    del fields["stale"], fields["amended"]  # computed here, for any status
     detail = ProposalDetail(
         **fields, content=content,
         current_version=current.version, diff=diff, stale=stale, original_content=original,
-        pruned=pruned,
+        pruned=pruned, amended=original is not None, proposed_content=original,
     )
     from commonroom.engine import revisions  # the review conversation (issue 22)
 
@@ -369,10 +319,10 @@ def proposal_detail(tx: Tx, p: ProposalDetailParams) -> ProposalDetail:
 
 
 def _stored(proposal: Proposal) -> tuple[Any, ...]:
-    """The proposal's `_COLUMNS` values (`stale` is computed, never stored)."""
-    return attrs.astuple(
-        proposal, filter=lambda field, _: field.name not in ("stale", "revision", "rebased")
-    )
+    """The proposal's `_COLUMNS` values (`stale` and `amended` are computed, never stored;
+    the revision columns are written by their own statements)."""
+    return attrs.astuple(proposal, filter=lambda field, _: field.name not in (
+        "stale", "amended", "revision", "rebased"))
 
 
 def is_stale(current: Snapshot, region: str, base_version: int, base_digest: str) -> bool:
@@ -382,13 +332,18 @@ def is_stale(current: Snapshot, region: str, base_version: int, base_digest: str
     )
 
 
+# What `_listed` reads: the record's columns, its revision, the base's region hash, whether
+# it was amended.
+_LISTED: Final = f"{_COLUMNS}, {_REVISION_COLUMNS}, base_region_hash, original_content IS NOT NULL"
+
+
 def _listed(tx: Tx, rows: Any) -> list[Proposal]:
-    """Proposal rows (the `_COLUMNS`, then `base_region_hash`) with `stale` for open ones."""
+    """Proposal rows (`_LISTED` columns) with `stale` for open ones and `amended`."""
     current = tx.engine.current()
     out: list[Proposal] = []
-    for *columns, base_digest in rows:
-        proposal = _proposal(columns)
-        if proposal.status in ("pending", "approved"):
+    for *columns, base_digest, amended in rows:
+        proposal = attrs.evolve(_proposal(columns), amended=bool(amended))
+        if proposal.status in PROPOSAL.open_states:
             stale = is_stale(current, proposal.region, proposal.base_version, base_digest)
             proposal = attrs.evolve(proposal, stale=stale)
         out.append(proposal)
@@ -398,13 +353,13 @@ def _listed(tx: Tx, rows: Any) -> list[Proposal]:
 def list_proposals(tx: Tx, p: ProposalsParams) -> Proposals:
     if p.status is None:
         rows = tx.conn.execute(
-            f"SELECT {_COLUMNS}, {_REVISION_COLUMNS}, base_region_hash FROM proposals"
+            f"SELECT {_LISTED} FROM proposals"
             " ORDER BY created_at DESC, proposal_id LIMIT ?",
             (p.limit,),
         )
     else:
         rows = tx.conn.execute(
-            f"SELECT {_COLUMNS}, {_REVISION_COLUMNS}, base_region_hash FROM proposals WHERE status = ?"
+            f"SELECT {_LISTED} FROM proposals WHERE status = ?"
             " ORDER BY created_at DESC, proposal_id LIMIT ?",
             (p.status, p.limit),
         )
@@ -413,8 +368,8 @@ def list_proposals(tx: Tx, p: ProposalsParams) -> Proposals:
 
 def open_proposals(tx: Tx) -> list[Proposal]:
     return _listed(tx, tx.conn.execute(
-        f"SELECT {_COLUMNS}, {_REVISION_COLUMNS}, base_region_hash FROM proposals"
-        " WHERE status IN ('pending', 'approved') ORDER BY created_at, proposal_id"
+        f"SELECT {_LISTED} FROM proposals"
+        f" WHERE {PROPOSAL.open_sql} ORDER BY created_at, proposal_id"
     ))
 
 
@@ -600,10 +555,7 @@ def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str
         " WHERE status = 'pending'"
     ).fetchall():
         if proposal_id != committed and region_digest(after, region) != base_digest:
-            tx.conn.execute(
-                "UPDATE proposals SET status = 'superseded', updated_at = ? WHERE proposal_id = ?",
-                (tx.now_s, proposal_id),
-            )
+            move(tx, PROPOSAL, proposal_id, "pending", "supersede", refuse=_never)
             tx.emit(ev.ProposalSuperseded(proposal_id))
             authors.add(author)
     for author in sorted(authors):

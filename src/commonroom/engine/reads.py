@@ -8,12 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
-
 from commonroom.engine.access import list_participants
-from commonroom.engine.core import Tx, encode_text
+from commonroom.engine.core import Engine, Tx, encode_text
 from commonroom.engine.handoffs import open_handoffs
-from commonroom.engine.leases import active_leases
+from commonroom.engine.leases import listed_leases
 from commonroom.engine.proposals import open_proposals, region_text, unified_diff
 from commonroom.engine.regions import WHOLE
 from commonroom.protocol import events as ev
@@ -28,6 +26,7 @@ from commonroom.protocol.records import (
     History,
     LimitsInfo,
     OutlineEntry,
+    Pong,
     ReadAnswer,
     RegionInfo,
     Regions,
@@ -37,37 +36,7 @@ from commonroom.protocol.records import (
     Summary,
     TransportInfo,
 )
-from commonroom.protocol.schema import NONBLANK
-
-_LIMIT = {"min": 1, "max": limits.LIST_MAX}
-
-
-@attrs.frozen
-class ReadParams:
-    region: str = attrs.field(default=WHOLE, metadata={"doc": "heading path, bare unique title, or workspace",
-                                                       "pattern": NONBLANK})
-    version: int | None = attrs.field(default=None, metadata={"min": 1})
-    max_lines: int | None = attrs.field(default=None, metadata={"min": 1})
-    max_bytes: int | None = attrs.field(default=None, metadata={"min": 1})
-
-
-@attrs.frozen
-class DiffParams:
-    base_version: int = attrs.field(metadata={"min": 1})
-    to_version: int | None = attrs.field(default=None, metadata={"min": 1})
-    region: str | None = attrs.field(default=None, metadata={"pattern": NONBLANK})
-
-
-@attrs.frozen
-class ChangesParams:
-    version: int = attrs.field(metadata={"min": 0})
-    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata=_LIMIT)
-
-
-@attrs.frozen
-class HistoryParams:
-    limit: int = attrs.field(default=limits.LIST_DEFAULT, metadata=_LIMIT)
-    before_event_id: int | None = attrs.field(default=None, metadata={"min": 1})
+from commonroom.protocol.requests import ChangesParams, DiffParams, HistoryParams, ReadParams
 
 
 def status(tx: Tx, p: Any = None) -> Status:
@@ -189,12 +158,28 @@ def latest_event_id(tx: Tx) -> int:
     return int(row[0] or 0)
 
 
+def newest_event_id(engine: Engine) -> int:
+    """The id of the newest recorded event (0: none), for the room's hub as it opens."""
+    with engine.transaction(engine.clock(), write=False) as tx:
+        return latest_event_id(tx)
+
+
+def ring_window(engine: Engine, cursor: int, limit: int) -> tuple[int, int, list[Event]]:
+    """One consistent look at the event ring for a stream: (oldest id, newest id, up to
+    `limit` events after `cursor`); 0 for an empty ring. Store thread only."""
+    with engine.transaction(engine.clock(), write=False) as tx:
+        oldest = tx.conn.execute("SELECT min(event_id) FROM events").fetchone()[0]
+        latest = latest_event_id(tx)
+        events = events_after(tx, cursor, limit) if limit > 0 else []
+    return int(oldest or 0), latest, events
+
+
 def room(tx: Tx, p: Any = None) -> RoomSnapshot:
     """One consistent snapshot (one transaction) plus the event id it is current to."""
     return RoomSnapshot(
         status=status(tx),
         participants=list_participants(tx),
-        leases=active_leases(tx),
+        leases=listed_leases(tx),
         proposals=open_proposals(tx),
         handoffs=open_handoffs(tx),
         latest_event_id=latest_event_id(tx),
@@ -232,5 +217,6 @@ def diagnostics(tx: Tx, p: Any = None) -> Diagnostics:
     )
 
 
-def whole_text(tx: Tx) -> str:
-    return region_text(tx.engine.current(), WHOLE)
+def ping(tx: Tx, p: Any = None) -> Pong:
+    """`workspace.ping`: the caller's participant id, the current version, the room's time."""
+    return Pong(tx.actor.participant_id, tx.engine.current_version, tx.now_s)

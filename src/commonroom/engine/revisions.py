@@ -32,6 +32,7 @@ import attrs
 import merge3
 
 from commonroom.engine import proposals as pr
+from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.core import Tx, encode_text
 from commonroom.engine.leases import raise_if_blocked
 from commonroom.engine.regions import WHOLE
@@ -46,27 +47,10 @@ from commonroom.protocol.records import (
     Rebased,
     RevisionInfo,
 )
+from commonroom.protocol.requests import RebaseParams, ReviseParams
 
 # A rebase whose merged text equals the region's current text changes nothing.
 NO_CHANGE: Final = "no_change"
-
-
-@attrs.frozen
-class ReviseParams:
-    proposal_id: str
-    content: str = attrs.field(metadata={"doc": "the new text of the region, heading included",
-                                         "document": True})
-    summary: str | None = attrs.field(default=None, metadata={
-        "doc": f"1-{limits.SUMMARY_MAX} characters (default: the proposal's)"})
-    base_version: int | None = attrs.field(default=None, metadata={
-        "min": 1, "doc": "the version the new text was written on (default: the proposal's base)"})
-
-
-@attrs.frozen
-class RebaseParams:
-    proposal_id: str
-    apply: bool = attrs.field(default=False, metadata={
-        "doc": "a clean merge becomes a new revision based on the current version"})
 
 
 def _revisions(tx: Tx, proposal: Proposal) -> list[RevisionInfo]:
@@ -135,7 +119,7 @@ def with_revisions(tx: Tx, detail: ProposalDetail, revision: int | None) -> Prop
 def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_version: int,
                   summary: str, rebased: bool) -> Proposal:
     """Keep the latest revision as an earlier one, write the new one; back to pending."""
-    target = pr.TRANSITIONS[action].get(proposal.status)
+    target = PROPOSAL.target(action, proposal.status)
     if target is None:
         raise CommonroomError(
             "proposal_conflict",
@@ -194,17 +178,22 @@ def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_ve
     revision = proposal.revision + 1
     tx.conn.execute(
         "UPDATE proposals SET content = ?, original_content = NULL, base_version = ?,"
-        " base_region_hash = ?, summary = ?, status = ?, updated_at = ?, revised_at = ?,"
+        " base_region_hash = ?, summary = ?, revised_at = ?,"
         " reviewer_id = NULL, review_comment = NULL, revision = ?, rebased = ?, pruned_at = NULL,"
         " content_bytes = content_bytes - length(CAST(content AS BLOB))"
         " - coalesce(length(CAST(original_content AS BLOB)), 0) + ? + ?"
         " WHERE proposal_id = ?",
-        (content, base_version, digest, summary, target, tx.now_s, tx.now_s, revision,
+        (content, base_version, digest, summary, tx.now_s, revision,
          int(rebased), kept, size, proposal.proposal_id),
     )
+    move(tx, PROPOSAL, proposal.proposal_id, proposal.status, action, refuse=_checked_above)
     tx.emit(ev.ProposalRevised(proposal.proposal_id, tx.actor.participant_id, revision,
                                base_version, summary, rebased))
     return pr._get(tx, proposal.proposal_id)
+
+
+def _checked_above() -> CommonroomError:
+    raise AssertionError("the move was checked before any write")
 
 
 def revise(tx: Tx, p: ReviseParams) -> Proposal:
@@ -242,7 +231,7 @@ def rebase(tx: Tx, p: RebaseParams) -> Rebased:
     actor = tx.actor
     if proposal.participant_id != actor.participant_id:
         require(actor.capabilities, "approve")  # a reviewer may rebase someone's proposal
-    if proposal.status not in pr.TRANSITIONS["rebase"]:
+    if PROPOSAL.target("rebase", proposal.status) is None:
         raise CommonroomError(
             "proposal_conflict", f"cannot rebase a proposal that is {proposal.status}",
             {"status": proposal.status}, proposal_id=proposal.proposal_id,
@@ -286,4 +275,4 @@ def rebase(tx: Tx, p: RebaseParams) -> Rebased:
                    conflicts, applied, revision, status)
 
 
-__all__ = ["RebaseParams", "ReviseParams", "merge_region", "rebase", "revise", "with_revisions"]
+__all__ = ["merge_region", "rebase", "revise", "with_revisions"]

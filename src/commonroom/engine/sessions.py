@@ -44,7 +44,7 @@ def authenticate(tx: Tx, bearer: str | None) -> Actor:
         raise CommonroomError("unauthorized", "unknown or ended session")
     if expires_at <= tx.now_s:
         raise CommonroomError("session_expired", "the session has expired; join again")
-    tx.engine.presence.touch(pid, tx.now)
+    tx.touch_presence(pid)
     return Actor(pid, tuple(json.loads(caps)), session_hash, kind, name)
 
 
@@ -124,6 +124,21 @@ def session_alive(engine: Engine, session_hash: bytes) -> bool:
         "SELECT expires_at, ended_at FROM sessions WHERE session_hash = ?", (session_hash,)
     ).fetchone()
     return row is not None and row[1] is None and row[0] > format_ts(engine.clock())
+
+
+def check_streams(engine: Engine, touches: dict[bytes, str | None]) -> dict[bytes, bool]:
+    """For the room's held streams, in one store call: is each session still usable?
+
+    `touches` maps a session hash to the participant whose presence the stream
+    renews (None: it renews none). Presence is renewed once the look committed,
+    and never for a session that ended (leave clears presence).
+    """
+    with engine.transaction(engine.clock(), write=False) as tx:
+        alive = {h: session_alive(engine, h) for h in touches}
+        for session_hash, participant_id in touches.items():
+            if participant_id is not None and alive[session_hash]:
+                tx.touch_presence(participant_id)
+    return alive
 
 
 def mint_host_session(engine: Engine, minutes: int = limits.SESSION_MAX_MINUTES) -> str:

@@ -13,27 +13,13 @@ from __future__ import annotations
 import base64
 import hashlib
 
-import attrs
-
 from commonroom.engine.attachments import decode_base64, sniff_image
 from commonroom.engine.core import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.errors import invalid_request
 from commonroom.protocol.records import Surface, SurfaceClearedAnswer, SurfaceData
-
-
-@attrs.frozen
-class PublishParams:
-    data_base64: str = attrs.field(metadata={"doc": "a PNG, JPEG or WebP image, base64 (<= 768 KiB)"})
-    mime_type: str | None = attrs.field(
-        default=None, metadata={"doc": "informational: the content decides the type"}
-    )
-
-
-@attrs.frozen
-class SurfaceParams:
-    participant_id: str | None = attrs.field(default=None, metadata={"doc": "default: yours"})
+from commonroom.protocol.requests import PublishParams, SurfaceParams
 
 
 def publish(tx: Tx, p: PublishParams) -> Surface:

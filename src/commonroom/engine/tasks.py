@@ -15,38 +15,21 @@ from __future__ import annotations
 
 from typing import Final
 
-import attrs
-
 from commonroom.engine import handoffs
+from commonroom.engine._state import TASK
 from commonroom.engine.core import Tx
-from commonroom.protocol import limits
+from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Handoff, Task, TaskResult
+from commonroom.protocol.requests import TaskIdParams, TaskUpdateParams
 
-REPORTABLE: Final = ("working", "input_required", "completed", "failed")
+REPORTABLE: Final = vocabulary.TASK_REPORTABLE
 TASK_TRANSITIONS: Final[dict[str, frozenset[str]]] = {
-    "working": frozenset(REPORTABLE),
-    "input_required": frozenset(REPORTABLE),
-    "completed": frozenset(),
-    "failed": frozenset(),
-    "cancelled": frozenset(),
+    status: frozenset(action for action in REPORTABLE if TASK.target(action, status) is not None)
+    for status in TASK.statuses
 }
+"""status -> what the assignee may report from it (derived from `_state.TASK`)."""
 
-
-@attrs.frozen
-class TaskIdParams:
-    task_id: str
-
-
-@attrs.frozen
-class TaskUpdateParams:
-    task_id: str
-    status: str = attrs.field(metadata={"choices": REPORTABLE})
-    status_message: str | None = None
-    result_summary: str | None = attrs.field(
-        default=None, metadata={"doc": "for completed/failed (default: status_message)"}
-    )
-    result_details: str | None = None
 
 
 def _load(tx: Tx, task_id: str) -> tuple[Handoff, str, str | None, str]:

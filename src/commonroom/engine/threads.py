@@ -15,9 +15,8 @@ first reply from someone else; every other participant carries on.
 A review comment (reject, request changes, approve with a comment) opens a
 thread on the proposal's region linked to it (`open_review_thread`).
 
-Status moves are data, like the proposal machine's: `TRANSITIONS[action]`
-maps a status to the one it moves to (the `contract` helper moves machines
-into `engine/_state.py` mechanically).
+Status moves are the thread machine's (`engine/_state.THREAD`); the parameter
+records are `protocol/requests.py`'s.
 """
 
 from __future__ import annotations
@@ -25,69 +24,24 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Final
 
-import attrs
-
+from commonroom.engine._state import THREAD, move
 from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
 from commonroom.engine.regions import WHOLE
 from commonroom.protocol import events as ev
-from commonroom.protocol import limits
+from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Comment, Thread, Threads
-from commonroom.protocol.schema import NONBLANK
+from commonroom.protocol.requests import (
+    OpenThreadParams,
+    ReplyParams,
+    ResolveParams,
+    ThreadIdParams,
+    ThreadsParams,
+)
 
-STATUSES: Final = ("open", "resolved", "outdated")
-# action -> {from status: to status}
-TRANSITIONS: Final[dict[str, dict[str, str]]] = {
-    "resolve": {"open": "resolved", "outdated": "resolved"},
-    "reopen": {"resolved": "open"},
-    "outdate": {"open": "outdated"},
-}
+STATUSES: Final = vocabulary.THREAD_STATUSES
 # A quote that does not occur in its region's text.
 QUOTE_NOT_FOUND: Final = "quote_not_found"
-
-
-@attrs.frozen
-class OpenParams:
-    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
-                                        "pattern": NONBLANK})
-    body: str = attrs.field(metadata={
-        "doc": f"the question or note, 1 to {limits.THREAD_BODY_MAX_BYTES} bytes",
-        "pattern": NONBLANK, "document": True})
-    quote: str | None = attrs.field(default=None, metadata={
-        "doc": f"an exact span of the region's current text (at most {limits.THREAD_QUOTE_MAX}"
-               " characters)", "document": True})
-    blocking: bool = attrs.field(default=False, metadata={
-        "doc": "a question you wait on (only you are held; ce wait THREAD wakes on a reply)"})
-
-
-@attrs.frozen
-class ReplyParams:
-    thread_id: str
-    body: str = attrs.field(metadata={
-        "doc": f"1 to {limits.THREAD_BODY_MAX_BYTES} bytes", "pattern": NONBLANK,
-        "document": True})
-
-
-@attrs.frozen
-class ResolveParams:
-    thread_id: str
-    resolved: bool = attrs.field(default=True, metadata={"doc": "false reopens the thread"})
-
-
-@attrs.frozen
-class ThreadIdParams:
-    thread_id: str
-
-
-@attrs.frozen
-class ThreadsParams:
-    region: str | None = attrs.field(default=None, metadata={
-        "doc": "only this region's threads (heading path or bare unique title)"})
-    status: str | None = attrs.field(default=None, metadata={"choices": STATUSES})
-    proposal_id: str | None = attrs.field(default=None, metadata={
-        "doc": "only the threads of this proposal's review"})
-    limit: int = attrs.field(default=limits.LIST_DEFAULT,
-                             metadata={"min": 1, "max": limits.LIST_MAX})
 
 
 _COLUMNS: Final = (
@@ -177,7 +131,7 @@ def _add_comment(tx: Tx, thread_id: str, body: str) -> str:
     return comment_id
 
 
-def open_thread(tx: Tx, p: OpenParams) -> Thread:
+def open_thread(tx: Tx, p: OpenThreadParams) -> Thread:
     body = check_body(p.body)
     current, span = tx.engine.resolve(p.region)  # invalid_region names the candidates
     quote = p.quote
@@ -233,16 +187,19 @@ def reply(tx: Tx, p: ReplyParams) -> Thread:
     return get(tx, thread.thread_id)
 
 
+def _never() -> CommonroomError:
+    raise AssertionError("an open thread can be outdated")
+
+
 def _move(tx: Tx, thread: Thread, action: str) -> str:
-    target = TRANSITIONS[action].get(thread.status)
-    if target is None:
-        raise CommonroomError(
+    """A move of `_state.THREAD`; `invalid_request` naming the status when there is none."""
+    def refuse() -> CommonroomError:
+        return CommonroomError(
             "invalid_request", f"cannot {action} a thread that is {thread.status}",
             {"status": thread.status, "thread_id": thread.thread_id},
         )
-    tx.conn.execute("UPDATE threads SET status = ?, updated_at = ? WHERE thread_id = ?",
-                    (target, tx.now_s, thread.thread_id))
-    return target
+
+    return move(tx, THREAD, thread.thread_id, thread.status, action, refuse=refuse)
 
 
 def resolve(tx: Tx, p: ResolveParams) -> Thread:
@@ -307,7 +264,7 @@ def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str
     without looking at its quote: most versions touch one region.
     """
     rows = tx.conn.execute(
-        f"SELECT {_COLUMNS} FROM threads WHERE status = 'open' ORDER BY rowid"
+        f"SELECT {_COLUMNS} FROM threads WHERE {THREAD.open_sql} ORDER BY rowid"
     ).fetchall()
     unchanged: dict[str, bool] = {}
     for row in rows:
@@ -321,8 +278,5 @@ def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str
             )
         if unchanged[region] or _anchored(after, region, quote):
             continue
-        tx.conn.execute(
-            "UPDATE threads SET status = 'outdated', updated_at = ? WHERE thread_id = ?",
-            (tx.now_s, thread_id),
-        )
+        move(tx, THREAD, thread_id, "open", "outdate", refuse=_never)
         tx.emit(ev.ThreadOutdated(thread_id, region, after.version))

@@ -14,10 +14,10 @@ from typing import Any, Final, cast
 
 from quart import Response, request
 
-from commonroom.engine.operations import Operation
-from commonroom.engine.params import json_int
 from commonroom.http.hardened_app import after_send
 from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.protocol.operations import OperationSpec
+from commonroom.protocol.params import json_int
 from commonroom.protocol.records import to_wire
 from commonroom.ratelimit import retry_after
 from commonroom.room.core import Room
@@ -55,7 +55,7 @@ def rate_limited(seconds: float) -> CommonroomError:
     )
 
 
-async def read_params(op: Operation) -> tuple[dict[str, Any], bool]:
+async def read_params(op: OperationSpec) -> tuple[dict[str, Any], bool]:
     """(params, from_query): the query string for GET, the JSON object body for POST."""
     if op.method == "GET":
         return {key: value for key, value in request.args.items()}, True
@@ -145,7 +145,7 @@ BearerSource = Callable[[], Awaitable[str | None]]
 
 
 def operation_view(
-    op: Operation, room: Room, bearer_source: BearerSource
+    op: OperationSpec, room: Room, bearer_source: BearerSource
 ) -> Callable[[], Awaitable[Response]]:
     async def view() -> Response:
         try:
@@ -168,4 +168,13 @@ def operation_view(
         return after_send(response, room.flush)
 
     view.__name__ = op.name.replace(".", "_")
+    return view
+
+
+def stream_view(frame: Callable[[str], Awaitable[Any]], name: str) -> Callable[[], Awaitable[Any]]:
+    """The view of one stream route of the table: `frame` (its framing's view) for operation `name`."""
+    async def view() -> Any:
+        return await frame(name)
+
+    view.__name__ = name.replace(".", "_")
     return view

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Container, Iterable, Mapping
 from typing import Any
 
-from commonroom.engine.core import hash_secret
+from commonroom.engine.facade import hash_secret
 from commonroom.http.common import rate_limited
 from commonroom.protocol.errors import CommonroomError
 from commonroom.ratelimit import RateLimiter, acquire_all

@@ -1,8 +1,9 @@
 """The session ingress: what a transport plugin exposes to agents.
 
-Bearer sessions only, no cookies. Every operation route comes from the
-operation table; the stream routes (observe, observe/ws, wait) open the room's
-streams. Before any view, the guards of `http/guards.py`: the Host allow-list
+Bearer sessions only, no cookies. Every route of an operation comes from
+the operation table (`protocol/operations.py`): a call's view per `CALLS`, a
+stream's per `STREAMS` with the view of its framing (SSE, WebSocket,
+long-poll), which opens the room's stream. Before any view, the guards of `http/guards.py`: the Host allow-list
 (DNS rebinding), the Origin check, and the rate limits -- 600 requests per
 bearer (and per participant) in any 60 s; 60 per client address for a
 bearer that is not a live session, so guessing secrets is slow; discovery
@@ -11,7 +12,7 @@ and joins have windows of their own (`Gate` says which).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import attrs
@@ -20,9 +21,7 @@ from quart import Response, request, websocket
 from quart_trio import QuartTrio
 
 from commonroom import discovery
-from commonroom.engine.core import hash_secret
-from commonroom.engine.observe import StreamStart
-from commonroom.engine.operations import CALLS, OPERATIONS_BY_NAME
+from commonroom.engine.facade import StreamStart, hash_secret
 from commonroom.http import stream_views
 from commonroom.http.common import (
     bearer_from_header,
@@ -30,6 +29,7 @@ from commonroom.http.common import (
     json_response,
     operation_view,
     parse_json_object,
+    stream_view,
 )
 from commonroom.http.guards import Gate, request_refusal, scope_header_check
 from commonroom.http.hardened_app import HEADER_CHECK
@@ -37,6 +37,7 @@ from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.openapi import served_body as openapi_body
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import secret_from
+from commonroom.protocol.operations import CALLS, OPERATIONS_BY_NAME, STREAMS
 from commonroom.room.core import Room
 
 
@@ -171,38 +172,45 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
                     raise refusal
         return await stream_views.open_start(room, name, bearer, params)
 
-    @app.get("/workspace/observe")
-    async def observe() -> Response:
+    async def sse(name: str) -> Response:
         try:
-            start = await open_stream("workspace.observe", stream_views.observe_params())
+            start = await open_stream(name, stream_views.observe_params())
             return stream_views.sse_response(room, start, heartbeat_seconds=settings.heartbeat_seconds)
         except CommonroomError as error:
             return error_response(error)
 
-    @app.get("/workspace/wait")
-    async def wait() -> Response:
+    async def long_poll(name: str) -> Response:
         try:
-            start = await open_stream("workspace.wait", dict(request.args.items()))
+            start = await open_stream(name, dict(request.args.items()))
             return await stream_views.wait_response(room, start)
         except CommonroomError as error:
             return error_response(error)
 
-    @app.websocket("/workspace/observe/ws")
-    async def observe_ws() -> Any:
+    async def over_websocket(name: str) -> Any:
         try:
             refusal = request_refusal(websocket.headers.get("Host"), websocket.headers.get("Origin"))
             if refusal is not None:
                 raise refusal
             gate.admit(bearer_from_header(websocket.headers), websocket.remote_addr or "unknown")
-            start = await open_stream(
-                "workspace.observe_ws", dict(websocket.args.items()), websocket.headers
-            )
+            start = await open_stream(name, dict(websocket.args.items()), websocket.headers)
             slot = room.stream_slots.acquire(start.actor)
         except CommonroomError as error:
             return error_response(error)
         with slot:
             await stream_views.serve_websocket(room, start, heartbeat_seconds=settings.heartbeat_seconds)
         return None
+
+    # Every stream operation of the table gets its route, framed as its spec says.
+    framings: dict[str, Callable[[str], Awaitable[Any]]] = {
+        "sse": sse, "long_poll": long_poll, "websocket": over_websocket,
+    }
+    for op in STREAMS:
+        assert op.framing is not None
+        view = stream_view(framings[op.framing], op.name)
+        if op.framing == "websocket":
+            app.add_websocket(op.path, endpoint=op.name, view_func=view)
+        else:
+            app.add_url_rule(op.path, endpoint=op.name, view_func=view, methods=[op.method])
 
     return app
 

@@ -47,7 +47,7 @@ import hmac
 import html
 import secrets
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from importlib import resources
 from typing import Any, Final
@@ -55,9 +55,8 @@ from typing import Any, Final
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
-from commonroom.engine import owner_logins
-from commonroom.engine.core import hash_secret
-from commonroom.engine.operations import CALLS
+from commonroom import discovery
+from commonroom.engine.facade import end_owner_logins, hash_secret, save_owner_login
 from commonroom.http import stream_views
 from commonroom.http.common import (
     bearer_from_header,
@@ -65,19 +64,26 @@ from commonroom.http.common import (
     json_response,
     operation_view,
     parse_json_object,
+    stream_view,
 )
 from commonroom.http.guards import host_and_origin
 from commonroom.http.hardened_app import HEADER_CHECK, after_send
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.operations import CALLS, OPERATIONS_BY_NAME, STREAMS
 from commonroom.protocol.timefmt import Clock, format_ts
 from commonroom.room.core import Room
 
 OWNER_HEADER: Final = "X-Commonroom-Owner"
 LOGIN_PATH: Final = "/owner/login"
 TICKET_PATH: Final = "/owner/stream-ticket"
+PROTOCOL_PATH: Final = "/owner/api/protocol"
 LOGIN_LINK_PATH: Final = "/owner/login-link"
 LOGOUT_ALL_PATH: Final = "/owner/logout-all"
-OBSERVE_PATH: Final = "/owner/api/workspace/observe"
+OBSERVE_PATH: Final = "/owner/api" + OPERATIONS_BY_NAME["workspace.observe"].path
+TICKET_STREAM_PATHS: Final = frozenset(
+    "/owner/api" + op.path for op in STREAMS if op.framing == "sse"
+)
+"""The streams an EventSource opens, so a ticket stands in for the header there."""
 LINK_LIFETIME: Final = timedelta(minutes=10)  # issue 24 item 15
 LOGIN_LIFETIME: Final = timedelta(hours=12)  # from the last use (issue 21 item 5)
 SAVE_EVERY: Final = timedelta(minutes=5)  # a login in use is written back at most this often
@@ -89,6 +95,7 @@ CSP: Final = (
     " connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none';"
     " frame-ancestors 'none'"
 )
+FAVICON_PATH: Final = "/favicon.ico"
 _STATIC_TYPES: Final = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -177,14 +184,14 @@ class OwnerAuth:
             for stop in tuple(stops):
                 stop()
         if self.room is not None:
-            stored = await self.room.run_sync(owner_logins.end_all, self.room.engine)
+            stored = await self.room.run_sync(end_owner_logins, self.room.engine)
             valid = max(valid, stored)
         return valid
 
     async def _save(self, key: bytes) -> None:
         expires = self._logins[key]
         if self.room is not None:
-            await self.room.run_sync(owner_logins.save, self.room.engine, key, expires)
+            await self.room.run_sync(save_owner_login, self.room.engine, key, expires)
         self._saved[key] = expires
 
     # -- stream tickets ------------------------------------------------------------
@@ -296,7 +303,7 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
         if refusal is not None:
             return error_response(refusal)
         path = request.path
-        if path == "/" or path.startswith("/static/") or path == LOGIN_PATH:
+        if path in ("/", FAVICON_PATH) or path.startswith("/static/") or path == LOGIN_PATH:
             return None  # the page, its files and the link exchange hold no owner authority
         if path in host_bearer_paths:
             try:
@@ -305,7 +312,7 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
                 return error_response(error)
             return None if ok else error_response(
                 CommonroomError("unauthorized", "needs the host bearer"))
-        if path == OBSERVE_PATH and "ticket" in request.args:
+        if path in TICKET_STREAM_PATHS and "ticket" in request.args:
             g.owner_login = auth.redeem_ticket(request.args["ticket"])
         else:
             g.owner_login = await auth.authenticate(request.headers.get(OWNER_HEADER))
@@ -328,6 +335,15 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
         body = template.decode().replace("{{FILE}}", html.escape(room.engine.path.name))
         response = Response(body, content_type="text/html; charset=utf-8")
         response.headers["Cache-Control"] = "no-store"
+        return response
+
+    @app.get(FAVICON_PATH)
+    async def favicon() -> Response:
+        # Browsers ask for it on every load; the page also names it (index.html).
+        data = _static_file("favicon.svg")
+        assert data is not None, "the packaged page is missing its icon"
+        response = Response(data, content_type=_STATIC_TYPES[".svg"])
+        response.headers["Cache-Control"] = "max-age=86400"
         return response
 
     @app.get("/static/<path:name>")
@@ -373,6 +389,11 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
     async def logout_all() -> Response:
         return json_response({"ended": await auth.end_all()})
 
+    @app.get(PROTOCOL_PATH)
+    async def protocol_doc() -> Response:
+        """The protocol document for the page: its event and status vocabularies come from here."""
+        return json_response(discovery.protocol_document())
+
     async def host_bearer() -> str | None:
         return auth.host_session
 
@@ -384,19 +405,34 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
             view_func=operation_view(op, room, host_bearer), methods=[op.method],
         )
 
-    @app.get(OBSERVE_PATH)
-    async def observe() -> Response:
-        """The observe stream with the host session (the page's live view), ended with its login."""
+    async def sse(name: str) -> Response:
+        """An event stream with the host session (the page's live view), ended with its login."""
         params = stream_views.observe_params()
         params.pop("ticket", None)
         stops: list[StopStream] = []
         try:
-            start = await stream_views.open_start(room, "workspace.observe", auth.host_session, params)
+            start = await stream_views.open_start(room, name, auth.host_session, params)
             response = stream_views.sse_response(
                 room, start, heartbeat_seconds=heartbeat_seconds, on_stop=stops.append)
         except CommonroomError as error:
             return error_response(error)
         return after_send(response, auth.track_stream(g.owner_login, stops[0]))
+
+    async def long_poll(name: str) -> Response:
+        try:
+            start = await stream_views.open_start(room, name, auth.host_session, dict(request.args.items()))
+            return await stream_views.wait_response(room, start)
+        except CommonroomError as error:
+            return error_response(error)
+
+    # The table's streams, mirrored like the calls; the page has no WebSocket (it uses SSE).
+    framings: dict[str, Callable[[str], Awaitable[Response]]] = {"sse": sse, "long_poll": long_poll}
+    for op in STREAMS:
+        if op.framing in framings:
+            app.add_url_rule(
+                "/owner/api" + op.path, endpoint=op.name,
+                view_func=stream_view(framings[op.framing], op.name), methods=[op.method],
+            )
 
     return app
 

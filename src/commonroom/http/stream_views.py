@@ -31,7 +31,7 @@ from typing import Any
 import trio
 from quart import Response, request, websocket
 
-from commonroom.engine.observe import StreamStart
+from commonroom.engine.facade import StreamStart
 from commonroom.http import framing
 from commonroom.http.common import json_response
 from commonroom.http.connection import HardenedTCPServer, current_connection

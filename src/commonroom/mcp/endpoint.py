@@ -42,8 +42,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 
 from commonroom import discovery
-from commonroom.engine.core import hash_secret
-from commonroom.engine.observe import StreamStart
+from commonroom.engine.facade import StreamStart, hash_secret
 from commonroom.http.common import bearer_from_header, error_response
 from commonroom.http.connection import current_connection
 from commonroom.http.hardened_app import streaming_response

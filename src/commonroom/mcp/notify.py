@@ -37,8 +37,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from commonroom.engine.observe import StreamStart
-from commonroom.engine.regions import related
+from commonroom.engine.facade import StreamStart, related
 from commonroom.http.connection import HardenedTCPServer
 from commonroom.http.framing import http_chunk
 from commonroom.http.stream_views import DirectWriter

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from commonroom.engine.operations import OPERATIONS_BY_NAME
 from commonroom.mcp import wire
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.operations import OPERATIONS_BY_NAME
 from commonroom.protocol.records import to_wire
 from commonroom.room.core import Room
 

@@ -20,11 +20,10 @@ import json
 from functools import cache
 from typing import Any, Final
 
-from commonroom.engine.core import Outcome
-from commonroom.engine.observe import StreamStart
-from commonroom.engine.operations import OPERATIONS, Operation
+from commonroom.engine.facade import Outcome, StreamStart
 from commonroom.protocol import records as r
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.operations import OPERATIONS, OperationSpec
 from commonroom.protocol.records import to_wire
 from commonroom.protocol.schema import json_schema
 from commonroom.room.core import Room
@@ -36,19 +35,19 @@ _NOT_TOOLS: Final = frozenset({"session.join"})
 # The errors that mean "no valid bearer": HTTP 401, never an isError result.
 AUTH_CODES: Final = frozenset({"unauthorized", "session_expired"})
 
-TOOL_OPERATIONS: Final[tuple[Operation, ...]] = tuple(
+TOOL_OPERATIONS: Final[tuple[OperationSpec, ...]] = tuple(
     op for op in OPERATIONS
     if op.name not in _NOT_TOOLS and (op.kind == "call" or op.name in _LONG_POLLS)
 )
-TOOLS_BY_NAME: Final[dict[str, Operation]] = {op.name: op for op in TOOL_OPERATIONS}
+TOOLS_BY_NAME: Final[dict[str, OperationSpec]] = {op.name: op for op in TOOL_OPERATIONS}
 
 
-def _description(op: Operation) -> str:
+def _description(op: OperationSpec) -> str:
     needs = f" Needs the '{op.capability}' capability." if op.capability else ""
     return op.summary + needs
 
 
-def tool(op: Operation) -> dict[str, Any]:
+def tool(op: OperationSpec) -> dict[str, Any]:
     """One `Tool` of `tools/list`."""
     out: dict[str, Any] = {
         "name": op.name,
@@ -103,7 +102,7 @@ def error_result(error: CommonroomError) -> dict[str, Any]:
 
 
 async def call_tool(
-    room: Room, op: Operation, bearer: str | None, arguments: dict[str, Any]
+    room: Room, op: OperationSpec, bearer: str | None, arguments: dict[str, Any]
 ) -> dict[str, Any]:
     """The CallToolResult body of calling `op`: its answer, or its error as `isError`.
 

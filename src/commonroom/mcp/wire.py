@@ -41,8 +41,8 @@ from typing import Any, Final
 import attrs
 
 from commonroom import __version__
-from commonroom.engine.params import json_int
 from commonroom.http.common import MAX_JSON_DEPTH, nests_deeper_than
+from commonroom.protocol.params import json_int
 
 PROTOCOL_VERSION: Final = "2026-07-28"
 """The stateless revision: every request describes itself."""

@@ -552,9 +552,6 @@ class Event:
         """The event's wire JSON, serialized once and shared by every stream."""
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
-    def to_json(self) -> str:
-        return self.wire
-
 
 def check(payload: Payload) -> None:
     """Refuse a payload that is not a record of the catalogue."""

@@ -67,6 +67,8 @@ class Participant:
     present: bool
     joined_at: str
     last_seen: str | None
+    left: bool = False
+    """Ran `ce leave` (or left over the API): listed for history, never present again."""
 
 
 @attrs.frozen
@@ -131,6 +133,9 @@ class Lease:
     expires_at: str
     reason: str | None = None
     """Null for an ordinary lease; `human_editing` for the hold an external edit placed."""
+    wide: bool = False
+    """It holds the whole document, its top heading or more than `WIDE_LEASE_SUBSECTIONS`
+    sub-sections (set where leases are listed, for the page's release button)."""
 
 
 @attrs.frozen
@@ -163,6 +168,8 @@ class Proposal:
     stale: bool = False
     """Open (pending/approved) and its region's text moved on since the base: a commit
     would be refused. Computed by the engine where proposals are listed."""
+    amended: bool = False
+    """A reviewer changed the text before approving it (PROTOCOL.md section 7)."""
     revision: int = 1
     """Raised by 1 by each revise (and applied rebase) of the proposal (PROTOCOL.md 17)."""
     rebased: bool = False
@@ -174,34 +181,24 @@ class Proposals:
     proposals: list[Proposal]
 
 
-@attrs.frozen
-class ProposalDetail:
-    """One proposal with its text and the diff from the region's current text."""
+@attrs.frozen(kw_only=True)
+class ProposalDetail(Proposal):
+    """One proposal (every field of `Proposal`) with its text and the diff from the region's
+    current text; `stale` is computed for any status here."""
 
-    proposal_id: str
-    participant_id: str
-    region: str
-    base_version: int
-    summary: str
-    status: str
-    created_at: str
-    updated_at: str
-    reviewer_id: str | None
-    review_comment: str | None
-    committed_version: int | None
     content: str
     current_version: int
     diff: str
-    stale: bool
-    """The region's text moved on since the base: a commit would be refused."""
     original_content: str | None
     """The author's text when a reviewer amended it before approving, else null."""
     pruned: bool = False
     """The room dropped this terminal proposal's text (issue 24): `content` and `diff` are empty."""
-    # -- the review conversation (PROTOCOL.md section 17, issue 22)
-    revision: int = 1
-    """The proposal's latest revision."""
-    rebased: bool = False
+    amended: bool = False
+    """A reviewer changed the text before approving it: `content` is what they approved."""
+    proposed_content: str | None = None
+    """The author's own text when amended (PROTOCOL.md section 7), else null."""
+    # -- the review conversation (PROTOCOL.md section 17, issue 22); `revision` (the latest)
+    # and `rebased` come with `Proposal`.
     revisions: list[RevisionInfo] = attrs.Factory(list)
     """Every revision, oldest first (the last one is `revision`)."""
     content_revision: int = 1
@@ -386,16 +383,10 @@ class AttachmentDeleted:
     deleted: bool
 
 
-@attrs.frozen
-class AttachmentData:
-    attachment_id: str
-    file_name: str
-    mime_type: str
-    size: int
-    sha256: str
-    participant_id: str
-    handoff_id: str | None
-    created_at: str
+@attrs.frozen(kw_only=True)
+class AttachmentData(Attachment):
+    """`attachment.get`: the attachment's description and its bytes."""
+
     data_base64: str
 
 
@@ -577,3 +568,15 @@ class WaitAnswer:
     cursor: int
     resync: bool
     latest_event_id: int
+
+
+# -- workspace.ping (issue 19)
+
+
+@attrs.frozen
+class Pong:
+    """`workspace.ping`: the caller, the current version and the room's time."""
+
+    participant_id: str
+    version: int
+    server_time: str

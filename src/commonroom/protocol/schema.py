@@ -23,7 +23,7 @@ from commonroom.protocol.events import Event
 _HINTS: dict[type[Any], dict[str, Any]] = {}
 NONBLANK = r"\S"
 """`pattern` of a text the engine strips and then refuses when empty (summaries, names, text)."""
-# The control characters a parameter string may not hold (engine/params.py): C0, DEL and
+# The control characters a parameter string may not hold (protocol/params.py): C0, DEL and
 # C1 less tab and newline, and less carriage return in document content. In the schema
 # every parameter string carries one of these patterns (a non-blank one: at least one
 # character that is neither blank nor control), so a schema-valid string is one the
@@ -116,6 +116,8 @@ def _text_pattern(schema: dict[str, Any], meta: Any) -> None:
         schema["pattern"] = pattern
     elif "array" in kinds and schema.get("items", {}).get("type") == "string":
         schema["items"] = {**schema["items"], "pattern": pattern}
+        if "item_max_length" in meta:
+            schema["items"]["maxLength"] = meta["item_max_length"]
 
 
 def json_schema(cls: type[Any], *, params: bool = False) -> dict[str, Any]:
@@ -137,6 +139,10 @@ def json_schema(cls: type[Any], *, params: bool = False) -> dict[str, Any]:
             schema["minimum"] = meta["min"]
         if "max" in meta:
             schema["maximum"] = meta["max"]
+        if "max_length" in meta:
+            schema["maxLength"] = meta["max_length"]
+        if "max_items" in meta:
+            schema["maxItems"] = meta["max_items"]
         if params:
             _text_pattern(schema, meta)
         elif "pattern" in meta:

@@ -39,13 +39,13 @@ from typing import Any
 
 import trio
 
-from commonroom.engine import addressing, dispatch
-from commonroom.engine.core import Engine, Outcome
-from commonroom.engine.observe import StreamStart
+from commonroom.engine import facade
+from commonroom.engine.facade import Engine, Outcome, StreamStart, newest_event_id
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
+from commonroom.protocol.operations import OPERATIONS_BY_NAME
 from commonroom.protocol.records import WaitAnswer, to_wire
 from commonroom.room.hub import EventHub
 from commonroom.room.pumps import RoomStream, StreamWriter, open_pumped, pump_to_writer
@@ -94,10 +94,8 @@ class Room:
         self._deferred: list[Event] = []
         self._streams: trio.Nursery | None = None
         # Which events are addressed to a reader (PROTOCOL.md 10.1).
-        self.addressed: Addressed | None = addressing.addressed
-        self.hub.latest_event_id = engine.conn.execute(
-            "SELECT coalesce(max(event_id), 0) FROM events"
-        ).fetchone()[0]
+        self.addressed: Addressed | None = facade.addressed
+        self.hub.latest_event_id = newest_event_id(engine)
         self.faults = FaultLines(fault_sink or _to_stderr)
 
     async def run_sync(self, fn: Any, *args: Any) -> Any:
@@ -114,7 +112,7 @@ class Room:
         """Run an operation on the store thread; publish its events (or, with
         `publish=False`, defer them: the caller must `flush` once it answered)."""
         def run() -> Outcome:
-            return dispatch.execute(self.engine, name, bearer, params, from_query=from_query)
+            return facade.execute(self.engine, name, bearer, params, from_query=from_query)
 
         give_up = trio.current_time() + limits.SETTLE_WAIT_SECONDS
         while True:
@@ -151,8 +149,8 @@ class Room:
         if self.inline_store:
             return False
         try:
-            return dispatch.operation(name).read_only
-        except CommonroomError:
+            return OPERATIONS_BY_NAME[name].read_only
+        except KeyError:
             return False
 
     async def call(
@@ -220,11 +218,6 @@ class Room:
             participant_id=start.actor.participant_id, cursor=start.cursor or 0,
             timeout_seconds=start.timeout_seconds, addressed=self.addressed,
         )
-
-    @property
-    def open_streams(self) -> int:
-        """Pumps running in the room's streams nursery."""
-        return 0 if self._streams is None else len(self._streams.child_tasks)
 
     async def record(self, payload: ev.Payload) -> None:
         """Append a room-lifecycle event (workspace.started / stopped)."""

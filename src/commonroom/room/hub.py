@@ -71,7 +71,6 @@ class Subscriber:
                 and event.event_id == self.cursor + 1 and direct(event)):
             self.cursor = event.event_id
             self.delivered_at = trio.current_time()
-            self._hub.direct_deliveries += 1
             return
         if len(self._buffer) >= self._limit:
             # Overflow: drop everything (memory stays bounded); the reader resyncs.
@@ -133,8 +132,6 @@ class EventHub:
         self._subscribers: set[Subscriber] = set()
         self.latest_event_id = 0
         self.closed = False
-        self.direct_deliveries = 0
-        """Events handed to a subscriber's direct lane (a figure for tests and benchmarks)."""
 
     def subscribe(self, buffer: int = DEFAULT_BUFFER) -> Subscriber:
         sub = Subscriber(self, buffer)

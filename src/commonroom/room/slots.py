@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Container
 from typing import Final
 
-from commonroom.engine.core import Actor
+from commonroom.engine.facade import Actor
 from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError
 

@@ -57,9 +57,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from commonroom.engine import sessions
-from commonroom.engine.core import Engine, Tx
-from commonroom.engine.reads import events_after, latest_event_id
+from commonroom.engine.facade import Engine, check_streams, ring_window
 from commonroom.protocol import limits
 from commonroom.protocol.events import Event
 from commonroom.protocol.records import WaitAnswer
@@ -153,11 +151,7 @@ class _Window:
 
 def _read_ring(engine: Engine, cursor: int, limit: int) -> _Window:
     """Store thread: one consistent look at the events table (nothing else runs here)."""
-    tx = Tx(engine, engine.conn, engine.clock())
-    oldest = tx.conn.execute("SELECT min(event_id) FROM events").fetchone()[0]
-    latest = latest_event_id(tx)
-    events = events_after(tx, cursor, limit) if limit > 0 else []
-    return _Window(int(oldest or 0), latest, events)
+    return _Window(*ring_window(engine, cursor, limit))
 
 
 async def _ring(room: Room, cursor: int, limit: int) -> _Window:
@@ -174,18 +168,6 @@ class _Round:
     touches: dict[bytes, str] = attrs.Factory(dict)
     results: dict[bytes, bool] = attrs.Factory(dict)
     done: trio.Event = attrs.Factory(trio.Event)
-
-
-def _check_sessions(
-    engine: Engine, hashes: list[bytes], touches: dict[bytes, str]
-) -> dict[bytes, bool]:
-    alive = {h: sessions.session_alive(engine, h) for h in hashes}
-    now = engine.clock()
-    for session_hash, participant_id in touches.items():
-        # Never renew presence for a session that ended (leave clears presence).
-        if alive.get(session_hash):
-            engine.presence.touch(participant_id, now)
-    return alive
 
 
 class _Liveness:
@@ -218,7 +200,7 @@ class _Liveness:
             finally:
                 self._round = None
             rnd.results = await room.run_sync(
-                _check_sessions, room.engine, list(rnd.hashes), dict(rnd.touches)
+                check_streams, room.engine, {h: rnd.touches.get(h) for h in rnd.hashes}
             )
         finally:
             rnd.done.set()

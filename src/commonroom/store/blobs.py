@@ -360,11 +360,6 @@ def changed_range(old: bytes, new: bytes) -> tuple[int, int, int]:
     return start, len(old) - tail, len(new) - tail
 
 
-def store_text(conn: sqlite3.Connection, data: bytes) -> bytes:
-    """Store `data` as blocks (sharing existing ones); return its manifest."""
-    return store_blocks(conn, data).manifest(conn)
-
-
 def load_blocks(conn: sqlite3.Connection, ids: Sequence[int]) -> list[bytes]:
     """The blocks with these row ids, in this order (repeats allowed)."""
     unique = sorted(set(ids))
@@ -386,6 +381,3 @@ def load_layout(conn: sqlite3.Connection, manifest: bytes) -> tuple[bytes, Layou
     blocks = load_blocks(conn, ids)
     return b"".join(blocks), Layout(ids, list(accumulate(map(len, blocks))))
 
-
-def load_text(conn: sqlite3.Connection, manifest: bytes) -> bytes:
-    return b"".join(load_blocks(conn, decode_manifest(conn, manifest)))

@@ -32,16 +32,14 @@ from collections.abc import Generator, Mapping
 from typing import Any, Final, NoReturn, TypeAlias, TypeVar
 
 from commonroom.client import errors
+from commonroom.protocol import vocabulary
 from commonroom.wire.http11 import SSEMessage
 from commonroom.wire.timeouts import DEFAULT
 
 T = TypeVar("T")
 
 # Proposal statuses after a review or instead of one: a review wait ends on these.
-DECIDED: Final = frozenset(
-    {"approved", "rejected", "committed", "conflicted", "withdrawn", "superseded",
-     "changes_requested"}
-)
+DECIDED: Final = frozenset(vocabulary.PROPOSAL_DECIDED)
 # The room holds a long-poll at most 25 s.
 WAIT_HOLD_SECONDS: Final = 25
 # A session that may not observe keeps its presence by asking for the status this often.

@@ -6,7 +6,11 @@
 //   DOM nodes here, text through textContent only; links only to safe schemes.
 // - One EventSource on /owner/api/workspace/observe; events trigger re-reads of
 //   the owner API (no polling loop); on `resync` the room snapshot is re-read.
-// - Never approve blind: Approve is enabled only while the diff is on screen.
+// - Never approve blind, never decide by accident: a decision is made only on a
+//   proposal whose text is on screen (diff, or the whole section as it would read);
+//   shortcuts act only with focus on the page, the queue or the review heading, never
+//   in a link, field or other button; a reject needs a comment and a second step; every
+//   decision waits UNDO_MS with an Undo toast before it is sent.
 // - The login is never a cookie (a cookie for 127.0.0.1 goes to every port of it):
 //   the one-time link's token comes in the URL fragment, is exchanged once for a
 //   credential kept in sessionStorage (this origin, port included) and sent as a
@@ -19,10 +23,14 @@
   const OWNER_HEADER = "X-Commonroom-Owner";
   const LOGIN_KEY = "commonroom.owner";
   const API = "/owner/api/workspace";
-  const AGENT_CAPS = ["read", "observe", "checkout", "propose", "commit", "message", "handoff"];
-  const ALL_CAPS = [...AGENT_CAPS, "approve", "invite", "admin"];
+  // The vocabularies (event types, statuses, capabilities) come from the room's protocol
+  // document (GET /owner/api/protocol, `loadVocabulary`), never from a list kept here.
+  let AGENT_CAPS = [];
+  let ALL_CAPS = [];
+  let EVENT_TYPES = [];
   const SAFE_SCHEMES = ["http:", "https:", "mailto:"];
-  const OPEN = new Set(["pending", "approved"]);
+  let OPEN = new Set(); // the proposal statuses that may still land
+  const UNDO_MS = 8000; // how long a decision can be taken back before it is sent (mail's "undo send")
   const md = window.markdownit({ html: false, linkify: false, typographer: false });
 
   const $ = (id) => document.getElementById(id);
@@ -31,6 +39,8 @@
     room: null, names: new Map(), proposals: [], details: new Map(), doc: null, regions: [],
     selected: null, view: "rendered", editing: false, dropped: new Set(), lastVersion: 0, latestEvent: 0,
     changes: [], source: null, refreshTimer: null, retry: 0, loggedOut: false, reconnecting: false,
+    held: new Map(), // proposal_id -> a decision waiting out its undo window
+    rejecting: false, sectionShows: "proposed",
   };
 
   // ------------------------------------------------------------------ DOM helpers
@@ -351,7 +361,37 @@
         }
       }
     }
-    if (changed === 0) parent.append(el("p", { class: "muted" }, "No change: the proposed text equals the current text."));
+    if (changed === 0) parent.append(el("p", { class: "muted no-change" }, "No change: the two texts are the same."));
+  }
+
+  // A word diff with semantic cleanup (diff-match-patch): each word (or space run, or
+  // punctuation mark) becomes one character — the library's line-mode trick applied to
+  // words — so a rewritten phrase reads as one deletion then one insertion, not word by word.
+  const dmp = new window.diff_match_patch();
+  dmp.Diff_Timeout = 1;
+  const WORD = /\s+|[\p{L}\p{N}_]+|[^\s\p{L}\p{N}_]/gu;
+  function wordParts(a, b) {
+    const codes = new Map(), words = [];
+    const encode = (text) => {
+      let out = "";
+      for (const word of text.match(WORD) || []) {
+        let code = codes.get(word);
+        if (code === undefined) {
+          code = words.length + 1;
+          if (code >= 0xd800) code += 0x800; // past the surrogates: one code unit per word
+          codes.set(word, code); words[code] = word;
+        }
+        out += String.fromCharCode(code);
+      }
+      return out;
+    };
+    const left = encode(a), right = encode(b);
+    if (words.length > 0xf000) return [{ value: a, removed: true }, { value: b, added: true }];
+    const diffs = dmp.diff_main(left, right, false);
+    dmp.diff_cleanupSemantic(diffs);
+    return diffs.map(([op, text]) => ({
+      value: text.split("").map((c) => words[c.charCodeAt(0)]).join(""), added: op === 1, removed: op === -1,
+    }));
   }
 
   // Word-level marks help only when the two blocks share most of their words; a rewrite
@@ -359,7 +399,7 @@
   function similar(oldBlock, newBlock) {
     const a = joinPieces(pieces(oldBlock.tokens)).text, b = joinPieces(pieces(newBlock.tokens)).text;
     let same = 0;
-    for (const part of Diff.diffWordsWithSpace(a, b)) if (!part.added && !part.removed) same += part.value.trim().length;
+    for (const part of wordParts(a, b)) if (!part.added && !part.removed) same += part.value.trim().length;
     return same >= 0.4 * Math.max(a.replace(/\s+/g, "").length, b.replace(/\s+/g, "").length, 1);
   }
 
@@ -380,7 +420,7 @@
     // Ranges over the new text: same / ins, and deletions anchored at a new offset.
     const ranges = [], deletions = [];
     let at = 0;
-    for (const part of Diff.diffWordsWithSpace(oldPlain, newPlain)) {
+    for (const part of wordParts(oldPlain, newPlain)) {
       const blank = !part.value.trim(); // a line break that became a space is not a change to show
       if (part.removed) { if (!blank) deletions.push({ at, value: part.value, done: false }); }
       else { ranges.push({ from: at, to: at + part.value.length, ins: !!part.added && !blank }); at += part.value.length; }
@@ -421,36 +461,44 @@
         : line.startsWith("-") && !line.startsWith("---") ? "rem" : null;
       pre.append(el("span", { class: kind }, line + "\n"));
     }
-    if (!pre.firstChild) pre.append("(no difference)");
+    if (!pre.firstChild) pre.append(el("span", { class: "no-change" }, "No change"));
     parent.append(pre);
   }
 
   // ------------------------------------------------------------------ loading
 
+  // What an event makes the page read again besides the room and its proposals (those
+  // always): the secondary panels only when their own events say so; everything on a
+  // (re)connect or a resync.
+  const PANELS_OF = { invitation: "invitations", participant: "invitations", handoff: "panels", task: "panels",
+    message: "panels" };
+  const dirty = new Set(["invitations", "panels", "list"]);
+
   async function loadRoom() {
-    const room = await api("GET", "/room");
-    state.room = room;
+    // The snapshot has every open proposal; the list (for the decided ones) is read again only
+    // when a proposal may have been decided or ended: a new proposal costs one request.
+    const wantList = dirty.has("list") || !state.listed;
+    dirty.delete("list");
+    const [room, listed] = await Promise.all([api("GET", "/room"),
+      wantList ? api("GET", "/proposals", { limit: 200 }) : Promise.resolve(state.listed)]);
+    state.room = room; state.listed = listed;
     state.latestEvent = Math.max(state.latestEvent, room.latest_event_id || 0);
     state.names = new Map(room.participants.map((p) => [p.participant_id, p]));
-    const listed = await api("GET", "/proposals", { limit: 50 });
-    state.proposals = listed.proposals;
-    await Promise.all(state.proposals.filter((p) => OPEN.has(p.status)).map(loadDetail));
+    // The newest 200 (the list's maximum), and every open one (the snapshot has them all),
+    // so a long decided history never hides a proposal still to review.
+    const open = new Map((room.proposals || []).map((p) => [p.proposal_id, p]));
+    const known = new Set(listed.proposals.map((p) => p.proposal_id));
+    const newer = [...open.values()].filter((p) => !known.has(p.proposal_id)).reverse(); // newest first
+    state.proposals = [...newer, ...listed.proposals.map((p) => open.get(p.proposal_id) || p)]
+      .sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0));
     const version = room.status.version;
     if (version !== state.lastVersion || !state.doc) await loadDocument(version);
-    renderHeader(); renderDocument(); renderQueue(); renderPeople();
+    renderQueue(); renderHeader(); renderDocument(); renderPeople(); // the queue first: it is what the host waits for
+    const again = new Set(dirty); dirty.clear();
+    if (again.has("invitations")) loadInvitations().catch(() => {});
+    if (again.has("panels")) loadOptionalPanels();
     if (state.selected) await refreshReview();
     if (threads) await threads.refresh().catch(() => {}); // hook: threads
-    loadInvitations().catch(() => {});
-    loadOptionalPanels();
-  }
-
-  async function loadDetail(proposal) {
-    const cached = state.details.get(proposal.proposal_id);
-    if (cached && cached.current_version === state.room.status.version && cached.status === proposal.status
-        && cached.updated_at === proposal.updated_at) return cached;
-    const detail = await api("GET", "/proposal", { proposal_id: proposal.proposal_id });
-    state.details.set(proposal.proposal_id, detail);
-    return detail;
   }
 
   async function loadDocument(version) {
@@ -472,7 +520,9 @@
     const last = state.changes[state.changes.length - 1];
     const lastText = !last ? "" : last.version === 1 ? ` · initial version, ${ago(last.created_at)}`
       : ` · last change by ${nameOf(last.participant_id)}: ${last.summary} (${ago(last.created_at)})`;
-    $("doc-meta").textContent = `version ${status.version}${lastText} · ${plural(status.participants, "participant")} · ${plural(status.active_leases, "lease")}`;
+    // The count is the Participants list's "in the room" rows: who left is not counted.
+    const inRoom = state.room.participants.filter((p) => !p.left).length;
+    $("doc-meta").textContent = `version ${status.version}${lastText} · ${plural(inRoom, "participant")} · ${plural(status.active_leases, "lease")}`;
   }
 
   function leasesByRegion() {
@@ -507,11 +557,15 @@
           "data-label": hold ? "host editing" : `leased by ${nameOf(lease.participant_id)}` });
         badges.push([node, badge]); // after the heading's own text, which is rendered next
       }
-      const open = state.proposals.filter((p) => OPEN.has(p.status) && p.region === region.region);
-      if (open.length) {
-        const link = el("button", { type: "button", class: "doc-proposals", onclick: () => openReview(open[0].proposal_id) },
-          `${plural(open.length, "proposal")} — review`);
-        badges.push([node, link]);
+      const here = state.proposals.filter((p) => p.region === region.region);
+      const pending = here.filter(isUndecided), approved = here.filter((p) => p.status === "approved");
+      if (pending.length) {
+        badges.push([node, el("button", { type: "button", class: "doc-proposals", onclick: () => openReview(pending[0].proposal_id) },
+          `${plural(pending.length, "proposal")} — review`)]);
+      }
+      if (approved.length) {
+        badges.push([node, el("button", { type: "button", class: "doc-proposals approved", onclick: () => openReview(approved[0].proposal_id) },
+          `${approved.length} approved, awaiting commit`)]);
       }
     });
     for (const [node, badge] of badges) node.append(badge);
@@ -526,16 +580,36 @@
 
   // ------------------------------------------------------------------ queue
 
+  // The listed proposal carries the engine's `stale` for open ones; an open review's detail is fresher.
   function isStale(p) {
     if (p.status === "superseded" || p.status === "conflicted") return true;
     const d = state.details.get(p.proposal_id);
-    return !!(d && d.stale);
+    return !!(p.stale || (OPEN.has(p.status) && d && d.status === p.status && d.stale));
   }
 
-  function undecided() { return state.proposals.filter((p) => p.status === "pending"); }
+  // Undecided: pending and not waiting out an undo window (that one is decided, for now).
+  function isUndecided(p) { return p.status === "pending" && !state.held.has(p.proposal_id); }
+  function undecided() { return state.proposals.filter(isUndecided); }
+
+  // The queue in three groups: pending (the badge counts these), approved and waiting for its
+  // author's commit, and decided (collapsed to one line each).
+  const GROUPS = [
+    ["pending", "To review", (p) => p.status === "pending"],
+    ["approved", "Approved, awaiting commit", (p) => p.status === "approved"],
+    ["decided", "Decided", (p) => !OPEN.has(p.status)],
+  ];
+
+  // The badge and the progress line: numbers, so they change at once even while the list waits.
+  function renderCounts() {
+    const pending = undecided().length, total = state.proposals.length;
+    $("queue-count").textContent = String(pending);
+    $("queue-count").setAttribute("aria-label", `${plural(pending, "proposal")} to review`);
+    $("queue-progress").textContent = total ? `${total - pending} of ${total} decided` : "";
+  }
 
   function renderQueue() {
     const list = $("queue-list");
+    renderCounts();
     if (list.matches(":hover") && list.childElementCount) {
       // Nothing moves under the cursor: wait until it leaves the list (at most a few seconds).
       state.queueHeld = state.queueHeld || Date.now();
@@ -553,39 +627,47 @@
     const focused = document.activeElement && list.contains(document.activeElement)
       ? document.activeElement.dataset.proposal : null;
     clear(list);
-    const open = state.proposals.filter((p) => OPEN.has(p.status));
-    const decided = state.proposals.filter((p) => !OPEN.has(p.status));
-    $("queue-count").textContent = String(open.length);
     const total = state.proposals.length;
-    $("queue-progress").textContent = total ? `${total - undecided().length} of ${total} decided` : "";
     $("queue-empty").hidden = total > 0;
     list.hidden = total === 0;
-    for (const p of [...open, ...decided]) {
-      const item = el("button", { type: "button", class: "item", "data-proposal": p.proposal_id,
-        onclick: () => openReview(p.proposal_id) },
-      isStale(p) ? el("span", { class: "stale" }, "STALE") : null,
-      el("span", { class: "status" }, p.status),
-      el("span", { class: "summary" }, p.summary),
-      el("span", { class: "sub", title: p.region }, `${shortRegion(p.region)} · base v${p.base_version} · ${nameOf(p.participant_id)} · ${ago(p.created_at)}`));
-      list.append(el("li", { class: OPEN.has(p.status) ? "open" : "decided" }, item));
-      if (p.proposal_id === focused) item.focus(); // keyboard focus survives a live update
+    for (const [group, title, member] of GROUPS) {
+      const rows = state.proposals.filter(member);
+      if (!rows.length) continue;
+      list.append(el("li", { class: "group-head", "data-group": group }, `${title} · ${rows.length}`));
+      for (const p of rows) {
+        const held = state.held.get(p.proposal_id);
+        const item = el("button", { type: "button", class: "item", "data-proposal": p.proposal_id,
+          onclick: () => openReview(p.proposal_id) },
+        isStale(p) ? el("span", { class: "stale" }, "STALE") : null,
+        el("span", { class: "status" }, held ? `${held.verb}… (undo)` : p.status),
+        p.amended ? el("span", { class: "status amended" }, "with edits") : null,
+        el("span", { class: "summary" }, p.summary),
+        el("span", { class: "sub", title: p.region }, `${shortRegion(p.region)} · base v${p.base_version} · ${nameOf(p.participant_id)} · ${ago(p.created_at)}`));
+        list.append(el("li", { class: group === "decided" ? "decided" : "open", "data-group": group }, item));
+        if (p.proposal_id === focused) item.focus(); // keyboard focus survives a live update
+      }
     }
     markSelected();
   }
 
   function findProposal(id) { return state.proposals.find((p) => p.proposal_id === id); }
 
-  async function openReview(id) {
+  async function openReview(id, options) {
+    const focusTitle = !(options && options.keepFocus);
     const changing = state.selected !== id;
     state.selected = id;
     if (changing) {
-      state.editing = false; state.view = "rendered"; state.openedAt = null; state.dropped = new Set();
+      state.editing = false; state.openedAt = null; state.dropped = new Set();
+      state.rejecting = false; state.sectionShows = "proposed";
+      const p = findProposal(id);
+      state.view = p && p.amended ? "amended" : "rendered"; // an amended one opens on what the reviewer changed
       $("review-comment").value = ""; $("edit-text").value = "";
+      $("review-error").hidden = true; $("reject-hint").hidden = true;
     }
     $("review").hidden = false;
     markSelected();
     await refreshReview();
-    if (changing) $("review-title").focus();
+    if (changing && focusTitle) $("review-title").focus();
   }
 
   // Selection changes only a class: the list itself does not move.
@@ -597,8 +679,12 @@
     }
   }
 
+  function queueItem(id) {
+    return [...document.querySelectorAll("#queue-list button.item")].find((b) => b.dataset.proposal === id) || null;
+  }
+
   function closeReview() {
-    state.selected = null; state.editing = false;
+    state.selected = null; state.editing = false; state.rejecting = false;
     $("review").hidden = true; markSelected();
     const first = document.querySelector("#queue-list button");
     (first || $("queue")).focus();
@@ -633,10 +719,12 @@
     $("review-moved").hidden = !moved;
     $("review-moved").textContent = moved ? `The document moved to v${detail.current_version} while this was open; the diff below is against the new text.` : "";
     const notes = [];
-    if (detail.original_content) notes.push(`Amended by ${nameOf(detail.reviewer_id)} before approval.`);
+    if (detail.amended) notes.push(`Approved with edits by ${nameOf(detail.reviewer_id)}: "Amendment" shows them against the author's text.`);
     if (detail.review_comment) notes.push(`${nameOf(detail.reviewer_id)} commented: ${detail.review_comment}`);
     $("review-amended").hidden = notes.length === 0;
     $("review-amended").textContent = notes.join(" ");
+    $("view-amended").hidden = !detail.amended;
+    if (!detail.amended && state.view === "amended") state.view = "rendered";
     if (state.editing && !$("edit-text").value) $("edit-text").value = detail.content;
     if (redraw) renderReviewBody(); else updateButtons();
     if (threads) threads.review(detail, current); // hook: threads
@@ -657,9 +745,23 @@
     if (state.view === "rendered") renderDiff(state.current, proposed, body);
     else if (state.view === "unified" && state.editing) renderUnified(localUnified(state.current, proposed), body);
     else if (state.view === "unified") renderHunks(body);
-    else renderMarkdown(state.current, body);
+    else if (state.view === "amended") renderDiff(detail.proposed_content || "", detail.content, body);
+    else renderSection(body, proposed);
     $("review-edit").hidden = !state.editing;
     updateButtons();
+  }
+
+  // The whole section as it would read after the change, or (toggled) as it reads now.
+  function renderSection(body, proposed) {
+    const showsCurrent = state.sectionShows === "current";
+    const toggle = el("button", { type: "button", id: "section-toggle", "aria-pressed": String(showsCurrent),
+      onclick: () => { state.sectionShows = showsCurrent ? "proposed" : "current"; renderReviewBody(); $("section-toggle").focus(); } },
+    showsCurrent ? "Show the proposed text" : "Show the current text");
+    body.append(el("p", { class: "section-note" },
+      showsCurrent ? "The section as it reads now. " : "The section as it would read after this change. ", toggle));
+    const box = el("div", { class: "section-text", "data-shows": showsCurrent ? "current" : "proposed" });
+    renderMarkdown(showsCurrent ? state.current : proposed, box);
+    body.append(box);
   }
 
   // What approving would land: the reviewer's edit, else the proposal less the hunks not kept.
@@ -677,7 +779,7 @@
   // The unified diff, hunk by hunk, each with "keep" (unchecked hunks are left out of what lands).
   function renderHunks(parent) {
     const patch = proposalPatch();
-    if (!patch.hunks.length) { parent.append(el("p", { class: "muted" }, "(no difference)")); return; }
+    if (!patch.hunks.length) { parent.append(el("p", { class: "muted no-change" }, "No change")); return; }
     patch.hunks.forEach((hunk, index) => {
       const box = el("input", { type: "checkbox", checked: !state.dropped.has(index) });
       box.addEventListener("change", () => {
@@ -701,17 +803,17 @@
 
   function canDecide() {
     const d = state.detail;
-    return !!(d && state.selected && d.proposal_id === state.selected && d.status === "pending");
+    return !!(d && state.selected && d.proposal_id === state.selected && d.status === "pending"
+      && !state.held.has(state.selected));
   }
 
   function updateButtons() {
     const d = state.detail;
     const decidable = canDecide();
     const stale = d && (d.stale || d.status === "superseded");
-    // Never approve blind: a diff (rendered or unified) must be what is on screen.
-    const diffShown = state.view === "rendered" || state.view === "unified";
-    $("btn-approve").disabled = !(decidable && diffShown && !stale);
-    $("btn-approve").title = !diffShown ? "Show the diff to approve" : stale ? "Stale: it would no longer apply" : "";
+    // Every view shows the proposed text (a diff, or the section as it would read), so each may approve.
+    $("btn-approve").disabled = !(decidable && !stale);
+    $("btn-approve").title = stale ? "Stale: it would no longer apply" : "";
     $("btn-reject").disabled = !decidable;
     $("btn-edit").disabled = !(decidable && !stale);
     $("btn-approve").firstChild.textContent = state.editing ? "Approve your edit "
@@ -724,25 +826,96 @@
     node.textContent = error.body && error.body.error ? `${error.body.error}: ${error.body.message}` : String(error.message || error);
   }
 
-  async function decide(decision) {
+  // `r`: the comment box, focused; the reject itself is a second step (Ctrl/⌘+Enter there, or Reject).
+  function startReject() {
+    if (!canDecide()) return;
+    state.rejecting = true;
+    $("reject-hint").hidden = false;
+    $("review-comment").focus();
+  }
+
+  // A decision is held for UNDO_MS with an Undo toast, then sent; focus moves to the next
+  // undecided proposal in the queue (never into a field), so the next key reviews that one.
+  function decide(decision) {
     if (!canDecide()) return;
     if (decision === "approve" && $("btn-approve").disabled) return;
-    const params = { proposal_id: state.selected, decision };
     const comment = $("review-comment").value.trim();
+    if (decision === "reject" && !comment) {
+      state.rejecting = true;
+      $("reject-hint").hidden = false;
+      showReviewError({ message: "A reject needs a comment: say what the author should change, then press Ctrl+Enter or Reject." });
+      $("review-comment").focus();
+      return;
+    }
+    const params = { proposal_id: state.selected, decision };
     if (comment) params.comment = comment;
     if (decision === "approve" && (state.editing || state.dropped.size)) {
       const text = proposedText();
       if (text !== state.detail.content) params.content = text; // recorded as an amendment
     }
-    $("review-error").hidden = true;
-    try {
-      await api("POST", "/proposal/review", params);
-    } catch (error) { showReviewError(error); return; }
-    const decided = state.selected;
-    await loadRoom();
-    const next = undecided().find((p) => p.proposal_id !== decided);
-    if (next) await openReview(next.proposal_id); else closeReview();
+    $("review-error").hidden = true; $("reject-hint").hidden = true;
+    const id = state.selected, proposal = findProposal(id);
+    const verb = decision === "approve" ? (params.content ? "approving with your edits" : "approving") : "rejecting";
+    const held = { params, verb, summary: proposal ? proposal.summary : id, editing: state.editing,
+      editText: $("edit-text").value, timer: null, toast: null };
+    held.timer = setTimeout(() => send(id), UNDO_MS);
+    held.toast = toast(held, id);
+    state.held.set(id, held);
+    state.rejecting = false;
+    const next = undecided().find((p) => p.proposal_id !== id);
+    renderQueue(); renderDocument();
+    if (next) {
+      openReview(next.proposal_id, { keepFocus: true });
+      const item = queueItem(next.proposal_id);
+      (item || $("queue")).focus();
+    } else {
+      closeReview();
+    }
   }
+
+  function toast(held, id) {
+    const undo = el("button", { type: "button", class: "undo", "data-undo": id, onclick: () => undoDecision(id) }, "Undo");
+    const node = el("div", { class: "toast", role: "status", "data-proposal": id },
+      `${held.verb[0].toUpperCase()}${held.verb.slice(1)} “${held.summary}” — sent in ${UNDO_MS / 1000} s. `, undo);
+    $("toasts").append(node);
+    return node;
+  }
+
+  async function send(id) {
+    const held = state.held.get(id);
+    if (!held) return;
+    state.held.delete(id);
+    held.toast.remove();
+    try { await api("POST", "/proposal/review", held.params); }
+    catch (error) { showNotice(`Could not ${held.params.decision} “${held.summary}”: ${error.message}`); }
+    scheduleRefresh();
+  }
+
+  // Undo: nothing was sent; the proposal is open again as it was (comment and edit kept).
+  async function undoDecision(id) {
+    const held = state.held.get(id);
+    if (!held) return;
+    clearTimeout(held.timer);
+    state.held.delete(id);
+    held.toast.remove();
+    renderQueue(); renderDocument();
+    await openReview(id, { keepFocus: true });
+    $("review-comment").value = held.params.comment || "";
+    if (held.editing) { $("edit-text").value = held.editText; state.editing = true; renderReviewBody(); }
+    const item = queueItem(id);
+    (item || $("review-title")).focus();
+  }
+
+  // A tab closed inside an undo window still sends what the host decided.
+  window.addEventListener("pagehide", () => {
+    for (const [id, held] of state.held) {
+      clearTimeout(held.timer);
+      state.held.delete(id);
+      fetch(API + "/proposal/review", { method: "POST", keepalive: true, credentials: "omit",
+        headers: { [OWNER_HEADER]: credential() || "", "Content-Type": "application/json" },
+        body: JSON.stringify(held.params) }).catch(() => {});
+    }
+  });
 
   function startEdit() {
     if ($("btn-edit").disabled) return;
@@ -762,14 +935,18 @@
 
   // ------------------------------------------------------------------ people, invitations, history
 
+  // In the room: present or away, with a revoke button for agents. Who left: a collapsed
+  // group, no button (their sessions are over), never a recipient; not in the header's count.
   function renderPeople() {
     const list = $("people");
     if (list.querySelector(".confirm")) return; // an open confirmation is not swept away by an update
     clear(list);
-    for (const p of state.room.participants) {
+    const inRoom = state.room.participants.filter((p) => !p.left);
+    const left = state.room.participants.filter((p) => p.left);
+    for (const p of inRoom) {
       const host = (p.capabilities || []).includes("*");
       const caps = host ? "host (every capability)" : (p.capabilities || []).join(", ");
-      const row = el("li", {},
+      const row = el("li", { "data-participant": p.participant_id },
         el("span", { class: p.present ? "present" : "away" }, p.name),
         ` · ${p.kind} · ${p.present ? "present" : "away"}`,
         el("div", { class: "muted" }, `can: ${caps}`),
@@ -781,7 +958,55 @@
       }
       list.append(row);
     }
+    $("people-count").textContent = `· ${inRoom.length} in the room`;
+    const group = $("people-left");
+    const wasOpen = group.open;
+    clear($("people-left-list"));
+    for (const p of left) {
+      $("people-left-list").append(el("li", { "data-participant": p.participant_id },
+        el("span", { class: "left-mark" }, p.name), ` · ${p.kind} · left`));
+    }
+    $("people-left-count").textContent = `Left · ${left.length}`;
+    group.hidden = left.length === 0;
+    group.open = wasOpen;
     renderRecipients();
+    renderLeases();
+  }
+
+  // Active leases, each with its holder and countdown; a wide one (most of the document) is
+  // marked, and the host may release any of them (asking first).
+  function renderLeases() {
+    const list = $("leases");
+    if (list.querySelector(".confirm")) return;
+    clear(list);
+    const leases = state.room.leases || [];
+    if (!leases.length) list.append(el("li", { class: "muted empty" }, "No leases."));
+    for (const lease of leases) {
+      const hold = lease.reason === "human_editing";
+      const row = el("li", { "data-lease": lease.lease_id },
+        lease.wide ? el("span", { class: "stale wide" }, "WIDE") : null,
+        el("strong", { title: lease.region }, shortRegion(lease.region)),
+        ` · ${hold ? "your edit's hold" : nameOf(lease.participant_id)} · `,
+        el("span", { "data-expires": lease.expires_at, "data-label": "ends in" }));
+      const button = el("button", { type: "button", "aria-label": `Release the lease on ${shortRegion(lease.region)}` }, "Release");
+      button.addEventListener("click", () => {
+        button.hidden = true;
+        const box = el("span", { class: "confirm", role: "group", "aria-label": "Confirm release" },
+          `Release ${shortRegion(lease.region)} now?`);
+        const yes = el("button", { type: "button" }, "Yes, release");
+        const no = el("button", { type: "button" }, "Cancel");
+        yes.addEventListener("click", async () => {
+          try { await api("POST", "/release", { lease_id: lease.lease_id }); }
+          catch (error) { box.textContent = `Could not release: ${error.message}`; return; }
+          box.remove(); scheduleRefresh();
+        });
+        no.addEventListener("click", () => { box.remove(); button.hidden = false; button.focus(); });
+        box.append(yes, no); row.append(box); no.focus();
+      });
+      row.append(" ", button);
+      list.append(row);
+    }
+    tickCountdowns();
   }
 
   function confirmRevoke(row, button, participant) {
@@ -823,11 +1048,12 @@
       try { answer = await api("POST", "/invite", params); }
       catch (error) { showNotice(`Could not create the invitation: ${error.message}`); return; }
       $("invite-uri").textContent = answer.invitation;
-      $("invite-mcp").textContent = `ce mcp ${answer.invitation}`;
       $("invite-result").hidden = false;
+      await showMcpSnippets(answer.invitation);
       $("copy-uri").focus();
       loadInvitations().catch(() => {});
     });
+    $("invite-client").addEventListener("change", showSnippet);
     for (const [button, source] of [["copy-uri", "invite-uri"], ["copy-mcp", "invite-mcp"]]) {
       $(button).addEventListener("click", async () => {
         const text = $(source).textContent;
@@ -843,10 +1069,38 @@
     $("empty-invite").addEventListener("click", () => { $("invite-create").scrollIntoView(); $("invite-label").focus(); });
   }
 
+  // Each MCP client's setup for the invitation just made (the room renders them:
+  // POST /owner/api/mcp/configs); a room without that route gets the bridge line.
+  const snippets = { list: [], last: null };
+  async function showMcpSnippets(invitation) {
+    let answer = null;
+    try { answer = await api("POST", "/owner/api/mcp/configs", { invitation }); } catch (_) { answer = null; }
+    snippets.list = answer ? answer.configs : [{ client: "ce mcp", text: `ce mcp ${invitation}`, where: "run it as the MCP client's stdio command" }];
+    $("invite-mcp-url").textContent = answer && answer.mcp_url ? answer.mcp_url : "(not reachable over HTTP here)";
+    const select = $("invite-client");
+    clear(select);
+    for (const snippet of snippets.list) select.append(el("option", { value: snippet.client }, snippet.client));
+    if (snippets.last && snippets.list.some((s) => s.client === snippets.last)) select.value = snippets.last;
+    showSnippet();
+  }
+
+  function showSnippet() {
+    const chosen = snippets.list.find((s) => s.client === $("invite-client").value) || snippets.list[0];
+    if (!chosen) return;
+    snippets.last = chosen.client;
+    $("invite-mcp").textContent = chosen.text;
+    $("invite-client-where").textContent = chosen.where + (chosen.secret ? ` · ${chosen.secret}` : "");
+  }
+
   async function loadInvitations() {
     const answer = await api("GET", "/invitations", { limit: 50 });
-    const list = $("invitations");
-    clear(list);
+    const list = $("invitations"), old = $("invitations-old-list");
+    clear(list); clear(old);
+    // Active ones stay in view; used, expired and revoked ones collapse into one group.
+    const spent = answer.invitations.filter((inv) => inv.state !== "active");
+    $("invitations-old-count").textContent = `Used, expired or revoked · ${spent.length}`;
+    $("invitations-old").hidden = spent.length === 0;
+    if (spent.length === answer.invitations.length) list.append(el("li", { class: "muted empty" }, "No open invitations."));
     for (const inv of answer.invitations) {
       const uses = `${inv.used_count}/${inv.max_uses === null ? "∞" : inv.max_uses}`;
       const row = el("li", {}, el("strong", {}, inv.label || inv.invite_id), ` · ${inv.state} · uses ${uses} · expires ${new Date(inv.expires_at).toLocaleString()}`,
@@ -857,7 +1111,7 @@
           loadInvitations().catch(() => {});
         } }, "Revoke"));
       }
-      list.append(row);
+      (inv.state === "active" ? list : old).append(row);
     }
   }
 
@@ -951,7 +1205,30 @@
     }
     if (h.result_summary) parts.push(el("div", { class: "result" }, `result: ${h.result_summary}`));
     if (h.reason) parts.push(el("div", { class: "muted" }, `reason: ${h.reason}`));
+    if (isHost(h.to_participant_id)) parts.push(...handoffActions(h));
     return parts;
+  }
+
+  // A handoff asked of the host: Accept / Decline while requested, Done once accepted, each
+  // with an optional note for the one who asked (a Done without one says "done").
+  function handoffActions(h) {
+    const actions = h.status === "requested" ? [["accept", "Accept"], ["decline", "Decline"]]
+      : h.status === "accepted" ? [["done", "Done"]] : [];
+    if (!actions.length) return [];
+    const note = el("input", { type: "text", class: "handoff-note", maxlength: "500",
+      "aria-label": `Note for ${nameOf(h.from_participant_id)} (optional)`, placeholder: "note (optional)" });
+    const error = el("span", { class: "error", role: "alert" });
+    const buttons = actions.map(([action, label]) => el("button", { type: "button", "data-action": action,
+      "aria-label": `${label} the handoff “${h.summary}”`, onclick: async () => {
+        const text = note.value.trim();
+        const [path, params] = action === "done"
+          ? ["/handoff/result", { handoff_id: h.handoff_id, status: "completed", summary: text || "done" }]
+          : ["/handoff/respond", { handoff_id: h.handoff_id, decision: action, summary: text || null }];
+        try { await api("POST", path, params); error.textContent = ""; }
+        catch (failure) { error.textContent = `Could not ${label.toLowerCase()}: ${failure.message}`; return; }
+        loadHandoffs();
+      } }, label));
+    return [el("div", { class: "handoff-actions", role: "group", "aria-label": "Answer this handoff" }, note, ...buttons, error)];
   }
 
   // One read at a time; a read asked for meanwhile runs right after (events come in bursts).
@@ -1006,7 +1283,7 @@
 
   function renderRecipients() {
     const box = $("message-to");
-    const agents = state.room.participants.filter((p) => !(p.capabilities || []).includes("*"));
+    const agents = state.room.participants.filter((p) => !p.left && !(p.capabilities || []).includes("*"));
     const key = JSON.stringify(agents.map((p) => [p.participant_id, p.name]));
     if (box.dataset.key === key) return; // unchanged: ticked boxes stay as the host left them
     const ticked = new Set([...box.querySelectorAll("input:checked")].map((i) => i.value));
@@ -1033,13 +1310,30 @@
 
   // ------------------------------------------------------------------ live
 
-  function scheduleRefresh() {
+  // A new proposal's row goes into the queue from its event at once; the re-read that
+  // follows replaces it with the room's record (the event has every field a row shows).
+  function showArrived(data) {
+    let event;
+    try { event = JSON.parse(data); } catch (_) { return; }
+    const p = event && event.payload;
+    if (!p || !p.proposal_id || findProposal(p.proposal_id) || !state.room) return;
+    state.proposals.unshift({ proposal_id: p.proposal_id, participant_id: p.participant_id, region: p.region,
+      base_version: p.base_version, summary: p.summary, status: "pending", created_at: event.created_at,
+      updated_at: event.created_at, stale: false, amended: false });
+    renderQueue();
+  }
+
+  // `type`: the event's type (its panels are read again too); none: everything.
+  function scheduleRefresh(type) {
+    if (!type) { dirty.add("invitations"); dirty.add("panels"); dirty.add("list"); }
+    else if (PANELS_OF[type.split(".")[0]]) dirty.add(PANELS_OF[type.split(".")[0]]);
+    if (type && type.startsWith("proposal.") && type !== "proposal.created") dirty.add("list");
     if (state.refreshTimer) return;
-    // Events come in bursts (a commit is several); one re-read per burst.
+    // Events come in bursts (a commit is several, written together): one re-read per burst.
     state.refreshTimer = setTimeout(async () => {
       state.refreshTimer = null;
       try { await loadRoom(); } catch (error) { if (!(error instanceof ApiError)) setLive("bad", "reconnecting…"); }
-    }, 80);
+    }, 15);
   }
 
   // The live view: a single-use ticket (an EventSource cannot send the login header), then
@@ -1059,20 +1353,13 @@
     state.source = source;
     source.onopen = () => { state.retry = 0; setLive("ok", "live"); };
     source.onmessage = () => scheduleRefresh();
-    const handled = ["proposal.created", "proposal.approved", "proposal.rejected", "proposal.committed",
-      "proposal.conflicted", "proposal.superseded", "proposal.withdrawn", "proposal.amended", "change.committed",
-      "lease.acquired", "lease.renewed", "lease.released", "lease.expired", "participant.joined",
-      "participant.left", "participant.present", "participant.away", "session.revoked", "invitation.created",
-      "invitation.redeemed", "invitation.revoked", "message.sent", "handoff.requested", "handoff.accepted",
-      "handoff.declined", "handoff.completed", "handoff.failed", "handoff.cancelled", "task.updated",
-      "capabilities.updated", "attachment.added", "attachment.removed", "surface.published", "surface.cleared",
-      "guard.tripped", "workspace.started",
-      ...(window.CommonroomThreads ? window.CommonroomThreads.EVENTS : [])]; // hook: threads
-    for (const type of handled) {
+    for (const type of EVENT_TYPES) {
+      if (type === "workspace.stopped") continue; // its own listener, below
       source.addEventListener(type, (event) => {
         const id = Number(event.lastEventId);
         if (id) state.latestEvent = Math.max(state.latestEvent, id);
-        scheduleRefresh();
+        if (type === "proposal.created") showArrived(event.data);
+        scheduleRefresh(type);
       });
     }
     source.addEventListener("resync", () => scheduleRefresh());
@@ -1093,6 +1380,7 @@
     state.retry = Math.min(state.retry + 1, 4);
     setTimeout(async () => {
       state.reconnecting = false;
+      dirty.add("invitations"); dirty.add("panels"); dirty.add("list"); // back after a gap: read everything
       try { await loadRoom(); } catch (error) {
         if (!state.loggedOut) reconnectLater(); // still down (or not answering yet)
         return;
@@ -1103,26 +1391,40 @@
 
   // ------------------------------------------------------------------ keys
 
-  function typing(target) {
-    return target && (target.tagName === "TEXTAREA" || target.tagName === "INPUT" || target.tagName === "SELECT");
+  // Where a shortcut may act: the page itself, the queue (its items included) and the review's
+  // heading. Never in a link, a field or another button: there Enter follows the link, types or
+  // presses, as it does everywhere else.
+  function shortcutPlace(target) {
+    if (!target || target === document.body || target === document.documentElement) return true;
+    if (target.id === "queue" || target.id === "review-title") return true;
+    return !!(target.matches && target.matches("#queue-list button.item"));
   }
 
   document.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && event.target.id === "review-comment") {
+      // The reject's explicit second step (after `r`, or with the Reject button).
+      event.preventDefault();
+      if (state.rejecting) decide("reject");
+      return;
+    }
     if (event.ctrlKey || event.metaKey || event.altKey) return;
     if (event.key === "Escape") {
       if (state.editing) { state.editing = false; renderReviewBody(); $("btn-edit").focus(); }
+      else if (state.rejecting) { state.rejecting = false; $("reject-hint").hidden = true; $("review-title").focus(); }
       else if (state.selected) closeReview();
       return;
     }
-    if (typing(event.target)) return;
-    const onButton = event.target && event.target.tagName === "BUTTON";
+    if (!shortcutPlace(event.target)) return;
+    // On a queue item other than the one under review, a decision key opens it instead:
+    // nothing is decided that is not on screen.
+    const item = event.target.matches && event.target.matches("#queue-list button.item") ? event.target.dataset.proposal : null;
+    const elsewhere = item && item !== state.selected;
     switch (event.key) {
       case "j": move(1); break;
       case "k": move(-1); break;
-      case "a": decide("approve"); break;
-      case "Enter": if (!onButton && state.selected) decide("approve"); else return; break;
-      case "r": decide("reject"); break;
-      case "e": startEdit(); break;
+      case "a": if (elsewhere) openReview(item, { keepFocus: true }); else decide("approve"); break;
+      case "r": if (elsewhere) openReview(item, { keepFocus: true }); else startReject(); break;
+      case "e": if (elsewhere) openReview(item, { keepFocus: true }); else startEdit(); break;
       default: return;
     }
     event.preventDefault();
@@ -1140,12 +1442,24 @@
     for (const button of document.querySelectorAll(".toolbar button")) {
       button.addEventListener("click", () => { state.view = button.dataset.view; renderReviewBody(); });
     }
+    $("review-comment").addEventListener("input", () => {
+      if ($("review-comment").value.trim()) $("review-error").hidden = true;
+    });
   }
 
   // ------------------------------------------------------------------ start
 
+  async function loadVocabulary() {
+    const { vocabulary } = await api("GET", "/owner/api/protocol");
+    EVENT_TYPES = vocabulary.events;
+    OPEN = new Set(vocabulary.open_statuses.proposal);
+    ALL_CAPS = vocabulary.capabilities;
+    AGENT_CAPS = vocabulary.default_agent_capabilities;
+  }
+
   async function start() {
     if (!(await logIn())) return;
+    try { await loadVocabulary(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     renderInviteForm(); wireReview(); wireMessages();
     if (window.CommonroomThreads) { // hook: threads
       threads = window.CommonroomThreads.init({ api, el, clear, nameOf, shortRegion, renderDiff, loadRoom });

@@ -1,9 +1,12 @@
 """Turning a JSON body or a query string into an operation's parameter record.
 
-Each operation declares its parameters as a frozen attrs class. Supported
-field types: `str`, `int`, `float`, `bool`, `list[str]`, and any of them
-`| None`. A field may carry `metadata={"choices": (...)}` or `{"min": n,
-"max": m}`, and `{"doc": ...}` for its description. Errors are
+Each operation declares its parameters as a frozen attrs class
+(`protocol/requests.py`). Supported field types: `str`, `int`, `float`,
+`bool`, `list[str]`, and any of them `| None`. A field may carry
+`metadata={"choices": (...)}`, `{"min": n, "max": m}`, `{"max_length": n}`
+(characters), `{"pattern": regex}` (a match somewhere in the value),
+`{"max_items": n, "item_max_length": m}` (a list), and `{"doc": ...}` for
+its description; each one is enforced here and advertised in the schemas. Errors are
 `invalid_request` naming the field, so a client can fix its call. The JSON
 Schema of a record is `protocol.schema.json_schema(cls, params=True)`.
 This is the one edge check of a value: integers are bounded to SQLite's
@@ -24,7 +27,7 @@ from typing import Any, Final, TypeVar
 import attrs
 
 from commonroom.protocol.errors import invalid_request
-from commonroom.protocol.schema import hints, unwrap_optional
+from commonroom.protocol.schema import NONBLANK, hints, unwrap_optional
 
 P = TypeVar("P")
 
@@ -124,6 +127,29 @@ def _coerce(name: str, tp: Any, value: Any, from_query: bool, document: bool = F
     raise TypeError(f"unsupported parameter type {tp!r} for {name}")
 
 
+def _check_text_constraints(name: str, value: Any, meta: Mapping[str, Any]) -> None:
+    """`max_length` (characters of a string), `max_items` and `item_max_length` (of a list),
+    `pattern` (the string must contain a match): the limits the schemas advertise."""
+    if isinstance(value, str):
+        if "max_length" in meta and len(value) > meta["max_length"]:
+            raise invalid_request(
+                f"{name} is {len(value)} characters; at most {meta['max_length']} are allowed", name)
+        if "pattern" in meta and re.search(meta["pattern"], value) is None:
+            raise invalid_request(_pattern_message(name, meta["pattern"]), name)
+    elif isinstance(value, list):
+        if "max_items" in meta and len(value) > meta["max_items"]:
+            raise invalid_request(f"{name} holds at most {meta['max_items']} items", name)
+        if "item_max_length" in meta:
+            for item in value:
+                if len(item) > meta["item_max_length"]:
+                    raise invalid_request(
+                        f"each of {name} is at most {meta['item_max_length']} characters", name)
+
+
+def _pattern_message(name: str, pattern: str) -> str:
+    return f"{name} must not be blank" if pattern == NONBLANK else f"{name} must match {pattern}"
+
+
 def parse_params(cls: type[P], raw: Mapping[str, Any], *, from_query: bool = False) -> P:
     if not isinstance(raw, Mapping):
         raise invalid_request("the request body must be a JSON object")
@@ -156,5 +182,7 @@ def parse_params(cls: type[P], raw: Mapping[str, Any], *, from_query: bool = Fal
             raise invalid_request(f"{name} must be at least {meta['min']}", name)
         if "max" in meta and value > meta["max"]:
             raise invalid_request(f"{name} must be at most {meta['max']}", name)
+        if value is not None:
+            _check_text_constraints(name, value, meta)
         values[name] = value
     return cls(**values)

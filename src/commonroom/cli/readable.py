@@ -1,0 +1,106 @@
+"""Human-readable lines for `ce`: names (and kinds), not participant ids (issue 21, item 9).
+
+`--json` keeps the ids; these helpers only shape what a person reads. Each
+takes the `workspace.participants` answer (a participant who left is still
+listed, so their name stays readable in history).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from commonroom.cli.output import visible
+
+# The payload fields that name a participant, in the order a line mentions them.
+_PEOPLE_FIELDS: Final = ("participant_id", "reviewer_id", "from_participant_id",
+                         "to_participant_id")
+
+
+class Names:
+    """Participant id -> name and kind, from one `workspace.participants` answer."""
+
+    def __init__(self, participants: Any) -> None:
+        rows = participants.get("participants") if isinstance(participants, dict) else None
+        self._rows: dict[str, Mapping[str, Any]] = {
+            str(p.get("participant_id")): p for p in rows or [] if isinstance(p, dict)}
+
+    def name(self, pid: Any) -> str:
+        """The name, or the id when the room does not know it (never empty)."""
+        if pid is None:
+            return "the host's editor"  # a version nobody in the room wrote: an external save
+        row = self._rows.get(str(pid))
+        return visible(str(row.get("name"))) if row else str(pid)
+
+    def who(self, pid: Any) -> str:
+        """`name (kind)`, the way a person is introduced in a line."""
+        row = self._rows.get(str(pid)) if pid is not None else None
+        if row is None:
+            return self.name(pid)
+        kind = "host" if "*" in (row.get("capabilities") or []) else row.get("kind", "?")
+        return f"{self.name(pid)} ({kind})"
+
+
+def ago(iso: Any, now: datetime | None = None) -> str:
+    """`12 s ago`, `3 min ago`, `2 h ago`, `4 d ago` (the raw text when it is not a time)."""
+    try:
+        then = datetime.fromisoformat(str(iso).replace("Z", "+00:00"))
+    except ValueError:
+        return str(iso)
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    seconds = max(0, int(((now or datetime.now(UTC)) - then).total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s ago"
+    if seconds < 3600:
+        return f"{seconds // 60} min ago"
+    if seconds < 86400:
+        return f"{seconds // 3600} h ago"
+    return f"{seconds // 86400} d ago"
+
+
+def _short(region: Any) -> str:
+    text = str(region)
+    return "whole document" if text == "workspace" else text
+
+
+def _quote(text: Any) -> str:
+    return json.dumps(visible(str(text)), ensure_ascii=False)
+
+
+def event_line(event: Mapping[str, Any], names: Names, now: datetime | None = None) -> str:
+    """One history event as a sentence: `v7 Problem · bot (agent) · "A shorter problem" · 2 min ago`."""
+    kind = str(event.get("type"))
+    payload = event.get("payload") or {}
+    when = ago(event.get("created_at"), now)
+    if kind == "change.committed":
+        return (f"v{payload.get('version')} {_short(payload.get('region'))} · "
+                f"{names.who(payload.get('participant_id'))} · {_quote(payload.get('summary', ''))}"
+                f" · {when}")
+    parts = [kind]
+    for field in _PEOPLE_FIELDS:
+        if field in payload:
+            parts.append(names.who(payload[field]))
+    for field in ("region", "summary", "status", "comment", "text", "version"):
+        value = payload.get(field)
+        if value is None or value == "":
+            continue
+        shown = _quote(value) if field in ("summary", "comment", "text") else (
+            _short(value) if field == "region" else f"v{value}" if field == "version" else value)
+        parts.append(str(shown))
+    parts.append(when)
+    return f"#{event.get('event_id')} " + " · ".join(parts)
+
+
+def review_line(proposal: Mapping[str, Any], names: Names) -> str:
+    """How a decision reads to its author: `pr_… approved with edits by Ada: keep it short`."""
+    status = str(proposal.get("status"))
+    edited = proposal.get("amended") and status in ("approved", "committed")
+    line = f"{proposal.get('proposal_id')} {status}" + (" with edits" if edited else "")
+    if proposal.get("reviewer_id"):
+        line += f" by {names.name(proposal.get('reviewer_id'))}"
+    if proposal.get("review_comment"):
+        line += f": {visible(str(proposal.get('review_comment')))}"
+    return line

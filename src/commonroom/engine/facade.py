@@ -1,0 +1,61 @@
+"""The engine's one face for everything above it (the room, the adapters, the service, the host CLI).
+
+Nothing outside `engine/` imports a feature module: `room/`, `http/`, `mcp/`,
+`service.py`, `discovery.py`, `openapi.py` and `cli/` import this module (and
+`protocol/`). The import-linter contracts (`.importlinter`) hold that. What is
+here, and why each is needed above the engine:
+
+- opening and running: `EngineConfig`, `open_engine`, `execute` (the one way an
+  operation runs), `Engine` / `Outcome` / `Actor` / `StreamStart` (the types the
+  room passes around), `SIDECAR_SUFFIX`;
+- the room's streams: `newest_event_id`, `ring_window` (the event ring),
+  `check_streams` (session liveness and presence of held streams), `addressed`,
+  `related` (region paths, for MCP's region URIs);
+- the host's sessions and page logins: `mint_host_session`, `end_host_session`,
+  `end_stale_host_sessions`, `load_owner_logins`, `save_owner_login`,
+  `end_owner_logins`; `hash_secret` (how every secret is kept); `unused_start_invitation`
+  (`ce serve` prints the last start's invitation again while nobody used it).
+"""
+
+from __future__ import annotations
+
+from commonroom.engine.access import unused_start_invitation
+from commonroom.engine.addressing import addressed
+from commonroom.engine.core import SIDECAR_SUFFIX, Actor, Engine, EngineConfig, Outcome, hash_secret
+from commonroom.engine.dispatch import execute, open_engine
+from commonroom.engine.observe import StreamStart
+from commonroom.engine.owner_logins import end_all as end_owner_logins
+from commonroom.engine.owner_logins import load as load_owner_logins
+from commonroom.engine.owner_logins import save as save_owner_login
+from commonroom.engine.reads import newest_event_id, ring_window
+from commonroom.engine.regions import related
+from commonroom.engine.sessions import (
+    check_streams,
+    end_host_session,
+    end_stale_host_sessions,
+    mint_host_session,
+)
+
+__all__ = [
+    "SIDECAR_SUFFIX",
+    "Actor",
+    "Engine",
+    "EngineConfig",
+    "Outcome",
+    "StreamStart",
+    "addressed",
+    "check_streams",
+    "end_host_session",
+    "end_owner_logins",
+    "end_stale_host_sessions",
+    "execute",
+    "hash_secret",
+    "load_owner_logins",
+    "mint_host_session",
+    "newest_event_id",
+    "open_engine",
+    "related",
+    "ring_window",
+    "save_owner_login",
+    "unused_start_invitation",
+]
