@@ -110,6 +110,15 @@ RECOVERY_ADVICE: tuple[str, ...] = (
 )
 """Shared by the skill and the MCP instructions, so the two cannot disagree."""
 
+# The review conversation (PROTOCOL.md 17, issue 22), shared the same way.
+REVIEW_ADVICE: tuple[str, ...] = (
+    "Unsure what the person wants? Ask on the region (`thread.open`, optionally quoting its",
+    "exact text, `blocking: true` for a question you wait on) and wait for the reply",
+    "(`thread.replied`); only you are held. On `changes_requested`, read the review's thread",
+    "and `workspace.proposal.revise` in place; on a stale or superseded proposal,",
+    "`workspace.proposal.rebase` previews a three-way merge (`apply: true` makes it a revision).",
+)
+
 # The workflow of the skill, by operation (MCP tool) name: (operation, what to do with it).
 MCP_WORKFLOW: tuple[tuple[str, str], ...] = (
     ("workspace.room", "look around: status, participants, leases, open proposals"),
@@ -139,6 +148,7 @@ def mcp_instructions() -> str:
         lines.append(f"{step}. `{name}`: {what}.")
     lines.append(" ".join(RECOVERY_ADVICE) + " A tool error is an isError result holding the"
                  " same error object; the full skill is skill://commonroom/SKILL.md.")
+    lines.append(" ".join(REVIEW_ADVICE))
     return "\n".join(lines)
 
 
@@ -169,6 +179,8 @@ def skill_markdown() -> str:
         "7. Release your lease: `POST /workspace/release {lease_id}`.",
         "",
         *RECOVERY_ADVICE,
+        "",
+        *REVIEW_ADVICE,
         "",
         "## Operations",
         "",

@@ -181,6 +181,8 @@ def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) ->
     rejected = room.propose(agent, "Who it is for", "## Who it is for\n\n- " + XSS[0] + "\n\n", "second")
     room.host.ok("POST", "/workspace/proposal/review", {
         "proposal_id": rejected["proposal_id"], "decision": "reject", "comment": PAYLOAD})
+    room.agent(name="asker").ok("POST", "/workspace/thread", {  # a thread's body (threads.js)
+        "region": "Problem", "body": PAYLOAD, "blocking": True})
 
     open_page(page, room)
     page.locator("#document", has_text="window.__pwned = 1").wait_for()
@@ -192,6 +194,8 @@ def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) ->
     page.locator("#review-amended", has_text="<img src=x").wait_for()  # the comment, as text
     page.locator("#invitations", has_text="<script>").wait_for()
     page.locator("#people", has_text="<img src=x").wait_for()
+    page.locator("#blocking-questions", has_text="<svg onload").wait_for()
+    page.locator("#document .thread-margin", has_text="<script>").first.wait_for()
     page.wait_for_timeout(300)  # give an injected handler (onerror) its chance to run
 
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -199,7 +203,7 @@ def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) ->
     assert page.evaluate("window.__pwned") is None
     assert page.dialogs == []
     assert page.locator("#document img, #review-body img, #people img, svg").count() == 0
-    assert page.locator("script").count() == 5  # markdown-it, jsdiff, diff-match-patch, blame.js, app.js
+    assert page.locator("script").count() == 6  # markdown-it, jsdiff, diff-match-patch, blame.js, threads.js, app.js
     assert page.locator("a[href^='javascript']").count() == 0
     assert page.locator("[onerror], [onload]").count() == 0
 

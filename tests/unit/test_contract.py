@@ -66,13 +66,28 @@ PROTOCOL_EVENTS: dict[str, tuple[str, ...]] = {
     "guard.tripped": ("participant_id", "target_participant_id", "kind", "retry_after_seconds"),
 }
 
+# PROTOCOL.md section 17 (the review conversation, issue 22) names these; the fields are ours
+# (docs/protocol.md "The review conversation"), as is `proposal.changes_requested`.
+REVIEW_EVENTS: dict[str, tuple[str, ...]] = {
+    "thread.opened": ("thread_id", "region", "participant_id", "blocking", "proposal_id"),
+    "thread.replied": ("thread_id", "region", "participant_id", "comment_id"),
+    "thread.resolved": ("thread_id", "region", "participant_id", "resolved"),
+    "thread.outdated": ("thread_id", "region", "version"),
+    "proposal.revised": ("proposal_id", "participant_id", "revision", "base_version", "summary",
+                         "rebased"),
+}
+ADDITIVE_EVENTS: dict[str, tuple[str, ...]] = {
+    "proposal.changes_requested": ("proposal_id", "reviewer_id", "comment"),
+}
+
 SPEC = Path(__file__).resolve().parents[3] / "shared" / "spec" / "PROTOCOL.md"
 SRC = Path(__file__).resolve().parents[2] / "src" / "commonroom"
 
 
 def test_catalogue_is_the_protocols_list() -> None:
-    assert set(events.EVENTS) == set(PROTOCOL_EVENTS)
-    for name, fields in PROTOCOL_EVENTS.items():
+    every = {**PROTOCOL_EVENTS, **REVIEW_EVENTS, **ADDITIVE_EVENTS}
+    assert set(events.EVENTS) == set(every)
+    for name, fields in every.items():
         spec = events.EVENTS[name]
         assert name == spec.payload.TYPE
         have = [f.name for f in attrs.fields(spec.payload)]
@@ -87,6 +102,11 @@ def test_catalogue_matches_the_spec_file() -> None:
     named = {token.strip("`") for token in section.replace(",", " ").replace(";", " ").split()
              if token.startswith("`") and "." in token and not token.startswith("`GET")}
     assert named == set(PROTOCOL_EVENTS)
+    review = text[text.index("## 17. The review conversation"):text.index("## 18.")]
+    named = {token.strip("`,.") for token in review.replace("(", " ").split()
+             if token.startswith("`") and token.strip("`,.").split(".")[0] in ("thread", "proposal")
+             and token.strip("`,.").count(".") == 1}
+    assert named == set(REVIEW_EVENTS)
 
 
 def test_every_event_names_only_known_resources() -> None:

@@ -206,6 +206,11 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
         for column in ("reverts", "restores"):
             older.execute(f"ALTER TABLE versions DROP COLUMN {column}")
         older.execute("DROP TABLE IF EXISTS owner_logins")  # schema 6 (the page's logins)
+        # schema 7 (the review conversation, issue 22)
+        for table in ("threads", "thread_comments", "proposal_revisions"):
+            older.execute(f"DROP TABLE IF EXISTS {table}")
+        for column in ("revision", "rebased", "revised_at"):
+            older.execute(f"ALTER TABLE proposals DROP COLUMN {column}")
         for index in ("sessions_invitation", "invitations_creator", "proposals_author",
                       "messages_sender"):
             older.execute(f"DROP INDEX {index}")

@@ -40,7 +40,7 @@ from tests.conftest import SAMPLE
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
 UPDATE = os.environ.get("COMMONROOM_UPDATE_WIRE_FIXTURES") == "1"
 
-_ID = re.compile(r"\b(pt|ls|pr|ho|tk|inv|att|msg|ws|po)_[A-Za-z0-9_-]{8,}")
+_ID = re.compile(r"\b(pt|ls|pr|ho|tk|inv|att|msg|ws|po|th|cm)_[A-Za-z0-9_-]{8,}")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
 _HASH = re.compile(r"\b(?:sha256:)?[0-9a-f]{64}\b")
 _SECRET_KEYS = frozenset({"session_id", "invitation", "secret", "uri", "join_uri"})
@@ -147,6 +147,20 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("workspace.policies", host)
     await call("workspace.policy_pause", host, all=True)
     await call("workspace.policy_remove", host, policy_id=policy["policy_id"])
+    # The review conversation (PROTOCOL.md 17, issue 22).
+    thread = await call("thread.open", pal_bearer, region="Plan", body="why?", blocking=True)
+    await call("thread.reply", host, thread_id=thread["thread_id"], body="because")
+    await call("thread.resolve", pal_bearer, thread_id=thread["thread_id"])
+    await call("workspace.threads", bearer, status="resolved")
+    await call("workspace.thread", bearer, thread_id=thread["thread_id"])
+    version = (await session.room.call("workspace.status", bearer, {}))["version"]
+    asked = await call("workspace.propose", pal_bearer, region="Plan", base_version=version,
+                       summary="y", content="# Plan\n\nall newer\n")
+    await call("workspace.review", host, proposal_id=asked["proposal_id"], decision="request_changes",
+               comment="say more")
+    await call("workspace.proposal.revise", pal_bearer, proposal_id=asked["proposal_id"],
+               content="# Plan\n\nall newer, and why\n")
+    await call("workspace.proposal.rebase", pal_bearer, proposal_id=asked["proposal_id"])
     second = await session.join(host, "second")
     await call("session.revoke", host, participant_id=second["participant_id"])
     return dict(agent)

@@ -350,8 +350,15 @@ def wait(proposal: str, timeout: float | None, profile: str | None, invitation: 
          session: str | None, json_mode: bool) -> None:
     """Wait until PROPOSAL is reviewed; print it. Exit 0 approved/committed, 3 otherwise.
 
+    With a thread id (th_...) instead: wait until someone other than its author
+    answers it (exit 0), or it is resolved or outdated unanswered (exit 3).
     Ctrl-C or SIGTERM ends the wait with exit 130.
     """
+    from commonroom.cli import review  # hook: threads (issue 22)
+
+    if proposal.startswith(review.THREAD_PREFIX):
+        review.wait_for_thread(proposal, timeout, profile, invitation, session, json_mode)
+        return
     from commonroom.client.common import proposal_of
     from commonroom.protocol.records import to_wire
     from commonroom.wire import plans

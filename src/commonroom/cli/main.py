@@ -337,14 +337,17 @@ def show(file: Path, proposal_id: str, json_mode: bool) -> None:
 @click.argument("proposal_id", required=False)
 @click.option("--approve", is_flag=True, help="Approve the proposal.")
 @click.option("--reject", is_flag=True, help="Reject the proposal.")
-@click.option("--comment", help="A note for the proposer (a reject needs one when asked).")
+@click.option("--request-changes", "request_changes", is_flag=True,
+              help="Ask the author to revise it (needs --comment).")
+@click.option("--comment", help="A note for the proposer (it opens a thread on the region; a"
+              " reject or a request for changes needs one when asked).")
 @click.option("--yes", "-y", "assume_yes", is_flag=True,
               help="Do not show the diff and ask first (the default at a terminal).")
 @json_option
 @guarded()
 def review(
-    file: Path, proposal_id: str | None, approve: bool, reject: bool, comment: str | None,
-    assume_yes: bool, json_mode: bool,
+    file: Path, proposal_id: str | None, approve: bool, reject: bool, request_changes: bool,
+    comment: str | None, assume_yes: bool, json_mode: bool,
 ) -> None:
     """Review PROPOSAL_ID, or every pending proposal in turn when no id is given.
 
@@ -354,19 +357,22 @@ def review(
     """
     from commonroom.cli.host import format_proposal_detail, format_review, proposal_view
 
-    if approve and reject:
-        raise click.UsageError("give at most one of --approve or --reject")
-    if not approve and not reject:
+    chosen = [name for name, given in (("approve", approve), ("reject", reject),
+                                       ("request_changes", request_changes)) if given]
+    if len(chosen) > 1:
+        raise click.UsageError("give at most one of --approve, --reject or --request-changes")
+    if not chosen:
         if json_mode or not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise click.UsageError(
-                "give --approve or --reject (asking needs a terminal: run it without --json at one)")
+                "give --approve, --reject or --request-changes (asking needs a terminal: run it"
+                " without --json at one)")
         from commonroom.cli.host_room import review_interactively
 
         review_interactively(file, proposal_id)
         return
     if proposal_id is None:
-        raise click.UsageError("--approve/--reject decide one proposal: give its id")
-    decision = "approve" if approve else "reject"
+        raise click.UsageError("--approve/--reject/--request-changes decide one proposal: give its id")
+    decision = chosen[0]
     if not assume_yes and not json_mode and sys.stdin.isatty() and sys.stdout.isatty():
         detail = proposal_view(file, proposal_id)
         sys.stdout.write(format_proposal_detail(detail, colour=True))
@@ -668,6 +674,9 @@ def _register_agent_verbs() -> None:
     from commonroom.cli import host_room
 
     host_room.register(main)
+    from commonroom.cli import review  # the review conversation (issue 22)
+
+    review.register(main)
 
 
 _register_agent_verbs()

@@ -49,7 +49,8 @@ EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
     (EXIT_ERROR, "any other error"),
     (EXIT_USAGE, "usage (a missing or contradictory flag, no session profile)"),
     (EXIT_CONFLICT, "conflict: lease_conflict, proposal_conflict, handoff_conflict; `ce wait`:"
-                    " rejected, superseded, withdrawn or conflicted"),
+                    " rejected, superseded, withdrawn, conflicted or changes requested (a"
+                    " thread: closed unanswered); `ce rebase`: conflicts"),
     (EXIT_STALE, "stale_version (read again, propose anew)"),
     (EXIT_PERMISSION, "permission_denied, invitation_expired/revoked/redeemed"),
     (EXIT_NOT_FOUND, "proposal_not_found, version_not_found, ... (*_not_found)"),

@@ -27,7 +27,7 @@ from commonroom.client.operations import AsyncShell, Call, Operations
 from commonroom.protocol import records as r
 from commonroom.protocol.events import Event
 from commonroom.wire import aio
-from commonroom.wire.plans import review
+from commonroom.wire.plans import reply, review
 from commonroom.wire.timeouts import Timeouts
 
 T = TypeVar("T")
@@ -103,6 +103,10 @@ class AsyncClient(ClientBase, Operations, AsyncShell):
         """As `Client.wait_for_review`, under trio."""
         detail = await self._runner().run(review(proposal_id, timeout))
         return common.proposal_of(detail)
+
+    async def wait_for_reply(self, thread_id: str, timeout: float | None = None) -> r.Thread:
+        """As `Client.wait_for_reply`, under trio."""
+        return common.thread_of(await self._runner().run(reply(thread_id, timeout)))
 
     async def observe(self, since: int | None = None, *, retry: float | None = None
                       ) -> AsyncIterator[Event | Resync]:

@@ -130,6 +130,11 @@ def record(answer: Any, cls: type[T]) -> T:
         ) from None
 
 
+def thread_of(answer: Any) -> records.Thread:
+    """A `workspace.thread` answer as its `Thread` record (what `wait_for_reply` returns)."""
+    return record(answer, records.Thread)
+
+
 def proposal_of(detail: Any) -> records.Proposal:
     """A `workspace.proposal` answer as the `Proposal` record `wait_for_review` returns."""
     fields = {field.name for field in attrs.fields(records.Proposal)}

@@ -120,6 +120,11 @@ class AttachmentNotFound(NotFound):
     pass
 
 
+class ThreadNotFound(NotFound):
+    pass
+
+
+
 class Conflict(CommonroomError):
     """409: the room's state refuses the change (someone else holds it, it moved on)."""
 
@@ -237,6 +242,7 @@ _BY_CODE: Final[dict[str, type[CommonroomError]]] = {
     "version_not_found": VersionNotFound,
     "handoff_not_found": HandoffNotFound,
     "attachment_not_found": AttachmentNotFound,
+    "thread_not_found": ThreadNotFound,
     "lease_conflict": LeaseConflict,
     "stale_version": StaleVersion,
     "proposal_conflict": ProposalConflict,

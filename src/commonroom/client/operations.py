@@ -186,8 +186,9 @@ class Operations:
         return {"status": status, "limit": limit}
 
     @operation("workspace.proposal", r.ProposalDetail)
-    def proposal(self, proposal_id: str) -> Params:
-        return {"proposal_id": proposal_id}
+    def proposal(self, proposal_id: str, *, revision: int | None = None) -> Params:
+        """One proposal; `revision` N answers that revision's content (default: the latest)."""
+        return {"proposal_id": proposal_id, "revision": revision}
 
     @operation("workspace.room", r.RoomSnapshot)
     def room(self) -> Params:
@@ -223,7 +224,8 @@ class Operations:
     @operation("workspace.review", r.Reviewed)
     def review(self, proposal_id: str, decision: str, *, comment: str | None = None,
                content: str | None = None) -> Params:
-        """Approve or reject; `content` (approve only) amends the text that lands."""
+        """Approve, reject or request_changes (needs `comment`); `content` (approve only) amends
+        the text that lands."""
         return {"proposal_id": proposal_id, "decision": decision, "comment": comment,
                 "content": content}
 
@@ -403,6 +405,48 @@ class Operations:
     def policies(self) -> Params:
         """Host: every policy and what it approved."""
         return {}
+    # -- the review conversation: threads, revisions, rebase (issue 22) ------------------
+
+    @operation("thread.open", r.Thread)
+    def ask(self, region: str, body: str, *, quote: str | None = None,
+            blocking: bool = False) -> Params:
+        """Open a thread on a region (optionally an exact `quote` of its text); `blocking`: a
+        question you then wait on with `wait_for_reply`."""
+        return {"region": region, "body": body, "quote": quote, "blocking": blocking}
+
+    @operation("thread.reply", r.Thread)
+    def reply(self, thread_id: str, body: str) -> Params:
+        """Reply in a thread."""
+        return {"thread_id": thread_id, "body": body}
+
+    @operation("thread.resolve", r.Thread)
+    def resolve_thread(self, thread_id: str, *, resolved: bool = True) -> Params:
+        """Resolve a thread (`resolved=False` reopens it): its author or the host."""
+        return {"thread_id": thread_id, "resolved": resolved}
+
+    @operation("workspace.threads", r.Threads)
+    def threads(self, *, region: str | None = None, status: str | None = None,
+                proposal_id: str | None = None, limit: int | None = None) -> Params:
+        """Threads, newest first, by region, status or proposal."""
+        return {"region": region, "status": status, "proposal_id": proposal_id, "limit": limit}
+
+    @operation("workspace.thread", r.Thread)
+    def thread(self, thread_id: str) -> Params:
+        """One thread with its comments."""
+        return {"thread_id": thread_id}
+
+    @operation("workspace.proposal.revise", r.Proposal)
+    def revise(self, proposal_id: str, content: str, *, summary: str | None = None,
+               base_version: int | None = None) -> Params:
+        """Revise your proposal in place: a new revision, back to pending."""
+        return {"proposal_id": proposal_id, "content": content, "summary": summary,
+                "base_version": base_version}
+
+    @operation("workspace.proposal.rebase", r.Rebased)
+    def rebase(self, proposal_id: str, *, apply: bool = False) -> Params:
+        """Three-way merge of a stale proposal onto the region's current text; `apply=True`
+        makes a clean merge a new revision."""
+        return {"proposal_id": proposal_id, "apply": apply}
 
     # -- events -------------------------------------------------------------------------
 

@@ -116,6 +116,11 @@ class Client(ClientBase, Operations, BlockingShell):
         """
         return common.proposal_of(self._runner().run(plans.review(proposal_id, timeout)))
 
+    def wait_for_reply(self, thread_id: str, timeout: float | None = None) -> r.Thread:
+        """Block until someone other than its author answers the thread (or it is resolved or
+        outdated); return it. Only the caller waits: the room holds nobody."""
+        return common.thread_of(self._runner().run(plans.reply(thread_id, timeout)))
+
     def observe(self, since: int | None = None, *, retry: float | None = None
                 ) -> Iterator[Event | Resync]:
         """The room's events for ever: replays after `since`, then live; resumes after drops.

@@ -36,16 +36,25 @@ class Machine:
     """action -> whose move it is (the feature checks the caller is that one)."""
     terminal: tuple[str, ...]
     open_states: tuple[str, ...]
+    resting: tuple[str, ...] = ()
+    """Neither open nor terminal: moves may leave them (a thread resolved, changes requested)."""
+    revivable: tuple[str, ...] = ()
+    """Terminal statuses some action may still leave (a superseded proposal revised)."""
 
     def __attrs_post_init__(self) -> None:
-        statuses = set(self.open_states) | set(self.terminal)
-        if statuses != set(vocabulary.STATUSES[self.kind]) or set(self.open_states) & set(self.terminal):
-            raise ValueError(f"{self.kind}: open and terminal statuses must split the vocabulary's")
+        parts = (set(self.open_states), set(self.resting), set(self.terminal))
+        statuses = set().union(*parts)
+        if (statuses != set(vocabulary.STATUSES[self.kind])
+                or sum(len(part) for part in parts) != len(statuses)
+                or not set(self.revivable) <= set(self.terminal)):
+            raise ValueError(f"{self.kind}: open, resting and terminal statuses must split the"
+                             " vocabulary's")
         if self.transitions.keys() != self.actor.keys():
             raise ValueError(f"{self.kind}: every action has one actor")
         for action, moves in self.transitions.items():
             for source, target in moves.items():
-                if source not in self.open_states or target not in statuses:
+                leavable = (*self.open_states, *self.resting, *self.revivable)
+                if source not in leavable or target not in statuses:
                     raise ValueError(f"{self.kind}: {action} {source} -> {target} leaves a final status")
 
     @property
@@ -94,17 +103,27 @@ PROPOSAL: Final = Machine(
         "reject": {"pending": "rejected"},
         "commit": {"approved": "committed"},
         "conflict": {"approved": "conflicted"},
-        "withdraw": {"pending": "withdrawn", "approved": "withdrawn"},
+        "withdraw": {"pending": "withdrawn", "approved": "withdrawn",
+                     "changes_requested": "withdrawn"},
         # Only pending proposals are superseded (docs/protocol.md): an approved one
         # meets stale_version at commit, which carries the recovery fields.
         "supersede": {"pending": "superseded"},
+        # -- the review conversation (PROTOCOL.md section 17, issue 22)
+        "request_changes": {"pending": "changes_requested"},
+        # The author revises in place: a new revision, back to pending.
+        "revise": dict.fromkeys(vocabulary.PROPOSAL_REVISABLE, "pending"),
+        # An applied rebase is a revision too; a reviewer may also rebase an approved one.
+        "rebase": dict.fromkeys((*vocabulary.PROPOSAL_REVISABLE, "approved"), "pending"),
     },
     actor={
         "approve": "reviewer", "reject": "reviewer", "commit": "committer", "conflict": "room",
-        "withdraw": "author", "supersede": "room",
+        "withdraw": "author", "supersede": "room", "request_changes": "reviewer",
+        "revise": "author", "rebase": "author",
     },
     terminal=vocabulary.PROPOSAL_TERMINAL,
     open_states=vocabulary.PROPOSAL_OPEN,
+    resting=vocabulary.PROPOSAL_RESTING,
+    revivable=vocabulary.PROPOSAL_REVIVABLE,
 )
 
 HANDOFF: Final = Machine(
@@ -139,4 +158,19 @@ TASK: Final = Machine(
     open_states=vocabulary.TASK_OPEN,
 )
 
-MACHINES: Final = {machine.kind: machine for machine in (PROPOSAL, HANDOFF, TASK)}
+# A thread (issue 22): resolved by its author or the host, reopened, or outdated by the
+# re-anchoring after a version when its region or quote is gone (never deleted).
+THREAD: Final = Machine(
+    kind="thread", table="threads", key="thread_id",
+    transitions={
+        "resolve": {"open": "resolved", "outdated": "resolved"},
+        "reopen": {"resolved": "open"},
+        "outdate": {"open": "outdated"},
+    },
+    actor={"resolve": "author", "reopen": "author", "outdate": "room"},
+    terminal=(),
+    open_states=vocabulary.THREAD_OPEN,
+    resting=tuple(s for s in vocabulary.THREAD_STATUSES if s not in vocabulary.THREAD_OPEN),
+)
+
+MACHINES: Final = {machine.kind: machine for machine in (PROPOSAL, HANDOFF, TASK, THREAD)}

@@ -27,7 +27,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from commonroom.engine import access, attachments, blame, gitsync, leases, proposals, sessions
+from commonroom.engine import (
+    access,
+    attachments,
+    blame,
+    gitsync,
+    leases,
+    proposals,
+    sessions,
+    threads,
+)
 from commonroom.engine.core import DEFAULT_CONFIG, Engine, EngineConfig, Hooks, Outcome
 from commonroom.engine.operations import HANDLERS
 from commonroom.engine.settle import FileSettling
@@ -45,6 +54,7 @@ HOOKS = Hooks(
         # provenance first: a committed proposal's texts are still unpruned here
         blame.record_version,
         leases.on_document_change, proposals.on_document_change, leases.hold_human_edits,
+        threads.on_document_change,  # the review conversation: re-anchor threads (issue 22)
         gitsync.on_document_change,  # last: it only schedules the git commit after this one
     ),
     on_expiry=(leases.expire, sessions.expire, attachments.expire),

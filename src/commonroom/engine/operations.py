@@ -24,8 +24,10 @@ from commonroom.engine import (
     proposals,
     reads,
     restore,
+    revisions,
     surfaces,
     tasks,
+    threads,
 )
 from commonroom.engine.core import Handler
 from commonroom.protocol.operations import OPERATIONS_BY_NAME
@@ -89,6 +91,14 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.policy_remove": policies.remove,
     "workspace.policy_pause": policies.pause,
     "workspace.policies": policies.list_policies,
+    # -- the review conversation: threads, revisions, rebase (PROTOCOL.md 17, issue 22)
+    "thread.open": threads.open_thread,
+    "thread.reply": threads.reply,
+    "thread.resolve": threads.resolve,
+    "workspace.threads": threads.list_threads,
+    "workspace.thread": threads.thread_one,
+    "workspace.proposal.revise": revisions.revise,
+    "workspace.proposal.rebase": revisions.rebase,
 }
 
 _missing = OPERATIONS_BY_NAME.keys() - HANDLERS.keys()

@@ -48,6 +48,7 @@ from commonroom.protocol.records import (
 )
 from commonroom.protocol.requests import (
     CommitParams,
+    ProposalDetailParams,
     ProposalIdParams,
     ProposalsParams,
     ProposeParams,
@@ -64,6 +65,16 @@ _COLUMNS = (
     "proposal_id, participant_id, region, base_version, summary, status, created_at, updated_at,"
     " reviewer_id, review_comment, committed_version"
 )
+_FIELDS: Final = tuple(name.strip() for name in _COLUMNS.split(","))
+# Read after `_COLUMNS` wherever a `Proposal` is built from a row.
+_REVISION_COLUMNS = "revision, rebased"
+
+
+def _proposal(row: Any) -> Proposal:
+    """A `Proposal` from a row of `_COLUMNS` then `_REVISION_COLUMNS`."""
+    *columns, revision, rebased = row
+    fields = dict(zip(_FIELDS, columns, strict=True))
+    return Proposal(**fields, revision=revision, rebased=bool(rebased))
 
 
 def region_digest(snap: Snapshot, region: str) -> str | None:
@@ -94,13 +105,14 @@ def unified_diff(before: str, after: str, from_label: str, to_label: str) -> str
 
 def _get(tx: Tx, proposal_id: str) -> Proposal:
     row = tx.conn.execute(
-        f"SELECT {_COLUMNS} FROM proposals WHERE proposal_id = ?", (proposal_id,)
+        f"SELECT {_COLUMNS}, {_REVISION_COLUMNS} FROM proposals WHERE proposal_id = ?",
+        (proposal_id,),
     ).fetchone()
     if row is None:
         raise CommonroomError(
             "proposal_not_found", f"no proposal {proposal_id!r}", proposal_id=proposal_id
         )
-    return Proposal(*row)
+    return _proposal(row)
 
 
 def _move(tx: Tx, proposal: Proposal, action: str, **columns: Any) -> Proposal:
@@ -133,13 +145,15 @@ def _check_summary(summary: str) -> str:
 
 
 def _prune_where(tx: Tx, where: str, args: tuple[Any, ...], keep: int) -> None:
-    tx.conn.execute(
+    pruned = tx.conn.execute(
         "UPDATE proposals SET content = '', original_content = NULL, content_bytes = 0,"
         " pruned_at = ? WHERE proposal_id IN (SELECT proposal_id FROM proposals"
         f" WHERE {_TERMINAL_SQL} AND pruned_at IS NULL {where}"
-        " ORDER BY updated_at DESC, rowid DESC LIMIT -1 OFFSET ?)",
+        " ORDER BY updated_at DESC, rowid DESC LIMIT -1 OFFSET ?) RETURNING proposal_id",
         (tx.now_s, *args, keep),
-    )
+    ).fetchall()
+    # A pruned proposal's earlier revisions go with its text (their rows hold text only).
+    tx.conn.executemany("DELETE FROM proposal_revisions WHERE proposal_id = ?", pruned)
 
 
 def prune(tx: Tx, author: str) -> None:
@@ -210,6 +224,19 @@ def check_outline(current: Snapshot, region: str, content: str) -> None:
         raise error
 
 
+def check_pending_limit(tx: Tx, pid: str) -> None:
+    pending = tx.conn.execute(
+        "SELECT count(*) FROM proposals WHERE participant_id = ? AND status = 'pending'", (pid,)
+    ).fetchone()[0]
+    if pending >= limits.MAX_PENDING_PROPOSALS:
+        raise CommonroomError(
+            "limit_exceeded",
+            f"a participant has at most {limits.MAX_PENDING_PROPOSALS} pending proposals",
+            {"limit": limits.MAX_PENDING_PROPOSALS},
+            retry_after_seconds=60,
+        )
+
+
 def propose(tx: Tx, p: ProposeParams) -> Proposal:
     summary = _check_summary(p.summary)
     _check_size(p.content)
@@ -241,16 +268,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     check_outline(engine.current(), span.region, p.content)
     pid = tx.actor.participant_id
     raise_if_blocked(tx, span.region, pid)
-    pending = tx.conn.execute(
-        "SELECT count(*) FROM proposals WHERE participant_id = ? AND status = 'pending'", (pid,)
-    ).fetchone()[0]
-    if pending >= limits.MAX_PENDING_PROPOSALS:
-        raise CommonroomError(
-            "limit_exceeded",
-            f"a participant has at most {limits.MAX_PENDING_PROPOSALS} pending proposals",
-            {"limit": limits.MAX_PENDING_PROPOSALS},
-            retry_after_seconds=60,
-        )
+    check_pending_limit(tx, pid)
     size = len(encode_text(p.content))
     if pid != engine.host_participant_id:
         _make_room(tx, pid, size)
@@ -274,7 +292,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     return proposal
 
 
-def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
+def proposal_detail(tx: Tx, p: ProposalDetailParams) -> ProposalDetail:
     """The proposal plus its content and the diff a reviewer sees: current region text -> proposed."""
     proposal = _get(tx, p.proposal_id)
     content, original, base_digest, pruned_at = tx.conn.execute(
@@ -297,16 +315,21 @@ def proposal_detail(tx: Tx, p: ProposalIdParams) -> ProposalDetail:
     )
     fields = attrs.asdict(proposal, recurse=False)
     del fields["stale"], fields["amended"]  # computed here, for any status
-    return ProposalDetail(
+    detail = ProposalDetail(
         **fields, content=content,
         current_version=current.version, diff=diff, stale=stale, original_content=original,
         pruned=pruned, amended=original is not None, proposed_content=original,
     )
+    from commonroom.engine import revisions  # the review conversation (issue 22)
+
+    return revisions.with_revisions(tx, detail, p.revision)
 
 
 def _stored(proposal: Proposal) -> tuple[Any, ...]:
-    """The proposal's `_COLUMNS` values (`stale` and `amended` are computed, never stored)."""
-    return attrs.astuple(proposal, filter=lambda field, _: field.name not in ("stale", "amended"))
+    """The proposal's `_COLUMNS` values (`stale` and `amended` are computed, never stored;
+    the revision columns are written by their own statements)."""
+    return attrs.astuple(proposal, filter=lambda field, _: field.name not in (
+        "stale", "amended", "revision", "rebased"))
 
 
 def is_stale(current: Snapshot, region: str, base_version: int, base_digest: str) -> bool:
@@ -316,8 +339,9 @@ def is_stale(current: Snapshot, region: str, base_version: int, base_digest: str
     )
 
 
-# What `_listed` reads: the record's columns, the base's region hash, whether it was amended.
-_LISTED: Final = f"{_COLUMNS}, base_region_hash, original_content IS NOT NULL"
+# What `_listed` reads: the record's columns, its revision, the base's region hash, whether
+# it was amended.
+_LISTED: Final = f"{_COLUMNS}, {_REVISION_COLUMNS}, base_region_hash, original_content IS NOT NULL"
 
 
 def _listed(tx: Tx, rows: Any) -> list[Proposal]:
@@ -325,7 +349,7 @@ def _listed(tx: Tx, rows: Any) -> list[Proposal]:
     current = tx.engine.current()
     out: list[Proposal] = []
     for *columns, base_digest, amended in rows:
-        proposal = attrs.evolve(Proposal(*columns), amended=bool(amended))
+        proposal = attrs.evolve(_proposal(columns), amended=bool(amended))
         if proposal.status in PROPOSAL.open_states:
             stale = is_stale(current, proposal.region, proposal.base_version, base_digest)
             proposal = attrs.evolve(proposal, stale=stale)
@@ -357,17 +381,30 @@ def open_proposals(tx: Tx) -> list[Proposal]:
 
 
 def review(tx: Tx, p: ReviewParams) -> Reviewed:
+    from commonroom.engine import threads  # the review conversation (issue 22)
+
     proposal = _get(tx, p.proposal_id)
     reviewer = tx.actor.participant_id
+    comment = p.comment if p.comment is not None and p.comment.strip() else None
+    if p.decision == "request_changes" and comment is None:
+        raise invalid_request("request_changes needs a comment: say what to change", "comment")
+    if comment is not None:
+        threads.check_body(comment, "comment")
     if p.content is not None:
         _amend(tx, proposal, p)
-    moved = _move(tx, proposal, p.decision, reviewer_id=reviewer, review_comment=p.comment)
+    moved = _move(tx, proposal, p.decision, reviewer_id=reviewer, review_comment=comment)
     # The comment reaches the author in the review event (PROTOCOL §7 "Review"), null when none.
     if moved.status == "approved":
-        tx.emit(ev.ProposalApproved(moved.proposal_id, reviewer, p.comment))
+        tx.emit(ev.ProposalApproved(moved.proposal_id, reviewer, comment))
+    elif moved.status == "changes_requested":
+        assert comment is not None
+        tx.emit(ev.ProposalChangesRequested(moved.proposal_id, reviewer, comment))
     else:
-        tx.emit(ev.ProposalRejected(moved.proposal_id, reviewer, p.comment))
+        tx.emit(ev.ProposalRejected(moved.proposal_id, reviewer, comment))
         prune(tx, moved.participant_id)
+    if comment is not None:
+        # PROTOCOL §17: a review comment opens a thread on the region, linked to the proposal.
+        threads.open_review_thread(tx, moved.region, moved.proposal_id, comment)
     return Reviewed(moved.proposal_id, moved.status, reviewer)
 
 

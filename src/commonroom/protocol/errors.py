@@ -23,6 +23,7 @@ STATUS: Final[dict[str, int]] = {
     "version_not_found": 404,
     "handoff_not_found": 404,
     "attachment_not_found": 404,
+    "thread_not_found": 404,  # the review conversation (issue 22)
     "lease_conflict": 409,
     "stale_version": 409,
     "proposal_conflict": 409,

@@ -41,6 +41,8 @@ RESOURCES: Final[tuple[str, ...]] = (
     "participants",
     "handoffs",
     "messages",
+    # -- the review conversation (issue 22): threads, for the page and subscriptions/listen
+    "threads",
 )
 
 
@@ -247,6 +249,70 @@ class ProposalWithdrawn(Payload):
     proposal_id: str
 
 
+# -- the review conversation (PROTOCOL.md section 17, issue 22) ------------------
+
+
+@attrs.frozen
+class ProposalChangesRequested(Payload):
+    """A reviewer asked for changes; the comment reaches the author here (and in a thread)."""
+
+    TYPE: ClassVar[str] = "proposal.changes_requested"
+    proposal_id: str
+    reviewer_id: str
+    comment: str
+
+
+@attrs.frozen
+class ProposalRevised(Payload):
+    TYPE: ClassVar[str] = "proposal.revised"
+    proposal_id: str
+    participant_id: str
+    revision: int
+    base_version: int
+    summary: str
+    rebased: bool
+
+
+@attrs.frozen
+class ThreadOpened(Payload):
+    TYPE: ClassVar[str] = "thread.opened"
+    thread_id: str
+    region: str
+    participant_id: str
+    blocking: bool
+    proposal_id: str | None
+
+
+@attrs.frozen
+class ThreadReplied(Payload):
+    TYPE: ClassVar[str] = "thread.replied"
+    thread_id: str
+    region: str
+    participant_id: str
+    comment_id: str
+
+
+@attrs.frozen
+class ThreadResolved(Payload):
+    """`resolved` false: the thread was reopened."""
+
+    TYPE: ClassVar[str] = "thread.resolved"
+    thread_id: str
+    region: str
+    participant_id: str
+    resolved: bool
+
+
+@attrs.frozen
+class ThreadOutdated(Payload):
+    """Its region or its quote is gone at `version` (the thread is kept)."""
+
+    TYPE: ClassVar[str] = "thread.outdated"
+    thread_id: str
+    region: str
+    version: int
+
+
 @attrs.frozen
 class ChangeCommitted(Payload):
     TYPE: ClassVar[str] = "change.committed"
@@ -381,7 +447,7 @@ def _spec(payload: type[Payload], resources: tuple[str, ...] = (), *, ends_strea
     return EventSpec(payload.TYPE, payload, frozenset(resources), ends_streams)
 
 
-_S, _D, _PR, _L, _PA, _H, _M = RESOURCES
+_S, _D, _PR, _L, _PA, _H, _M, _T = RESOURCES
 
 EVENTS: Final[dict[str, EventSpec]] = {
     spec.name: spec
@@ -425,6 +491,13 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(SurfacePublished, (_PA,)),
         _spec(SurfaceCleared, (_PA,)),
         _spec(GuardTripped),
+        # -- the review conversation (issue 22)
+        _spec(ProposalChangesRequested, (_S, _PR)),
+        _spec(ProposalRevised, (_S, _PR)),
+        _spec(ThreadOpened, (_T,)),
+        _spec(ThreadReplied, (_T,)),
+        _spec(ThreadResolved, (_T,)),
+        _spec(ThreadOutdated, (_T,)),
     )
 }
 

@@ -72,6 +72,14 @@ HANDOFF_ATTACHMENT_TTL_MINUTES: Final = 24 * 60
 TERMINAL_TEXTS_PER_PARTICIPANT: Final = 5
 TERMINAL_TEXTS_TOTAL: Final = 100
 PROPOSAL_BYTES_PER_PARTICIPANT: Final = 2 * 1024 * 1024
+# The review conversation (PROTOCOL.md section 17, issue 22): a thread's quote and each
+# comment's body; how many comments one thread keeps and how many open threads one
+# participant (the host excepted) may have; how many revisions a proposal may reach.
+THREAD_QUOTE_MAX: Final = 500  # characters
+THREAD_BODY_MAX_BYTES: Final = 8 * 1024
+THREAD_COMMENTS_MAX: Final = 200
+OPEN_THREADS_PER_PARTICIPANT: Final = 100
+PROPOSAL_REVISIONS_MAX: Final = 50
 # Open streams (SSE, WebSocket, long-poll, MCP streams) at once, issue 24 item 2.
 STREAMS_PER_SESSION: Final = 8
 STREAMS_PER_PARTICIPANT: Final = 8

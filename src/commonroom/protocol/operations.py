@@ -103,9 +103,10 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
     _spec("workspace.proposals", "GET", "/workspace/proposals", "read", rq.ProposalsParams,
         r.Proposals, "Proposals, newest first, optionally by status.",
         **_READ),
-    _spec("workspace.proposal", "GET", "/workspace/proposal", "read", rq.ProposalIdParams,
+    _spec("workspace.proposal", "GET", "/workspace/proposal", "read", rq.ProposalDetailParams,
         r.ProposalDetail,
-        "One proposal with its content and the diff from the region's current text.", **_READ),
+        "One proposal with its content and the diff from the region's current text; its"
+        " revisions, and ?revision=N for an earlier one's content.", **_READ),
     _spec("workspace.room", "GET", "/workspace/room", "read", rq.NoParams, r.RoomSnapshot,
         "One consistent snapshot of the room plus latest_event_id to observe from.", **_READ),
     _spec("workspace.diagnostics", "GET", "/workspace/diagnostics", "read", rq.NoParams,
@@ -135,7 +136,8 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         " based on the version you read; a person reviews it."),
     _spec("workspace.review", "POST", "/workspace/proposal/review", "approve",
         rq.ReviewParams, r.Reviewed,
-        "Approve or reject a pending proposal, with a comment for its author."),
+        "Approve, reject or request changes of a pending proposal, with a comment for its"
+        " author (request_changes needs one; a comment opens a thread on the region)."),
     _spec("workspace.withdraw", "POST", "/workspace/proposal/withdraw", "propose",
         rq.ProposalIdParams, r.Proposal,
         "Withdraw your own proposal."),
@@ -235,6 +237,28 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         "Host: pause (or resume) one policy, or all of them: the kill switch.", idempotent=True),
     _spec("workspace.policies", "GET", "/workspace/policies", "admin", rq.NoParams, r.Policies,
         "Host: every policy and the proposals it approved.", **_READ),
+    # -- the review conversation: threads, revisions, rebase (PROTOCOL.md 17, issue 22)
+    _spec("thread.open", "POST", "/workspace/thread", "message", rq.OpenThreadParams, r.Thread,
+        "Ask or note something about a region (optionally an exact quote of its text);"
+        " blocking: a question you wait on with workspace.wait (nobody else is held)."),
+    _spec("thread.reply", "POST", "/workspace/thread/reply", "message", rq.ReplyParams,
+        r.Thread, "Reply in a thread (it wakes its author's wait)."),
+    _spec("thread.resolve", "POST", "/workspace/thread/resolve", "message", rq.ResolveParams,
+        r.Thread, "Resolve a thread (resolved: false reopens it); its author or the host."),
+    _spec("workspace.threads", "GET", "/workspace/threads", "read", rq.ThreadsParams,
+        r.Threads,
+        "Threads, newest first, by region, status (open, resolved, outdated) or proposal.",
+        **_READ),
+    _spec("workspace.thread", "GET", "/workspace/thread", "read", rq.ThreadIdParams,
+        r.Thread, "One thread with its comments.", **_READ),
+    _spec("workspace.proposal.revise", "POST", "/workspace/proposal/revise", "propose",
+        rq.ReviseParams, r.Proposal,
+        "Revise your proposal in place (pending, changes_requested or superseded): a new"
+        " revision, back to pending."),
+    _spec("workspace.proposal.rebase", "POST", "/workspace/proposal/rebase", "read",
+        rq.RebaseParams, r.Rebased,
+        "Three-way merge of a stale proposal onto the region's current text (author, or a"
+        " reviewer with approve); apply: true makes a clean merge a new revision."),
 )
 
 OPERATIONS_BY_NAME: Final[dict[str, OperationSpec]] = {spec.name: spec for spec in OPERATIONS}

@@ -170,6 +170,10 @@ class Proposal:
     would be refused. Computed by the engine where proposals are listed."""
     amended: bool = False
     """A reviewer changed the text before approving it (PROTOCOL.md section 7)."""
+    revision: int = 1
+    """Raised by 1 by each revise (and applied rebase) of the proposal (PROTOCOL.md 17)."""
+    rebased: bool = False
+    """Its latest revision came from a rebase onto a newer version."""
 
 
 @attrs.frozen
@@ -193,6 +197,23 @@ class ProposalDetail(Proposal):
     """A reviewer changed the text before approving it: `content` is what they approved."""
     proposed_content: str | None = None
     """The author's own text when amended (PROTOCOL.md section 7), else null."""
+    # -- the review conversation (PROTOCOL.md section 17, issue 22); `revision` (the latest)
+    # and `rebased` come with `Proposal`.
+    revisions: list[RevisionInfo] = attrs.Factory(list)
+    """Every revision, oldest first (the last one is `revision`)."""
+    content_revision: int = 1
+    """The revision `content` and `diff` are of (`?revision=N`; default the latest)."""
+    revision_diff: str = ""
+    """Unified diff from the revision before `content_revision` to it ("" for the first)."""
+
+
+@attrs.frozen
+class RevisionInfo:
+    revision: int
+    base_version: int
+    summary: str
+    created_at: str
+    rebased: bool
 
 
 @attrs.frozen
@@ -200,6 +221,67 @@ class Reviewed:
     proposal_id: str
     status: str
     reviewer_id: str
+
+
+# -- the review conversation (PROTOCOL.md section 17, issue 22) ---------------------
+
+
+@attrs.frozen
+class Comment:
+    comment_id: str
+    participant_id: str
+    body: str
+    created_at: str
+
+
+@attrs.frozen
+class Thread:
+    """A conversation anchored to a region and, optionally, an exact quote of its text."""
+
+    thread_id: str
+    region: str
+    quote: str | None
+    blocking: bool
+    status: str
+    """open | resolved | outdated (its region or quote is gone; kept, never deleted)."""
+    author_id: str
+    proposal_id: str | None
+    """The proposal whose review comment opened it, else null."""
+    created_at: str
+    updated_at: str
+    comments: list[Comment]
+
+
+@attrs.frozen
+class Threads:
+    threads: list[Thread]
+
+
+@attrs.frozen
+class RebaseConflict:
+    """One conflicting hunk: the base text, the proposal's (ours) and the current text's (theirs)."""
+
+    base: str
+    ours: str
+    theirs: str
+
+
+@attrs.frozen
+class Rebased:
+    """`workspace.proposal.rebase`: a three-way merge of the region; `applied` when it became a
+    new revision."""
+
+    proposal_id: str
+    clean: bool
+    content: str | None
+    """The merged region text when clean, else null."""
+    base_version: int
+    """The version the merge is based on (the current one)."""
+    conflicts: list[RebaseConflict]
+    applied: bool
+    revision: int
+    """The proposal's revision after the call."""
+    status: str
 
 
 @attrs.frozen

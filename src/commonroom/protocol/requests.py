@@ -136,8 +136,10 @@ class ProposeParams:
 @attrs.frozen
 class ReviewParams:
     proposal_id: str
-    decision: str = attrs.field(metadata={"choices": ("approve", "reject")})
-    comment: str | None = None
+    decision: str = attrs.field(metadata={"choices": ("approve", "reject", "request_changes")})
+    comment: str | None = attrs.field(default=None, metadata={
+        "doc": "for the author (needed by request_changes); opens a thread on the region",
+        "document": True})
     content: str | None = attrs.field(default=None, metadata={
         "doc": "approve only: the text to approve instead of the proposed one (edit before approve)",
         "document": True,
@@ -147,6 +149,13 @@ class ReviewParams:
 @attrs.frozen
 class ProposalIdParams:
     proposal_id: str
+
+
+@attrs.frozen
+class ProposalDetailParams:
+    proposal_id: str
+    revision: int | None = attrs.field(default=None, metadata={
+        "min": 1, "doc": "this revision's content (default: the latest)"})
 
 
 @attrs.frozen
@@ -337,3 +346,65 @@ class PauseParams:
     all: bool = attrs.field(default=False, metadata={"doc": "every policy (the kill switch)"})
     policy_id: str | None = None
     paused: bool = attrs.field(default=True, metadata={"doc": "false resumes"})
+# -- the review conversation: threads, revisions, rebase (PROTOCOL.md 17, issue 22)
+
+@attrs.frozen
+class OpenThreadParams:
+    region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
+                                        "pattern": NONBLANK})
+    body: str = attrs.field(metadata={
+        "doc": f"the question or note, 1 to {limits.THREAD_BODY_MAX_BYTES} bytes",
+        "pattern": NONBLANK, "document": True})
+    quote: str | None = attrs.field(default=None, metadata={
+        "doc": f"an exact span of the region's current text (at most {limits.THREAD_QUOTE_MAX}"
+               " characters)", "document": True})
+    blocking: bool = attrs.field(default=False, metadata={
+        "doc": "a question you wait on (only you are held; ce wait THREAD wakes on a reply)"})
+
+
+@attrs.frozen
+class ReplyParams:
+    thread_id: str
+    body: str = attrs.field(metadata={
+        "doc": f"1 to {limits.THREAD_BODY_MAX_BYTES} bytes", "pattern": NONBLANK,
+        "document": True})
+
+
+@attrs.frozen
+class ResolveParams:
+    thread_id: str
+    resolved: bool = attrs.field(default=True, metadata={"doc": "false reopens the thread"})
+
+
+@attrs.frozen
+class ThreadIdParams:
+    thread_id: str
+
+
+@attrs.frozen
+class ThreadsParams:
+    region: str | None = attrs.field(default=None, metadata={
+        "doc": "only this region's threads (heading path or bare unique title)"})
+    status: str | None = attrs.field(default=None, metadata={"choices": vocabulary.THREAD_STATUSES})
+    proposal_id: str | None = attrs.field(default=None, metadata={
+        "doc": "only the threads of this proposal's review"})
+    limit: int = attrs.field(default=limits.LIST_DEFAULT,
+                             metadata={"min": 1, "max": limits.LIST_MAX})
+
+
+@attrs.frozen
+class ReviseParams:
+    proposal_id: str
+    content: str = attrs.field(metadata={"doc": "the new text of the region, heading included",
+                                         "document": True})
+    summary: str | None = attrs.field(default=None, metadata={
+        "doc": f"1-{limits.SUMMARY_MAX} characters (default: the proposal's)"})
+    base_version: int | None = attrs.field(default=None, metadata={
+        "min": 1, "doc": "the version the new text was written on (default: the proposal's base)"})
+
+
+@attrs.frozen
+class RebaseParams:
+    proposal_id: str
+    apply: bool = attrs.field(default=False, metadata={
+        "doc": "a clean merge becomes a new revision based on the current version"})

@@ -12,10 +12,20 @@ from typing import Final
 
 PROPOSAL_STATUSES: Final = (
     "pending", "approved", "rejected", "committed", "conflicted", "withdrawn", "superseded",
+    "changes_requested",
 )
 PROPOSAL_OPEN: Final = ("pending", "approved")
-"""A proposal that may still land (or be decided); every other status is final."""
-PROPOSAL_TERMINAL: Final = tuple(s for s in PROPOSAL_STATUSES if s not in PROPOSAL_OPEN)
+"""A proposal that may still land (or be decided) as it stands."""
+PROPOSAL_RESTING: Final = ("changes_requested",)
+"""Neither open nor final: waiting for its author's revision (issue 22)."""
+PROPOSAL_TERMINAL: Final = tuple(
+    s for s in PROPOSAL_STATUSES if s not in PROPOSAL_OPEN and s not in PROPOSAL_RESTING
+)
+"""Final, but for `superseded`, which its author may still revise or rebase back to pending
+(`PROPOSAL_REVIVABLE`); terminal proposals' texts are the ones the sidecar prunes."""
+PROPOSAL_REVIVABLE: Final = ("superseded",)
+PROPOSAL_REVISABLE: Final = ("pending", "changes_requested", "superseded")
+"""What `workspace.proposal.revise` accepts (PROTOCOL.md section 17)."""
 PROPOSAL_DECIDED: Final = tuple(s for s in PROPOSAL_STATUSES if s != "pending")
 """Reviewed, or ended instead of a review: a wait for the review ends on these."""
 PROPOSAL_ACCEPTED: Final = ("approved", "committed")
@@ -24,6 +34,9 @@ PROPOSAL_ACCEPTED: Final = ("approved", "committed")
 HANDOFF_STATUSES: Final = ("requested", "accepted", "declined", "completed", "failed", "cancelled")
 HANDOFF_OPEN: Final = ("requested", "accepted")
 HANDOFF_TERMINAL: Final = tuple(s for s in HANDOFF_STATUSES if s not in HANDOFF_OPEN)
+
+THREAD_STATUSES: Final = ("open", "resolved", "outdated")
+THREAD_OPEN: Final = ("open",)
 
 TASK_STATUSES: Final = ("working", "input_required", "completed", "failed", "cancelled")
 TASK_OPEN: Final = ("working", "input_required")
@@ -38,9 +51,11 @@ STATUSES: Final[dict[str, tuple[str, ...]]] = {
     "proposal": PROPOSAL_STATUSES,
     "handoff": HANDOFF_STATUSES,
     "task": TASK_STATUSES,
+    "thread": THREAD_STATUSES,
 }
 OPEN_STATUSES: Final[dict[str, tuple[str, ...]]] = {
     "proposal": PROPOSAL_OPEN,
     "handoff": HANDOFF_OPEN,
     "task": TASK_OPEN,
+    "thread": THREAD_OPEN,
 }

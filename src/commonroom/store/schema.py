@@ -248,6 +248,47 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE INDEX proposals_reviewer ON proposals (reviewer_id) WHERE reviewer_id IS NOT NULL;
     """,
+    # 7 -> 8: the review conversation (engine/threads.py, engine/revisions.py; issue 22).
+    # Threads anchored to a region (and an optional exact quote), their comments;
+    # a proposal's revision number and whether its latest revision came from a
+    # rebase; the earlier revisions of a proposal (the latest one is the
+    # proposal's own row: `content`, `base_version`, `summary`).
+    """
+    CREATE TABLE threads (
+        thread_id TEXT PRIMARY KEY,
+        region TEXT NOT NULL,
+        quote TEXT,
+        blocking INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        author_id TEXT NOT NULL,
+        proposal_id TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    CREATE INDEX threads_region ON threads (region, status);
+    CREATE INDEX threads_status ON threads (status, author_id);
+    CREATE TABLE thread_comments (
+        comment_id TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL,
+        participant_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    );
+    CREATE INDEX thread_comments_thread ON thread_comments (thread_id);
+    ALTER TABLE proposals ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE proposals ADD COLUMN rebased INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE proposals ADD COLUMN revised_at TEXT;
+    CREATE TABLE proposal_revisions (
+        proposal_id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        base_version INTEGER NOT NULL,
+        summary TEXT NOT NULL,
+        content TEXT NOT NULL,
+        rebased INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        UNIQUE (proposal_id, revision)
+    );
+""",
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

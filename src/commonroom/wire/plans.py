@@ -186,6 +186,40 @@ def review(proposal_id: str, timeout: float | None = None) -> Plan[dict[str, Any
     return current
 
 
+def answered(thread: Mapping[str, Any]) -> bool:
+    """A thread's question is answered: its newest comment is someone else's, or it is closed."""
+    comments = thread.get("comments") or []
+    if thread.get("status") != "open":
+        return True
+    return bool(comments) and comments[-1].get("participant_id") != thread.get("author_id")
+
+
+def reply(thread_id: str, timeout: float | None = None) -> Plan[dict[str, Any]]:
+    """Wait until someone other than its author answers a thread (or it is resolved, outdated).
+
+    The author of a blocking question waits here; nobody else is held. Long-polls
+    `workspace.wait` and reads the thread again only when an event names it.
+    Raises `commonroom.Timeout` after `timeout` seconds (None: no limit).
+    """
+    deadline = None if timeout is None else (yield Now()) + timeout
+    cursor = (yield Call("workspace.room"))["latest_event_id"]
+    thread: dict[str, Any] = yield Call("workspace.thread", {"thread_id": thread_id})
+    while not answered(thread):
+        hold = float(WAIT_HOLD_SECONDS)
+        if deadline is not None:
+            hold = min(hold, deadline - (yield Now()))
+            if hold <= 0:
+                raise errors.Timeout(
+                    f"thread {thread_id} has no answer after {timeout:g} s",
+                    {"thread_id": thread_id, "status": thread.get("status")})
+        answer = yield Call("workspace.wait", {"cursor": cursor, "timeout_seconds": hold}, hold)
+        cursor = answer.get("cursor", cursor)
+        if answer.get("resync") or any(_names(event, thread_id, "thread_id")
+                                       for event in answer.get("events", ())):
+            thread = yield Call("workspace.thread", {"thread_id": thread_id})
+    return thread
+
+
 def presence() -> Plan[NoReturn]:
     """Keep a session present for ever (`ce join`'s hold): any request renews presence.
 
@@ -248,12 +282,13 @@ def _next_cursor(answer: Any, cursor: int) -> int | None:
     return max((i for i in ids if isinstance(i, int)), default=cursor)
 
 
-def _names(event: Any, proposal_id: str) -> bool:
+def _names(event: Any, value: str, key: str = "proposal_id") -> bool:
     payload = event.get("payload") if isinstance(event, dict) else None
-    return isinstance(payload, dict) and payload.get("proposal_id") == proposal_id
+    return isinstance(payload, dict) and payload.get(key) == value
 
 
 __all__ = [
     "DECIDED", "WAIT_HOLD_SECONDS", "Call", "Connected", "Emit", "Next", "Now", "Open", "Plan",
-    "Reconnecting", "SSEMessage", "Sleep", "Step", "Unreachable", "events", "presence", "review",
+    "Reconnecting", "SSEMessage", "Sleep", "Step", "Unreachable", "answered", "events", "presence",
+    "reply", "review",
 ]

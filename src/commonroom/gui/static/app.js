@@ -34,6 +34,7 @@
   const md = window.markdownit({ html: false, linkify: false, typographer: false });
 
   const $ = (id) => document.getElementById(id);
+  let threads = null; // hook: threads (threads.js, the review conversation)
   const state = {
     room: null, names: new Map(), proposals: [], details: new Map(), doc: null, regions: [],
     selected: null, view: "rendered", editing: false, dropped: new Set(), lastVersion: 0, latestEvent: 0,
@@ -497,6 +498,7 @@
     if (again.has("invitations")) loadInvitations().catch(() => {});
     if (again.has("panels")) loadOptionalPanels();
     if (state.selected) await refreshReview();
+    if (threads) await threads.refresh().catch(() => {}); // hook: threads
   }
 
   async function loadDocument(version) {
@@ -547,6 +549,7 @@
       if (!region) return;
       const id = "sec-" + n;
       node.id = id;
+      node.dataset.region = region.region; // hook: threads
       outline.append(el("li", {}, el("a", { href: "#" + id }, region.title)));
       for (const lease of leases.get(region.region) || []) {
         const hold = lease.reason === "human_editing" || hostIds.has(lease.participant_id);
@@ -725,6 +728,7 @@
     if (!detail.amended && state.view === "amended") state.view = "rendered";
     if (state.editing && !$("edit-text").value) $("edit-text").value = detail.content;
     if (redraw) renderReviewBody(); else updateButtons();
+    if (threads) threads.review(detail, current); // hook: threads
   }
 
   function leaseText(region) {
@@ -1460,6 +1464,9 @@
     try { await loadVocabulary(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     renderInviteForm(); wireReview(); wireMessages();
     if (window.commonroomBlame) window.commonroomBlame.attach({ api, el, clear, nameOf, state }); // hook: blame
+    if (window.CommonroomThreads) { // hook: threads
+      threads = window.CommonroomThreads.init({ api, el, clear, nameOf, shortRegion, renderDiff, loadRoom });
+    }
     setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
     try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     connect();

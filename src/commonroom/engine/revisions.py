@@ -1,0 +1,278 @@
+"""Revisions and rebase of a proposal (PROTOCOL.md section 17).
+
+A proposal's row holds its latest revision (`content`, `base_version`,
+`summary`, `revision`, `rebased`); each revise first copies that revision
+into `proposal_revisions`, so the earlier ones stay readable
+(`GET /workspace/proposal?revision=N`) and the page can show the diff between
+the last two. The copies count against the author's stored-text quota
+(`content_bytes`) and go when the proposal's text is pruned.
+
+`revise` is the author's: allowed from `pending`, `changes_requested` and
+`superseded` (the proposal machine's `revise` row), the new content is
+checked like a proposal's (size, base, region, outline, leases), and the
+proposal goes back to `pending` with `proposal.revised`.
+
+`rebase` is a three-way merge of the region: the region's text at the
+proposal's base, the proposal's content, and the region's text now. It costs
+the region, not the document: the base's region is read from its blocks
+(the heading index) and the merge runs over the region's lines only. A clean
+merge answers the merged content; only `apply: true` makes it a new revision
+based on the current version (`rebased: true`), never without being asked.
+Conflicting hunks are answered as `{base, ours, theirs}` and nothing changes.
+The merge is `merge3` (breezy's three-way merge, the algorithm of `diff3`, on
+difflib's matcher): a well-kept, pure-Python library of one module, where a
+hand-written diff3 would be ours to get right.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import attrs
+import merge3
+
+from commonroom.engine import proposals as pr
+from commonroom.engine._state import PROPOSAL, move
+from commonroom.engine.core import Tx, encode_text
+from commonroom.engine.leases import raise_if_blocked
+from commonroom.engine.regions import WHOLE
+from commonroom.protocol import events as ev
+from commonroom.protocol import limits
+from commonroom.protocol.capabilities import require
+from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.protocol.records import (
+    Proposal,
+    ProposalDetail,
+    RebaseConflict,
+    Rebased,
+    RevisionInfo,
+)
+from commonroom.protocol.requests import RebaseParams, ReviseParams
+
+# A rebase whose merged text equals the region's current text changes nothing.
+NO_CHANGE: Final = "no_change"
+
+
+def _revisions(tx: Tx, proposal: Proposal) -> list[RevisionInfo]:
+    earlier = [
+        RevisionInfo(revision, base_version, summary, created_at, bool(rebased))
+        for revision, base_version, summary, created_at, rebased in tx.conn.execute(
+            "SELECT revision, base_version, summary, created_at, rebased FROM proposal_revisions"
+            " WHERE proposal_id = ? ORDER BY revision", (proposal.proposal_id,),
+        )
+    ]
+    # The latest revision is the row itself; it was made when the row was last revised.
+    made = proposal.created_at if proposal.revision == 1 else _revised_at(tx, proposal)
+    return [*earlier, RevisionInfo(proposal.revision, proposal.base_version, proposal.summary,
+                                   made, proposal.rebased)]
+
+
+def _revised_at(tx: Tx, proposal: Proposal) -> str:
+    row = tx.conn.execute("SELECT revised_at FROM proposals WHERE proposal_id = ?",
+                          (proposal.proposal_id,)).fetchone()
+    return str(row[0]) if row and row[0] else proposal.updated_at
+
+
+def _revision_content(tx: Tx, proposal_id: str, revision: int) -> str | None:
+    row = tx.conn.execute(
+        "SELECT content FROM proposal_revisions WHERE proposal_id = ? AND revision = ?",
+        (proposal_id, revision),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def with_revisions(tx: Tx, detail: ProposalDetail, revision: int | None) -> ProposalDetail:
+    """The detail answer's revision fields; `revision` N shows that revision's content."""
+    proposal = pr._get(tx, detail.proposal_id)
+    listed = _revisions(tx, proposal)
+    shown = proposal.revision if revision is None else revision
+    if not 1 <= shown <= proposal.revision:
+        raise CommonroomError(
+            "invalid_request",
+            f"proposal {proposal.proposal_id} has revisions 1 to {proposal.revision}",
+            {"field": "revision", "revisions": proposal.revision},
+            proposal_id=proposal.proposal_id,
+        )
+    content = detail.content
+    diff = detail.diff
+    if shown != proposal.revision:
+        earlier = _revision_content(tx, proposal.proposal_id, shown)
+        content = earlier if earlier is not None else ""
+        current = tx.engine.current()
+        diff = pr.unified_diff(
+            pr.region_text(current, proposal.region), content,
+            f"{proposal.region}@{current.version}", f"{proposal.region}@r{shown}",
+        ) if earlier is not None else ""
+    revision_diff = ""
+    if shown > 1 and not detail.pruned:
+        before = _revision_content(tx, proposal.proposal_id, shown - 1)
+        if before is not None:
+            revision_diff = pr.unified_diff(
+                before, content, f"{proposal.region}@r{shown - 1}", f"{proposal.region}@r{shown}")
+    return attrs.evolve(
+        detail, content=content, diff=diff, revision=proposal.revision,
+        rebased=proposal.rebased, revisions=listed, content_revision=shown,
+        revision_diff=revision_diff,
+    )
+
+
+def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_version: int,
+                  summary: str, rebased: bool) -> Proposal:
+    """Keep the latest revision as an earlier one, write the new one; back to pending."""
+    target = PROPOSAL.target(action, proposal.status)
+    if target is None:
+        raise CommonroomError(
+            "proposal_conflict",
+            f"cannot {action} a proposal that is {proposal.status}",
+            {"status": proposal.status}, proposal_id=proposal.proposal_id,
+        )
+    if proposal.revision >= limits.PROPOSAL_REVISIONS_MAX:
+        raise CommonroomError(
+            "limit_exceeded",
+            f"a proposal has at most {limits.PROPOSAL_REVISIONS_MAX} revisions: propose anew",
+            {"scope": "revisions", "limit": limits.PROPOSAL_REVISIONS_MAX},
+            proposal_id=proposal.proposal_id,
+        )
+    engine = tx.engine
+    pr._check_size(content)
+    if proposal.status != "pending" and target == "pending":
+        pr.check_pending_limit(tx, proposal.participant_id)  # a revived proposal counts again
+    if base_version > engine.current_version:
+        raise CommonroomError(
+            "version_not_found", f"version {base_version} does not exist yet",
+            {"version": base_version}, current_version=engine.current_version,
+        )
+    base = engine.snapshot(base_version)
+    digest = pr.region_digest(base, proposal.region)
+    if digest is None:
+        raise CommonroomError(
+            "invalid_region", f"{proposal.region!r} does not exist at version {base_version}",
+            region=proposal.region,
+        )
+    current = engine.current()
+    # The same rule as a propose: a base whose region text moved on is refused.
+    if base_version < current.version and pr.region_digest(current, proposal.region) != digest:
+        raise pr.stale_error(tx, proposal.region, base_version, proposal.proposal_id)
+    if not current.outline.has_path(proposal.region):
+        raise CommonroomError(
+            "invalid_region", f"{proposal.region!r} is gone from the current version",
+            region=proposal.region, current_version=current.version,
+        )
+    pr.check_outline(current, proposal.region, content)
+    raise_if_blocked(tx, proposal.region, tx.actor.participant_id)
+    old_content, stored = tx.conn.execute(
+        "SELECT content, pruned_at FROM proposals WHERE proposal_id = ?", (proposal.proposal_id,)
+    ).fetchone()
+    size = len(encode_text(content))
+    kept = len(encode_text(old_content)) if stored is None else 0
+    author = proposal.participant_id
+    if author != engine.host_participant_id:
+        pr._make_room(tx, author, size)
+    if stored is None:
+        tx.conn.execute(
+            "INSERT INTO proposal_revisions (proposal_id, revision, base_version, summary,"
+            " content, rebased, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (proposal.proposal_id, proposal.revision, proposal.base_version, proposal.summary,
+             old_content, int(proposal.rebased), _revised_at(tx, proposal)),
+        )
+    revision = proposal.revision + 1
+    tx.conn.execute(
+        "UPDATE proposals SET content = ?, original_content = NULL, base_version = ?,"
+        " base_region_hash = ?, summary = ?, revised_at = ?,"
+        " reviewer_id = NULL, review_comment = NULL, revision = ?, rebased = ?, pruned_at = NULL,"
+        " content_bytes = content_bytes - length(CAST(content AS BLOB))"
+        " - coalesce(length(CAST(original_content AS BLOB)), 0) + ? + ?"
+        " WHERE proposal_id = ?",
+        (content, base_version, digest, summary, tx.now_s, revision,
+         int(rebased), kept, size, proposal.proposal_id),
+    )
+    move(tx, PROPOSAL, proposal.proposal_id, proposal.status, action, refuse=_checked_above)
+    tx.emit(ev.ProposalRevised(proposal.proposal_id, tx.actor.participant_id, revision,
+                               base_version, summary, rebased))
+    return pr._get(tx, proposal.proposal_id)
+
+
+def _checked_above() -> CommonroomError:
+    raise AssertionError("the move was checked before any write")
+
+
+def revise(tx: Tx, p: ReviseParams) -> Proposal:
+    proposal = pr._get(tx, p.proposal_id)
+    if proposal.participant_id != tx.actor.participant_id:
+        raise CommonroomError(
+            "permission_denied", "only the author revises a proposal",
+            proposal_id=proposal.proposal_id,
+        )
+    summary = proposal.summary if p.summary is None else pr._check_summary(p.summary)
+    base_version = proposal.base_version if p.base_version is None else p.base_version
+    return _new_revision(tx, proposal, "revise", p.content, base_version, summary, False)
+
+
+def _split(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+def merge_region(base: str, ours: str, theirs: str) -> tuple[str | None, list[RebaseConflict]]:
+    """Three-way merge by lines: (merged text, []) when clean, else (None, conflicts)."""
+    merged: list[str] = []
+    conflicts: list[RebaseConflict] = []
+    for group in merge3.Merge3(_split(base), _split(ours), _split(theirs)).merge_groups():
+        if group[0] == "conflict":
+            base_lines, our_lines, their_lines = group[1], group[2], group[3]
+            conflicts.append(RebaseConflict("".join(base_lines), "".join(our_lines),
+                                            "".join(their_lines)))
+        else:
+            merged.extend(group[1])
+    return (None, conflicts) if conflicts else ("".join(merged), [])
+
+
+def rebase(tx: Tx, p: RebaseParams) -> Rebased:
+    proposal = pr._get(tx, p.proposal_id)
+    actor = tx.actor
+    if proposal.participant_id != actor.participant_id:
+        require(actor.capabilities, "approve")  # a reviewer may rebase someone's proposal
+    if PROPOSAL.target("rebase", proposal.status) is None:
+        raise CommonroomError(
+            "proposal_conflict", f"cannot rebase a proposal that is {proposal.status}",
+            {"status": proposal.status}, proposal_id=proposal.proposal_id,
+        )
+    ours, pruned_at = tx.conn.execute(
+        "SELECT content, pruned_at FROM proposals WHERE proposal_id = ?", (proposal.proposal_id,)
+    ).fetchone()
+    if pruned_at is not None:
+        raise CommonroomError(
+            "proposal_conflict", "the room no longer keeps this proposal's text: propose anew",
+            {"status": proposal.status, "reason": "pruned"}, proposal_id=proposal.proposal_id,
+        )
+    engine = tx.engine
+    current = engine.current()
+    region = proposal.region
+    if region != WHOLE and not current.outline.has_path(region):
+        raise CommonroomError(
+            "invalid_region", f"{region!r} is gone from the current version: nothing to rebase"
+            " onto", region=region, current_version=current.version,
+        )
+    base_text = pr.region_text(engine.snapshot(proposal.base_version), region)
+    theirs = pr.region_text(current, region)
+    content, conflicts = merge_region(base_text, ours, theirs)
+    applied = False
+    revision = proposal.revision
+    status = proposal.status
+    if content is not None and p.apply:
+        if content == theirs:
+            error = invalid_request(
+                "the merged text equals the region's current text: the proposal's change is"
+                " already there (withdraw it)", "apply")
+            error.details.update(reason=NO_CHANGE)
+            raise error
+        if current.version == proposal.base_version:
+            raise invalid_request("the proposal is based on the current version already",
+                                  "apply")
+        moved = _new_revision(tx, proposal, "rebase", content, current.version,
+                              proposal.summary, True)
+        applied, revision, status = True, moved.revision, moved.status
+    return Rebased(proposal.proposal_id, content is not None, content, current.version,
+                   conflicts, applied, revision, status)
+
+
+__all__ = ["merge_region", "rebase", "revise", "with_revisions"]
