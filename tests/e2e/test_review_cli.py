@@ -183,7 +183,10 @@ def test_rebase_clean_and_conflicting_through_the_cli(
     join(doc, "author")
     clean = _stale_proposal(doc, tmp_path, ("- Privacy", "- Weather.\n- Privacy"),
                             ("manual entry\n  must stay quick.", "manual entry\n  must be quick."))
-    assert ce_ok("show", str(doc), clean)["stale"] is True
+    # The host's save changed its region: superseded, so not `stale` (a decided proposal never
+    # is, docs/protocol.md "The host's side"); rebase carries it onto the new text.
+    shown = ce_ok("show", str(doc), clean)
+    assert (shown["status"], shown["stale"]) == ("superseded", False)
     preview = ce_ok("rebase", clean, "--profile", "author")
     assert preview["clean"] is True and preview["applied"] is False
     assert "must be quick." in preview["content"] and "- Weather.\n" in preview["content"]
