@@ -1,7 +1,7 @@
 """Editing the room's file the way editors save it, for tests that edit a running room.
 
 `Path.write_text` truncates the file and then writes it; many editors save
-that way too (the room settles either, PROTOCOL.md section 16). Tests that
+that way too (the room settles either, docs/spec/PROTOCOL.md section 16). Tests that
 only need an edit save a temp file and rename it over the document.
 """
 

@@ -76,9 +76,9 @@ SCENARIOS: tuple[tuple[str, str], ...] = (
 # (scenario, check id) -> why it fails against commonroom by design.
 EXPECTED_FAILURES: dict[tuple[str, str], str] = {
     ("server-stateless", "sep-2575-http-server-method-not-found-404-resources-subscribe"):
-        "commonroom keeps resources/subscribe (the notes: PROTOCOL.md section 12)",
+        "commonroom keeps resources/subscribe (the notes: docs/spec/PROTOCOL.md section 12)",
     ("server-stateless", "sep-2575-http-server-method-not-found-404-resources-unsubscribe"):
-        "commonroom keeps resources/unsubscribe (the notes: PROTOCOL.md section 12)",
+        "commonroom keeps resources/unsubscribe (the notes: docs/spec/PROTOCOL.md section 12)",
     ("server-stateless", "sep-2575-server-rejects-undeclared-capability"):
         "needs the suite's fixture tool test_missing_capability",
     ("server-stateless", "sep-2575-missing-capability-http-400"):

@@ -30,10 +30,10 @@ TAGS: tuple[tuple[str, str], ...] = (
     ("surface", "A participant's published snapshot image."),
     ("discovery", "Unauthenticated documents describing the room's protocol."),
     ("mcp", "Model Context Protocol: 2026-07-28 and the legacy streamable-HTTP revisions"
-            " 2025-11-25, 2025-06-18, 2025-03-26 (PROTOCOL.md section 12)."),
+            " 2025-11-25, 2025-06-18, 2025-03-26 (docs/spec/PROTOCOL.md section 12)."),
 )
 
-# Each recovery field's schema (errors.py RECOVERY_FIELDS; PROTOCOL.md 11 "Errors").
+# Each recovery field's schema (errors.py RECOVERY_FIELDS; docs/spec/PROTOCOL.md 11 "Errors").
 _RECOVERY_SCHEMAS: dict[str, dict[str, Any]] = {
     "base_version": {"type": "integer"},
     "current_version": {"type": "integer"},
@@ -310,7 +310,7 @@ def _mcp_path() -> dict[str, Any]:
                        " `_meta`, a legacy streamable-HTTP session (`Mcp-Session-Id`). A commonroom"
                        " error in a tool is a 200 result with `isError: true` holding the error"
                        " object; no valid bearer on room state is 401 with WWW-Authenticate."
-                       " See PROTOCOL.md section 12.",
+                       " See docs/spec/PROTOCOL.md section 12.",
         "tags": ["mcp"],
         "security": [{"bearer": []}],
         "parameters": headers,

@@ -2,7 +2,7 @@
 
 (Which windows a request is charged to is `http/guards.Gate`'s business.)
 
-PROTOCOL.md section 11 asks for an exact bound: at most `limit` admissions
+docs/spec/PROTOCOL.md section 11 asks for an exact bound: at most `limit` admissions
 per key in *any* window of `period` seconds. Each key keeps the times of its
 admissions inside the current window (a deque, oldest first; at most `limit`
 of them), so the check is exact: request `limit + 1` within a window is

@@ -115,7 +115,7 @@ class ServeOptions:
     # Connections the ingress serves at once; None: what the raised RLIMIT_NOFILE leaves
     # after the reserve (http/serving.connection_caps).
     max_connections: int | None = None
-    # `--git` / `--git-all` (PROTOCOL.md 18): committed versions (and with all, the host's
+    # `--git` / `--git-all` (docs/spec/PROTOCOL.md 18): committed versions (and with all, the host's
     # saves too) become commits in the git work tree around the file.
     git: bool = False
     git_all: bool = False
@@ -140,7 +140,7 @@ class Ready:
         return f"http://127.0.0.1:{self.ingress_port}/mcp"
 
     def ready_json(self) -> dict[str, Any]:
-        """The one `--json` ready line of PROTOCOL.md section 13."""
+        """The one `--json` ready line of docs/spec/PROTOCOL.md section 13."""
         return {
             "workspace_id": self.workspace_id,
             "human_url": self.human_url,

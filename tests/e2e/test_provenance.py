@@ -1,4 +1,4 @@
-"""Provenance end to end (issue 23, PROTOCOL.md section 18) on a real `ce serve`.
+"""Provenance end to end (issue 23, docs/spec/PROTOCOL.md section 18) on a real `ce serve`.
 
 Blame, revert and restore, auto-approve policies and git: REST, MCP and the
 `ce` verbs against one real room in a real git repository (`git log`/`git

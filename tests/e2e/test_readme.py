@@ -85,5 +85,5 @@ def test_the_readme_names_real_sections_and_files() -> None:
     # Paths the README mentions are in the repository (none outside it).
     for path in re.findall(r"`((?:docs|tools|samples|src|tests)/[\w./-]*)`", readme):
         assert (REPO / path).exists(), path
-    assert "PROTOCOL.md" not in readme.replace("docs/protocol.md", "")
+    assert "PROTOCOL.md" not in readme.replace("docs/spec/PROTOCOL.md", "").replace("docs/protocol.md", "")
     assert "*.commonroom.db*" in readme

@@ -3,7 +3,7 @@
 - 50 joins racing for one single-use invitation: exactly one session.
 - 20 agents racing to commit approved proposals on one region: exactly one
   wins each base; every other gets `stale_version` with the recovery fields of
-  PROTOCOL.md section 7, and its proposal becomes `conflicted`.
+  docs/spec/PROTOCOL.md section 7, and its proposal becomes `conflicted`.
 - 100 clients opening and dropping streams (SSE, WebSocket, long-poll) round
   after round leak nothing: the process's open file descriptors and trio tasks
   come back to what they were before, without any event to wake a

@@ -181,7 +181,7 @@ async def test_hundred_thousand_item_arrays_are_refused_or_harmless(
     assert_contract(answers)
     statuses = {name: answer.status for name, answer in answers.items()}
     # 100,000 copies of one known capability are that one capability (the
-    # list is validated in one pass; PROTOCOL.md bounds the names, not repeats).
+    # list is validated in one pass; docs/spec/PROTOCOL.md bounds the names, not repeats).
     assert statuses == {"top level": 400, "capabilities": 200, "content": 400,
                         "join capabilities": 400, "mcp arguments": 400}, statuses
     assert answers["capabilities"].json()["capabilities"] == ["read"]

@@ -1,6 +1,6 @@
 """A bug the soak's leave-and-rejoin loop runs into: the participant limit counted everyone ever.
 
-PROTOCOL.md section 11 caps a room at 256 participants. The join counted
+docs/spec/PROTOCOL.md section 11 caps a room at 256 participants. The join counted
 every participant row, also those who had left, so a room where agents
 leave and rejoin became unjoinable for ever after 256 joins (and said
 "retry after 60 s", which never helped).

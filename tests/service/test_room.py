@@ -105,7 +105,7 @@ async def test_a_stream_ends_within_a_second_of_its_session_expiring(
     room.engine.close()
 
 
-# -- the host's saves: the watcher settles them, a write waits for them (PROTOCOL.md 16)
+# -- the host's saves: the watcher settles them, a write waits for them (docs/spec/PROTOCOL.md 16)
 
 
 async def _watching_room(doc_path: Path, clock: trio.testing.MockClock,

@@ -597,7 +597,7 @@ async def test_wait_holds_until_an_event_arrives(autojump_clock: MockClock, env:
 
 
 async def test_wait_is_not_answered_early_by_the_callers_own_events(autojump_clock: MockClock, env: Env) -> None:
-    """PROTOCOL.md 10.1: own events ride along, but only someone else's end the hold."""
+    """docs/spec/PROTOCOL.md 10.1: own events ride along, but only someone else's end the hold."""
     latest = env.latest
     answers: list[dict[str, Any]] = []
 

@@ -49,7 +49,7 @@ REGIONS: dict[str, tuple[int, ...]] = {
     "workspace": (0, 1, 2, 3),
 }
 # The regions whose own text (heading line to first sub-heading) is each piece: an
-# external edit of a piece holds that region for the host (PROTOCOL.md 10.1).
+# external edit of a piece holds that region for the host (docs/spec/PROTOCOL.md 10.1).
 OWNER_OF_PIECE = ("Plan", "Plan/Goals", "Plan/Risks", "Appendix")
 # Few distinct bodies, so texts collide: a region edited back to what it was is unchanged.
 BODIES = st.sampled_from(["one", "two", "three", "one\n\nand more"])

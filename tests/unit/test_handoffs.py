@@ -1,4 +1,4 @@
-"""Handoffs and their tasks (engine/handoffs.py, engine/tasks.py; PROTOCOL.md 9, 10.1).
+"""Handoffs and their tasks (engine/handoffs.py, engine/tasks.py; docs/spec/PROTOCOL.md 9, 10.1).
 
 The expected moves are written out here independently of the engine's
 `TRANSITIONS`, and every (status, move, actor) combination is tried.

@@ -1,7 +1,7 @@
-"""Property tests of the invitation codec (PROTOCOL.md section 3; issue 14).
+"""Property tests of the invitation codec (docs/spec/PROTOCOL.md section 3; issue 14).
 
 Round trip for every well-formed invitation; every malformed token refused
-with the code PROTOCOL.md names (`unsupported_version` for another version,
+with the code docs/spec/PROTOCOL.md names (`unsupported_version` for another version,
 `invalid_request` for anything else broken) and never with another exception.
 The hand-picked cases live in test_protocol.py; these draw the inputs.
 """

@@ -1,4 +1,4 @@
-"""Provenance (engine/blame.py, restore.py, policies.py; PROTOCOL.md section 18)."""
+"""Provenance (engine/blame.py, restore.py, policies.py; docs/spec/PROTOCOL.md section 18)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The review conversation on the engine (PROTOCOL.md 17): threads, revisions, rebase."""
+"""The review conversation on the engine (docs/spec/PROTOCOL.md 17): threads, revisions, rebase."""
 
 from __future__ import annotations
 

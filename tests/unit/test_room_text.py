@@ -1,5 +1,5 @@
 """Room text, the loop guard, advertised tokens, attachments, surfaces, addressing, presence
-and the human-editing hold, on the engine (PROTOCOL.md 10, 10.1)."""
+and the human-editing hold, on the engine (docs/spec/PROTOCOL.md 10, 10.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A commit never lands over the host's save (engine/core.py, PROTOCOL.md section 16).
+"""A commit never lands over the host's save (engine/core.py, docs/spec/PROTOCOL.md section 16).
 
 The host's editor saves in place at the worst moments of a commit: before the
 sidecar's COMMIT, and after it, just before the rename. The commit is not

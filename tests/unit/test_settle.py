@@ -1,4 +1,4 @@
-"""The settle state machine (engine/settle.py, PROTOCOL.md section 16) on an injected clock.
+"""The settle state machine (engine/settle.py, docs/spec/PROTOCOL.md section 16) on an injected clock.
 
 A simulated file is saved the three ways editors save (truncate then write in
 chunks, overwrite then truncate, temp file + rename; also delete then create),

@@ -138,7 +138,7 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("surface.clear", pal_bearer)
     await call("attachment.delete", host, attachment_id=att["attachment_id"])
     await call("workspace.ping", bearer)
-    # Provenance (PROTOCOL.md 18): blame, revert, restore, policies.
+    # Provenance (docs/spec/PROTOCOL.md 18): blame, revert, restore, policies.
     await call("workspace.blame", bearer, region="workspace")
     restored = await call("workspace.restore", host, region="Plan", version=1)
     await call("workspace.revert", host, version=restored["version"])
@@ -147,7 +147,7 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("workspace.policies", host)
     await call("workspace.policy_pause", host, all=True)
     await call("workspace.policy_remove", host, policy_id=policy["policy_id"])
-    # The review conversation (PROTOCOL.md 17, issue 22).
+    # The review conversation (docs/spec/PROTOCOL.md 17, issue 22).
     thread = await call("thread.open", pal_bearer, region="Plan", body="why?", blocking=True)
     await call("thread.reply", host, thread_id=thread["thread_id"], body="because")
     await call("thread.resolve", pal_bearer, thread_id=thread["thread_id"])

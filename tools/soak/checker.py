@@ -4,7 +4,7 @@ Pure (no network, no clock): `tools/soak/soak.py` feeds it what the streams
 and the agents saw; the tests feed it hand-made histories to show that each
 check can fail.
 
-What it checks (issue 14, PROTOCOL.md sections 6-8):
+What it checks (issue 14, docs/spec/PROTOCOL.md sections 6-8):
 
 - **streams**: every observer saw every event id after its start cursor
   exactly once and in order, or got a `resync` (after which it continues with
@@ -33,7 +33,7 @@ WHOLE = ("workspace", "*")
 
 
 def related(a: str, b: str) -> bool:
-    """The lease conflict relation of PROTOCOL.md section 6 (regions are canonical paths)."""
+    """The lease conflict relation of docs/spec/PROTOCOL.md section 6 (regions are canonical paths)."""
     if a == b or a in WHOLE or b in WHOLE:
         return True
     return b.startswith(a + "/") if len(a) < len(b) else a.startswith(b + "/")

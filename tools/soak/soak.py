@@ -728,7 +728,7 @@ class Soak:
             raise SessionEnded("unauthorized")
         result = answer.body.get("result") if isinstance(answer.body, dict) else None
         if isinstance(result, dict) and result.get("isError"):
-            # A tool's commonroom error is a result (PROTOCOL.md 12): its text is the error object.
+            # A tool's commonroom error is a result (docs/spec/PROTOCOL.md 12): its text is the error object.
             error = json.loads(result["content"][0]["text"])
             if error.get("error") in ("unauthorized", "session_expired"):
                 raise SessionEnded(str(error["error"]))

@@ -1,6 +1,6 @@
 """Host commands: `ce invite/invitations/revoke/status/proposals/show/review FILE ...`.
 
-Theory of operation (PROTOCOL.md section 13): a host command acts as the
+Theory of operation (docs/spec/PROTOCOL.md section 13): a host command acts as the
 host (`*`) on the room around FILE, in one of two ways.
 
 - A room runs (the service's credential file next to FILE names a live
@@ -110,7 +110,7 @@ def _via_sidecar(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
 def _let_the_file_settle(engine: Engine) -> None:
     """Record an edit made while no room ran before the call, as a room would.
 
-    The engine reads a changed file only once it has settled (PROTOCOL.md
+    The engine reads a changed file only once it has settled (docs/spec/PROTOCOL.md
     section 16; the room's watcher waits for that): wait it out here, at most
     as long as a room lets a write wait. A file still changing after that is
     answered from the last version, with `"file": "settling"` in the status.

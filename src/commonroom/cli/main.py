@@ -1,4 +1,4 @@
-"""`ce`, the command-line client (PROTOCOL.md section 13).
+"""`ce`, the command-line client (docs/spec/PROTOCOL.md section 13).
 
 Commands: `serve` (and `ce FILE` as its shorthand), the host commands
 (`invite`, `invitations`, `revoke`, `status`, `proposals`, `review`; see
@@ -669,7 +669,7 @@ def _register_agent_verbs() -> None:
     from commonroom.cli import agent, provenance
 
     agent.register(main)
-    provenance.register(main)  # blame, revert, restore, policy, export (PROTOCOL.md 18)
+    provenance.register(main)  # blame, revert, restore, policy, export (docs/spec/PROTOCOL.md 18)
     # -- host: handoffs and room text (issue 21) --
     from commonroom.cli import host_room
 

@@ -1,6 +1,6 @@
 """How `ce` prints: answers, errors, and the one guard every command runs inside.
 
-Rules this module owns (PROTOCOL.md section 13):
+Rules this module owns (docs/spec/PROTOCOL.md section 13):
 
 - with `--json` a command prints one JSON object (or JSON lines for a stream)
   on stdout, and an error is the protocol's error object on stdout;

@@ -1,4 +1,4 @@
-"""Provenance verbs (PROTOCOL.md section 18): `ce blame`, `ce revert`, `ce restore`,
+"""Provenance verbs (docs/spec/PROTOCOL.md section 18): `ce blame`, `ce revert`, `ce restore`,
 `ce policy add|list|rm|pause`, `ce export FILE --git`.
 
 `ce blame REGION` is an agent verb (the saved session); `ce blame FILE REGION`

@@ -1,4 +1,4 @@
-"""The review conversation's verbs (PROTOCOL.md 17): `ce ask/threads/reply/resolve/revise/rebase`.
+"""The review conversation's verbs (docs/spec/PROTOCOL.md 17): `ce ask/threads/reply/resolve/revise/rebase`.
 
 Each thread verb has two forms, told apart by their number of arguments:
 the agent form (`ce ask REGION TEXT`) runs over the saved session like every

@@ -1,7 +1,7 @@
 """The client's exceptions: one class per protocol error code, under `commonroom.CommonroomError`.
 
 The room answers every refusal as `{"error": code, "message", "details"}`
-plus recovery fields (PROTOCOL.md section 11). The client raises the class
+plus recovery fields (docs/spec/PROTOCOL.md section 11). The client raises the class
 this module maps `code` to, the way httpx maps statuses to exceptions, so a
 script writes `except commonroom.StaleVersion as e: e.current_version`
 instead of parsing JSON.

@@ -364,7 +364,7 @@ class Operations:
         """Remove your snapshot."""
         return {}
 
-    # -- provenance: blame, revert and restore, policies (PROTOCOL.md 18) ------------------
+    # -- provenance: blame, revert and restore, policies (docs/spec/PROTOCOL.md 18) ------------------
 
     @operation("workspace.blame", r.BlameAnswer)
     def blame(self, region: str = "workspace", *, version: int | None = None) -> Params:

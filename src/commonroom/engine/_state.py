@@ -108,7 +108,7 @@ PROPOSAL: Final = Machine(
         # Only pending proposals are superseded (docs/protocol.md): an approved one
         # meets stale_version at commit, which carries the recovery fields.
         "supersede": {"pending": "superseded"},
-        # -- the review conversation (PROTOCOL.md section 17, issue 22)
+        # -- the review conversation (docs/spec/PROTOCOL.md section 17, issue 22)
         "request_changes": {"pending": "changes_requested"},
         # The author revises in place: a new revision, back to pending.
         "revise": dict.fromkeys(vocabulary.PROPOSAL_REVISABLE, "pending"),

@@ -1,4 +1,4 @@
-"""Joining, invitations, sessions, leaving, participants (PROTOCOL.md sections 2-4).
+"""Joining, invitations, sessions, leaving, participants (docs/spec/PROTOCOL.md sections 2-4).
 
 Redemption order is fixed by the protocol: unknown secret -> `unauthorized`,
 revoked -> `invitation_revoked`, expired -> `invitation_expired`, used up ->

@@ -1,4 +1,4 @@
-"""Which events are addressed to a participant (PROTOCOL.md 10.1 "Addressed").
+"""Which events are addressed to a participant (docs/spec/PROTOCOL.md 10.1 "Addressed").
 
 Pure functions of an event and a participant id, so the streams (wait,
 observe, MCP) all mark the same events the same way:

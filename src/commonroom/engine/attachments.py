@@ -1,4 +1,4 @@
-"""Attachments: small files shared in the room or in one handoff (PROTOCOL.md 10.1).
+"""Attachments: small files shared in the room or in one handoff (docs/spec/PROTOCOL.md 10.1).
 
 The type is decided by the content, never by the declared type or the name:
 

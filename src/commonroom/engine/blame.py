@@ -1,4 +1,4 @@
-"""Blame (PROTOCOL.md section 18): who last changed each line, from the stored versions.
+"""Blame (docs/spec/PROTOCOL.md section 18): who last changed each line, from the stored versions.
 
 Line history is kept per *section*: the lines from one heading to the next
 heading of any level, and the preamble before the first heading (path

@@ -7,7 +7,7 @@ entry point adapters reach (through the room service, which runs it on the
 single store thread). It calls back into this module:
 
 1. `Engine.refresh`: the file is checked with one `stat`; a change is read
-   once it has settled (`engine.settle`, PROTOCOL.md section 16) and its
+   once it has settled (`engine.settle`, docs/spec/PROTOCOL.md section 16) and its
    content becomes a version (`external edit`) before anything else reads or
    writes; while it settles, reads answer from the last version and a write
    raises `FileSettling` (the room waits and retries); due expiries are applied
@@ -355,7 +355,7 @@ class EngineConfig:
     settle_ms: int = limits.SETTLE_MS
     """A changed file is read once it stayed still this long (`--settle-ms`)."""
     git: GitOptions | None = None
-    """`ce serve --git` / `--git-all` (PROTOCOL.md 18): record versions as git commits."""
+    """`ce serve --git` / `--git-all` (docs/spec/PROTOCOL.md 18): record versions as git commits."""
 
 
 DEFAULT_CONFIG: Final = EngineConfig()
@@ -563,7 +563,7 @@ class Engine:
                 entry.unlink()
 
     def _recover(self, now: datetime) -> None:
-        """Bring file and sidecar together after a stop or a crash (PROTOCOL.md section 15)."""
+        """Bring file and sidecar together after a stop or a crash (docs/spec/PROTOCOL.md section 15)."""
         latest = self.snapshot(self.current_version)
         written = self.conn.execute(
             "SELECT file_written FROM versions WHERE version = ?", (self.current_version,)
@@ -604,7 +604,7 @@ class Engine:
         so take no write lock.
 
         A staged document write is prepared (temp file, fsync) before COMMIT and
-        renamed over the file after it (the order PROTOCOL.md section 15 needs:
+        renamed over the file after it (the order docs/spec/PROTOCOL.md section 15 needs:
         a crash in between is rolled forward on reopen). A rename that *fails*
         is reported, so it must not land later: the committed transaction is
         undone (`UndoLog`) and the client gets `storage_unavailable`. A handler
@@ -1159,7 +1159,7 @@ class Engine:
         )
         if source != "external":
             tx.staged = StagedWrite(snap.version, data)
-        if reverts is not None or restores is not None:  # provenance (PROTOCOL.md section 18)
+        if reverts is not None or restores is not None:  # provenance (docs/spec/PROTOCOL.md section 18)
             tx.conn.execute("UPDATE versions SET reverts = ?, restores = ? WHERE version = ?",
                             (reverts, restores, snap.version))
         tx.emit(ev.ChangeCommitted(

@@ -14,7 +14,7 @@
 It never raises a `CommonroomError`: the `Outcome` holds the result record or
 the error *and* the events that did commit (an expiry swept on the way, or a
 proposal marked `conflicted` by a refused commit), so the room can publish
-them either way. A write that found the file settling (PROTOCOL.md section 16)
+them either way. A write that found the file settling (docs/spec/PROTOCOL.md section 16)
 is an `Outcome` with `retry_at`: the room waits and calls again.
 
 `open_engine` opens an engine with the features' hooks (what a document

@@ -15,7 +15,7 @@ here, and why each is needed above the engine:
   `end_stale_host_sessions`, `load_owner_logins`, `save_owner_login`,
   `end_owner_logins`; `hash_secret` (how every secret is kept); `unused_start_invitation`
   (`ce serve` prints the last start's invitation again while nobody used it);
-- git (PROTOCOL.md 18): `GitOptions` (an `EngineConfig` field), `check_git_work_tree`
+- git (docs/spec/PROTOCOL.md 18): `GitOptions` (an `EngineConfig` field), `check_git_work_tree`
   (`--git` outside a work tree is refused before the room opens), `export_git` (`ce export`).
 """
 

@@ -1,4 +1,4 @@
-"""Versions as git commits (PROTOCOL.md section 18, `ce serve --git`, `ce export FILE --git`).
+"""Versions as git commits (docs/spec/PROTOCOL.md section 18, `ce serve --git`, `ce export FILE --git`).
 
 When the document is inside a git work tree, each committed version (not the
 host's own saves, unless `all_saves`) becomes a commit on the current branch

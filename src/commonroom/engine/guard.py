@@ -1,4 +1,4 @@
-"""The loop guard (PROTOCOL.md 10.1): agents cannot ping-pong forever unseen.
+"""The loop guard (docs/spec/PROTOCOL.md 10.1): agents cannot ping-pong forever unseen.
 
 Per (sender -> target) pair, at most `GUARD_MAX_SENDS` addressed messages and
 handoff requests together in any `GUARD_WINDOW_SECONDS`. The next one is

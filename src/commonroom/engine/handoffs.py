@@ -1,4 +1,4 @@
-"""Handoffs and the tasks they own (PROTOCOL.md 9 and 10.1).
+"""Handoffs and the tasks they own (docs/spec/PROTOCOL.md 9 and 10.1).
 
 A handoff is a correlated request from one participant to another; it is
 never a remote function call: the target decides. Who may make which move and

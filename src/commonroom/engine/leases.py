@@ -1,4 +1,4 @@
-"""Leases: time-boxed reservations of a region (PROTOCOL.md section 6).
+"""Leases: time-boxed reservations of a region (docs/spec/PROTOCOL.md section 6).
 
 A lease conflicts with another participant's active lease on the same region,
 an ancestor or a descendant (`workspace` relates to everything). Renewal never
@@ -141,7 +141,7 @@ def raise_if_blocked(tx: Tx, region: str, participant_id: str) -> None:
         )
 
 
-# -- the human-editing hold (PROTOCOL.md 10.1) ---------------------------------------
+# -- the human-editing hold (docs/spec/PROTOCOL.md 10.1) ---------------------------------------
 
 
 def _own_texts(outline: Outline) -> dict[str, str]:

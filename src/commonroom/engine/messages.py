@@ -1,4 +1,4 @@
-"""Room text (PROTOCOL.md 10 and 10.1).
+"""Room text (docs/spec/PROTOCOL.md 10 and 10.1).
 
 A message is visible to every reader; `to` marks an addressed turn for those
 participants (they must be in the room; `@Name` inside the text addresses

@@ -1,4 +1,4 @@
-"""The stream operations' rules: who may open a stream and from where (PROTOCOL.md sections 8, 10).
+"""The stream operations' rules: who may open a stream and from where (docs/spec/PROTOCOL.md sections 8, 10).
 
 `workspace.observe` (SSE), `workspace.observe_ws` (WebSocket) and
 `workspace.wait` (long-poll) are operations of the table like any other: a

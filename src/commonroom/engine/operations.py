@@ -62,7 +62,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.revoke_invitation": access.revoke_invitation,
     "session.revoke": access.revoke_sessions,
     "workspace.leave": access.leave,
-    # -- handoffs, tasks, room text, attachments, surfaces (PROTOCOL.md 9, 10, 10.1)
+    # -- handoffs, tasks, room text, attachments, surfaces (docs/spec/PROTOCOL.md 9, 10, 10.1)
     "handoff.request": handoffs.request,
     "handoff.respond": handoffs.respond,
     "handoff.result": handoffs.result,
@@ -83,7 +83,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "surface.clear": surfaces.clear,
     # -- workspace.ping (issue 19)
     "workspace.ping": reads.ping,
-    # -- provenance: blame, revert and restore, auto-approve policies (PROTOCOL.md 18)
+    # -- provenance: blame, revert and restore, auto-approve policies (docs/spec/PROTOCOL.md 18)
     "workspace.blame": blame.blame,
     "workspace.revert": restore.revert,
     "workspace.restore": restore.restore,
@@ -91,7 +91,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.policy_remove": policies.remove,
     "workspace.policy_pause": policies.pause,
     "workspace.policies": policies.list_policies,
-    # -- the review conversation: threads, revisions, rebase (PROTOCOL.md 17, issue 22)
+    # -- the review conversation: threads, revisions, rebase (docs/spec/PROTOCOL.md 17, issue 22)
     "thread.open": threads.open_thread,
     "thread.reply": threads.reply,
     "thread.resolve": threads.resolve,

@@ -1,4 +1,4 @@
-"""Scoped auto-approve policies (PROTOCOL.md section 18), the host's alone.
+"""Scoped auto-approve policies (docs/spec/PROTOCOL.md section 18), the host's alone.
 
 A policy names a participant (by id, or a glob over names), a glob over
 region heading paths, the most lines a change may change, and optionally when

@@ -1,4 +1,4 @@
-"""Presence: who made a request or held a stream lately (PROTOCOL.md section 10).
+"""Presence: who made a request or held a stream lately (docs/spec/PROTOCOL.md section 10).
 
 A participant is present while any of its sessions made a request or held a
 stream within the last `limits.PRESENCE_SECONDS` (90 s). It is a fact of the

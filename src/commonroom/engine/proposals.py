@@ -1,4 +1,4 @@
-"""Proposals, review and commits (PROTOCOL.md section 7).
+"""Proposals, review and commits (docs/spec/PROTOCOL.md section 7).
 
 Status transitions are data, not scattered `if`s: `_state.PROPOSAL` lists
 the statuses an action may move a proposal to, and `_state.move` writes them. A region proposal commits when
@@ -283,7 +283,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     )
     tx.emit(ev.ProposalCreated(proposal.proposal_id, pid, proposal.region,
                                proposal.base_version, summary))
-    # provenance (PROTOCOL.md section 18): a matching auto-approve policy reviews it now
+    # provenance (docs/spec/PROTOCOL.md section 18): a matching auto-approve policy reviews it now
     policy_id = policies.approving_policy(tx, pid, proposal.region, p.content)
     if policy_id is not None:
         reviewer = policies.REVIEWER_PREFIX + policy_id

@@ -1,4 +1,4 @@
-"""Regions: the outline of a document and the region resolver (PROTOCOL.md section 5).
+"""Regions: the outline of a document and the region resolver (docs/spec/PROTOCOL.md section 5).
 
 Pure: no I/O, no clock. `Outline(text)` scans one document text once (with
 the CommonMark block scanner of `engine/commonmark.py`); every lookup after

@@ -1,4 +1,4 @@
-"""Revert and restore (PROTOCOL.md section 18), the host's undo.
+"""Revert and restore (docs/spec/PROTOCOL.md section 18), the host's undo.
 
 `revert {version, region?}` makes a new version that undoes what `version`
 changed: a three-way line merge of (text at `version` -> text at `version - 1`)

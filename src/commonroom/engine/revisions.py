@@ -1,4 +1,4 @@
-"""Revisions and rebase of a proposal (PROTOCOL.md section 17).
+"""Revisions and rebase of a proposal (docs/spec/PROTOCOL.md section 17).
 
 A proposal's row holds its latest revision (`content`, `base_version`,
 `summary`, `revision`, `rebased`); each revise first copies that revision

@@ -1,4 +1,4 @@
-"""Sessions: the bearers (PROTOCOL.md section 4).
+"""Sessions: the bearers (docs/spec/PROTOCOL.md section 4).
 
 Everything that creates, checks or ends a session lives here. A session is
 stored as the sha256 of its bearer, never the bearer; looking the hash up

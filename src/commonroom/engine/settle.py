@@ -1,4 +1,4 @@
-"""When a changed file may be read: the settle rules of PROTOCOL.md section 16.
+"""When a changed file may be read: the settle rules of docs/spec/PROTOCOL.md section 16.
 
 Editors save three ways: temp file + rename, truncate then write (often in
 several writes), overwrite then truncate. A look in the middle of the last two

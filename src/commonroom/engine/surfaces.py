@@ -1,4 +1,4 @@
-"""Surfaces: each participant's one current snapshot image (PROTOCOL.md 10.1; Free4Chat's
+"""Surfaces: each participant's one current snapshot image (docs/spec/PROTOCOL.md 10.1; Free4Chat's
 `publish_surface` / `clear_surface` / `read_surface`).
 
 Participant-controlled observation, never capture or control: a participant

@@ -1,4 +1,4 @@
-"""Tasks: the MCP tasks-extension view of accepted handoffs (PROTOCOL.md 9, 10.1).
+"""Tasks: the MCP tasks-extension view of accepted handoffs (docs/spec/PROTOCOL.md 9, 10.1).
 
 A task exists from the moment its handoff is accepted; the handoff owns it.
 `task.get`, `task.update` and `task.cancel` are what the MCP endpoint's

@@ -1,4 +1,4 @@
-"""Threads: conversations anchored to a region and an optional exact quote (PROTOCOL.md 17).
+"""Threads: conversations anchored to a region and an optional exact quote (docs/spec/PROTOCOL.md 17).
 
 A thread belongs to a region (its canonical heading path at the version it
 was opened on) and may carry a quote, an exact span of that region's text.

@@ -1,4 +1,4 @@
-"""MCP revision 2026-07-28 on the session ingress (PROTOCOL.md section 12).
+"""MCP revision 2026-07-28 on the session ingress (docs/spec/PROTOCOL.md section 12).
 
 `wire` (envelope, headers, JSON-RPC errors), `tools` (from the operation
 table), `resources`, `notify` (subscriptions and the two streams), `tasks`

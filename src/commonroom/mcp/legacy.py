@@ -8,7 +8,7 @@ stream and end the session with `DELETE /mcp`. This module owns those
 sessions; the methods they call are the 2026-07-28 endpoint's handlers (one
 table feeds both eras), and only the framing differs (`legacy_result`).
 
-Rules (PROTOCOL.md section 12; docs/protocol.md says why where it chooses):
+Rules (docs/spec/PROTOCOL.md section 12; docs/protocol.md says why where it chooses):
 
 - `initialize` negotiates the newest legacy revision the client offers: the
   one it asks for when it is one of the three, else 2025-11-25.

@@ -1,7 +1,7 @@
 """MCP resources: the room's state as readable URIs, each backed by one table operation.
 
 `commonroom://workspace/{status,document,proposals,leases,participants}` are
-the five workspace resources (PROTOCOL.md section 12); the template
+the five workspace resources (docs/spec/PROTOCOL.md section 12); the template
 `commonroom://workspace/region/{path}` reads one region. All of them are
 subscribable (a region URI is hinted when the document changed in that
 region, an ancestor or a descendant: `notify.changed_uris`). Each is answered by

@@ -1,6 +1,6 @@
 """The tasks extension (`io.modelcontextprotocol/tasks`) over the room's handoff-owned tasks.
 
-A task is the MCP view of an accepted handoff (PROTOCOL.md section 9). The
+A task is the MCP view of an accepted handoff (docs/spec/PROTOCOL.md section 9). The
 MCP methods map onto table operations (`task.get`, `task.update`,
 `task.cancel`) run through the room, so the rules (only the target reports,
 only the requester cancels, task and handoff stay consistent) are the

@@ -83,7 +83,7 @@ def success_result(answer: Any, media: dict[str, Any] | None = None) -> dict[str
 def media_content(result: Any) -> dict[str, Any] | None:
     """An attachment or a surface as MCP content: an image as image content, text as text.
 
-    (PROTOCOL.md 10.1 / the Free4Chat seed: a client shows the file itself, not its base64.)
+    (docs/spec/PROTOCOL.md 10.1 / the Free4Chat seed: a client shows the file itself, not its base64.)
     """
     if not isinstance(result, r.AttachmentData | r.SurfaceData) or result.data_base64 is None:
         return None

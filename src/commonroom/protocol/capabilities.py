@@ -1,4 +1,4 @@
-"""Capability names, implication, and the default agent set (PROTOCOL.md section 2)."""
+"""Capability names, implication, and the default agent set (docs/spec/PROTOCOL.md section 2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one error type and the code -> HTTP status table (PROTOCOL.md section 11).
+"""The one error type and the code -> HTTP status table (docs/spec/PROTOCOL.md section 11).
 
 Every rule violation anywhere in commonroom raises `CommonroomError`. Adapters
 turn it into `{"error", "message", "details"}` plus the recovery fields at the

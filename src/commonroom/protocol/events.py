@@ -1,4 +1,4 @@
-"""The event catalogue: every event type of PROTOCOL.md section 8, as data.
+"""The event catalogue: every event type of docs/spec/PROTOCOL.md section 8, as data.
 
 Theory of operation
 -------------------
@@ -31,7 +31,7 @@ import attrs
 import cattrs
 
 # The resources an event can touch. The first five are the subscribable MCP
-# resources (PROTOCOL.md section 12); the others are reported for the page
+# resources (docs/spec/PROTOCOL.md section 12); the others are reported for the page
 # and for `subscriptions/listen` task streams.
 RESOURCES: Final[tuple[str, ...]] = (
     "status",
@@ -203,9 +203,9 @@ class ProposalApproved(Payload):
     TYPE: ClassVar[str] = "proposal.approved"
     proposal_id: str
     reviewer_id: str
-    # PROTOCOL.md section 7: the comment reaches the author in the review event.
+    # docs/spec/PROTOCOL.md section 7: the comment reaches the author in the review event.
     comment: str | None = None
-    # PROTOCOL.md section 18: set when an auto-approve policy approved it (reviewer "policy:po_…").
+    # docs/spec/PROTOCOL.md section 18: set when an auto-approve policy approved it (reviewer "policy:po_…").
     policy_id: str | None = None
 
 
@@ -249,7 +249,7 @@ class ProposalWithdrawn(Payload):
     proposal_id: str
 
 
-# -- the review conversation (PROTOCOL.md section 17, issue 22) ------------------
+# -- the review conversation (docs/spec/PROTOCOL.md section 17, issue 22) ------------------
 
 
 @attrs.frozen
@@ -321,7 +321,7 @@ class ChangeCommitted(Payload):
     participant_id: str | None
     region: str
     source: str  # proposal | raw | external | revert | restore
-    # provenance (PROTOCOL.md section 18): the version a revert undid / a restore went back to
+    # provenance (docs/spec/PROTOCOL.md section 18): the version a revert undid / a restore went back to
     reverts: int | None = None
     restores: int | None = None
 
@@ -518,7 +518,7 @@ class Event:
     created_at: str
     payload: Payload
     addressed: bool = False
-    """True only in the copy an addressee receives (PROTOCOL.md 10.1 "Addressed")."""
+    """True only in the copy an addressee receives (docs/spec/PROTOCOL.md 10.1 "Addressed")."""
     caused_by: bytes | None = attrs.field(default=None, eq=False, repr=False)
     """The hash of the session whose operation emitted it, for live events only (never on
     the wire): a held wait is not answered early by the caller's own events."""

@@ -1,4 +1,4 @@
-"""The invitation codec: `commonroom://join/<base64url json>` (PROTOCOL.md section 3).
+"""The invitation codec: `commonroom://join/<base64url json>` (docs/spec/PROTOCOL.md section 3).
 
 One decoder serves the CLI and the server. Decoding never raises anything but
 `CommonroomError`: `unsupported_version` for a version other than "1"/1, and

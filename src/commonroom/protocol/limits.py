@@ -1,4 +1,4 @@
-"""Numbers the protocol fixes (PROTOCOL.md sections 4, 6, 7, 8, 10, 11, 16), in one place.
+"""Numbers the protocol fixes (docs/spec/PROTOCOL.md sections 4, 6, 7, 8, 10, 11, 16), in one place.
 
 The engine and the adapters read them from here; `ServingLimits` holds the
 ones a room may be started with other values for (`ce serve` options, tests),
@@ -33,7 +33,7 @@ ANONYMOUS_PER_MINUTE: Final = 60
 BODY_BYTES: Final = 1024 * 1024
 WAIT_MAX_SECONDS: Final = 25
 WAIT_MAX_EVENTS: Final = 200
-# Handoffs, tasks, room text, attachments, surfaces, guards (PROTOCOL.md 9, 10, 10.1).
+# Handoffs, tasks, room text, attachments, surfaces, guards (docs/spec/PROTOCOL.md 9, 10, 10.1).
 HANDOFF_DETAILS_MAX: Final = 16 * 1024  # characters
 HANDOFF_ATTACHMENTS_MAX: Final = 16
 REQUEST_ID_MAX: Final = 128
@@ -72,7 +72,7 @@ HANDOFF_ATTACHMENT_TTL_MINUTES: Final = 24 * 60
 TERMINAL_TEXTS_PER_PARTICIPANT: Final = 5
 TERMINAL_TEXTS_TOTAL: Final = 100
 PROPOSAL_BYTES_PER_PARTICIPANT: Final = 2 * 1024 * 1024
-# The review conversation (PROTOCOL.md section 17, issue 22): a thread's quote and each
+# The review conversation (docs/spec/PROTOCOL.md section 17, issue 22): a thread's quote and each
 # comment's body; how many comments one thread keeps and how many open threads one
 # participant (the host excepted) may have; how many revisions a proposal may reach.
 THREAD_QUOTE_MAX: Final = 500  # characters

@@ -157,7 +157,7 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         idempotent=True),
     _spec("workspace.leave", "POST", "/workspace/leave", "read", rq.NoParams, r.Left,
         "Leave: your sessions end and your leases are released.", destructive=True),
-    # -- handoffs, tasks, room text, attachments, surfaces (PROTOCOL.md 9, 10, 10.1)
+    # -- handoffs, tasks, room text, attachments, surfaces (docs/spec/PROTOCOL.md 9, 10, 10.1)
     _spec("handoff.request", "POST", "/workspace/handoff", "handoff", rq.RequestParams,
         r.Handoff,
         "Ask another participant to take on something (a region, a review); the target"
@@ -216,7 +216,7 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
     _spec("workspace.ping", "GET", "/workspace/ping", "read", rq.NoParams, r.Pong,
         "Is the room there, and who am I in it: your participant id, the current version, the"
         " room's time.", **_READ),
-    # -- provenance: blame, revert and restore, auto-approve policies (PROTOCOL.md 18)
+    # -- provenance: blame, revert and restore, auto-approve policies (docs/spec/PROTOCOL.md 18)
     _spec("workspace.blame", "GET", "/workspace/blame", "read", rq.BlameParams, r.BlameAnswer,
         "Who last changed each line of a region (participant, kind, version, proposal, and"
         " amended_by where a reviewer changed it), at the current or a given version.", **_READ),
@@ -237,7 +237,7 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         "Host: pause (or resume) one policy, or all of them: the kill switch.", idempotent=True),
     _spec("workspace.policies", "GET", "/workspace/policies", "admin", rq.NoParams, r.Policies,
         "Host: every policy and the proposals it approved.", **_READ),
-    # -- the review conversation: threads, revisions, rebase (PROTOCOL.md 17, issue 22)
+    # -- the review conversation: threads, revisions, rebase (docs/spec/PROTOCOL.md 17, issue 22)
     _spec("thread.open", "POST", "/workspace/thread", "message", rq.OpenThreadParams, r.Thread,
         "Ask or note something about a region (optionally an exact quote of its text);"
         " blocking: a question you wait on with workspace.wait (nobody else is held)."),

@@ -1,4 +1,4 @@
-"""The wire records: what every operation answers (PROTOCOL.md section 11), as frozen attrs classes.
+"""The wire records: what every operation answers (docs/spec/PROTOCOL.md section 11), as frozen attrs classes.
 
 Operations return these records; `to_wire` (cattrs) turns them into JSON
 values at the edge only, and `from_wire` turns an answer back into its record
@@ -6,7 +6,7 @@ values at the edge only, and `from_wire` turns an answer back into its record
 Schema of each one for MCP's `outputSchema` and the OpenAPI document, so the
 shapes are written once, here.
 
-Fields are the ones PROTOCOL.md requires plus the additive ones
+Fields are the ones docs/spec/PROTOCOL.md requires plus the additive ones
 `docs/protocol.md` lists. A field that is `X | None` is always present and
 may be null.
 """
@@ -169,9 +169,9 @@ class Proposal:
     """Open (pending/approved) and its region's text moved on since the base: a commit
     would be refused. Computed by the engine where proposals are listed."""
     amended: bool = False
-    """A reviewer changed the text before approving it (PROTOCOL.md section 7)."""
+    """A reviewer changed the text before approving it (docs/spec/PROTOCOL.md section 7)."""
     revision: int = 1
-    """Raised by 1 by each revise (and applied rebase) of the proposal (PROTOCOL.md 17)."""
+    """Raised by 1 by each revise (and applied rebase) of the proposal (docs/spec/PROTOCOL.md 17)."""
     rebased: bool = False
     """Its latest revision came from a rebase onto a newer version."""
 
@@ -196,8 +196,8 @@ class ProposalDetail(Proposal):
     amended: bool = False
     """A reviewer changed the text before approving it: `content` is what they approved."""
     proposed_content: str | None = None
-    """The author's own text when amended (PROTOCOL.md section 7), else null."""
-    # -- the review conversation (PROTOCOL.md section 17, issue 22); `revision` (the latest)
+    """The author's own text when amended (docs/spec/PROTOCOL.md section 7), else null."""
+    # -- the review conversation (docs/spec/PROTOCOL.md section 17, issue 22); `revision` (the latest)
     # and `rebased` come with `Proposal`.
     revisions: list[RevisionInfo] = attrs.Factory(list)
     """Every revision, oldest first (the last one is `revision`)."""
@@ -223,7 +223,7 @@ class Reviewed:
     reviewer_id: str
 
 
-# -- the review conversation (PROTOCOL.md section 17, issue 22) ---------------------
+# -- the review conversation (docs/spec/PROTOCOL.md section 17, issue 22) ---------------------
 
 
 @attrs.frozen
@@ -293,12 +293,12 @@ class Committed:
     proposal_id: str | None  # null for a raw commit
 
 
-# -- handoffs, tasks, room text, attachments, surfaces (PROTOCOL.md 9, 10, 10.1) ---
+# -- handoffs, tasks, room text, attachments, surfaces (docs/spec/PROTOCOL.md 9, 10, 10.1) ---
 
 
 @attrs.frozen
 class Handoff:
-    """Every handoff route answers this bare (PROTOCOL.md 10.1)."""
+    """Every handoff route answers this bare (docs/spec/PROTOCOL.md 10.1)."""
 
     handoff_id: str
     request_id: str | None
@@ -435,7 +435,7 @@ class Status:
     participants: int
     active_leases: int
     pending_proposals: int
-    # PROTOCOL.md section 16: "settling" while a change of the file is not recorded
+    # docs/spec/PROTOCOL.md section 16: "settling" while a change of the file is not recorded
     # yet (reads answer from `version`), "unusable" while the room cannot take the
     # file (not UTF-8, unreadable; writes are refused), else "settled".
     file: str = "settled"
@@ -493,7 +493,7 @@ class Change:
     summary: str
     participant_id: str | None
     created_at: str
-    # provenance (PROTOCOL.md 18): what the version changed and how, for "Restore this section"
+    # provenance (docs/spec/PROTOCOL.md 18): what the version changed and how, for "Restore this section"
     region: str | None = None
     source: str | None = None
 
@@ -585,7 +585,7 @@ class Pong:
     server_time: str
 
 
-# -- provenance: blame, revert and restore, auto-approve policies (PROTOCOL.md 18) -----
+# -- provenance: blame, revert and restore, auto-approve policies (docs/spec/PROTOCOL.md 18) -----
 
 
 @attrs.frozen

@@ -298,7 +298,7 @@ class WaitParams:
     )
 
 
-# -- provenance: blame, revert and restore, auto-approve policies (PROTOCOL.md 18)
+# -- provenance: blame, revert and restore, auto-approve policies (docs/spec/PROTOCOL.md 18)
 
 
 @attrs.frozen
@@ -346,7 +346,7 @@ class PauseParams:
     all: bool = attrs.field(default=False, metadata={"doc": "every policy (the kill switch)"})
     policy_id: str | None = None
     paused: bool = attrs.field(default=True, metadata={"doc": "false resumes"})
-# -- the review conversation: threads, revisions, rebase (PROTOCOL.md 17, issue 22)
+# -- the review conversation: threads, revisions, rebase (docs/spec/PROTOCOL.md 17, issue 22)
 
 @attrs.frozen
 class OpenThreadParams:

@@ -25,7 +25,7 @@ PROPOSAL_TERMINAL: Final = tuple(
 (`PROPOSAL_REVIVABLE`); terminal proposals' texts are the ones the sidecar prunes."""
 PROPOSAL_REVIVABLE: Final = ("superseded",)
 PROPOSAL_REVISABLE: Final = ("pending", "changes_requested", "superseded")
-"""What `workspace.proposal.revise` accepts (PROTOCOL.md section 17)."""
+"""What `workspace.proposal.revise` accepts (docs/spec/PROTOCOL.md section 17)."""
 PROPOSAL_DECIDED: Final = tuple(s for s in PROPOSAL_STATUSES if s != "pending")
 """Reviewed, or ended instead of a review: a wait for the review ends on these."""
 PROPOSAL_ACCEPTED: Final = ("approved", "committed")

@@ -1,4 +1,4 @@
-"""The trio layer: where trio meets the engine (PROTOCOL.md sections 8, 10).
+"""The trio layer: where trio meets the engine (docs/spec/PROTOCOL.md sections 8, 10).
 
 - `core.Room`: runs engine operations on the one store thread, publishes
   their events after they commit, owns the sweeper and the file watcher;

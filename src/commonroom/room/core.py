@@ -18,7 +18,7 @@ its events until its answer is written (`execute(..., publish=False)` then
 subscribers are woken; a later publish flushes everything deferred before it,
 so the order holds.
 
-A write that finds the file settling (the host is saving, PROTOCOL.md section
+A write that finds the file settling (the host is saving, docs/spec/PROTOCOL.md section
 16) is not an error yet: `execute` waits until the settle deadline the engine
 answered and runs the call again, for at most `SETTLE_WAIT_SECONDS`; only then
 does the caller get `storage_unavailable` / `file_changing`. The engine never
@@ -93,7 +93,7 @@ class Room:
         self._sweep_wakeup = trio.Event()
         self._deferred: list[Event] = []
         self._streams: trio.Nursery | None = None
-        # Which events are addressed to a reader (PROTOCOL.md 10.1).
+        # Which events are addressed to a reader (docs/spec/PROTOCOL.md 10.1).
         self.addressed: Addressed | None = facade.addressed
         self.hub.latest_event_id = newest_event_id(engine)
         self.faults = FaultLines(fault_sink or _to_stderr)
@@ -281,7 +281,7 @@ class Room:
 
 
 class FaultLines:
-    """Storage faults as one line each on the room's stderr (PROTOCOL.md section 16).
+    """Storage faults as one line each on the room's stderr (docs/spec/PROTOCOL.md section 16).
 
     Only `storage_unavailable` for a refused write or sidecar (a full disk, a
     read-only folder), never `file_changing` (the host saving is no fault). The

@@ -85,7 +85,7 @@ sweeper's `session.expired` and the `session.revoked`/`participant.left`
 events end a stream at once; this check is the fallback, so it is rare enough
 that 1,000 idle streams cost next to nothing."""
 TOUCH_SECONDS = 20.0
-"""How often a held stream renews presence (PROTOCOL.md: present = last 90 s)."""
+"""How often a held stream renews presence (docs/spec/PROTOCOL.md: present = last 90 s)."""
 WAIT_MAX_SECONDS = float(limits.WAIT_MAX_SECONDS)
 WAIT_MAX_EVENTS = limits.WAIT_MAX_EVENTS
 

@@ -3,7 +3,7 @@
 Change detection is a `stat`: the file's `FileStamp` (size, mtime_ns, inode)
 compared with what the current version has (`engine.settle`); only a changed
 stamp leads to a read. A read is checked: the stamp just before it and just
-after it, so the settle rules (PROTOCOL.md section 16) can refuse bytes that
+after it, so the settle rules (docs/spec/PROTOCOL.md section 16) can refuse bytes that
 changed while they were read. Writes go to a temp file in the same folder,
 are fsynced, keep the original permission bits, and are renamed over the file,
 so a reader never sees half a document; the stamp a write returns is taken

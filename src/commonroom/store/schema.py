@@ -101,7 +101,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE proposals ADD COLUMN original_content TEXT;
     """,
-    # 2 -> 3: the room beyond the document (PROTOCOL.md 9, 10, 10.1): handoffs and their
+    # 2 -> 3: the room beyond the document (docs/spec/PROTOCOL.md 9, 10, 10.1): handoffs and their
     # tasks, room text, attachments, surfaces, the loop guard's window, and the
     # reason column that marks a human-editing hold among the leases.
     """
@@ -221,7 +221,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         expires_at TEXT NOT NULL
     );
     """,
-    # 6 -> 7: provenance and trust (issue 23, PROTOCOL.md section 18). `blame_sections`: per
+    # 6 -> 7: provenance and trust (issue 23, docs/spec/PROTOCOL.md section 18). `blame_sections`: per
     # section (heading to next heading; the preamble's path is "\n") the origin of each
     # line, one row each time a version changed that section's text or path
     # (engine/blame.py). A version records what it reverts or restores. Auto-approve

@@ -1,6 +1,6 @@
 """Undoing one committed transaction: the compensation for a document write that failed.
 
-Why it exists: PROTOCOL.md section 15 orders a document change as *sidecar
+Why it exists: docs/spec/PROTOCOL.md section 15 orders a document change as *sidecar
 COMMIT, then rename of the fsynced temp file over the document*, so that a
 crash between the two is told apart on restart and rolled forward (the
 version is in the sidecar, marked unwritten). A rename that *fails* while the

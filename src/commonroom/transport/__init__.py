@@ -1,4 +1,4 @@
-"""Transport plugins: how bytes reach the room's session ingress (PROTOCOL.md section 14).
+"""Transport plugins: how bytes reach the room's session ingress (docs/spec/PROTOCOL.md section 14).
 
 A plugin only carries bytes. It never decides capabilities, creates sessions
 or reads the workspace; the engine, the HTTP layer and the GUI never import

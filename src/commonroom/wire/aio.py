@@ -1,6 +1,6 @@
 """The trio driver of the wire: HTTP/1.1 exchanges, event streams and plans over a byte stream.
 
-Theory of operation (PROTOCOL.md section 13). A request is encoded by the
+Theory of operation (docs/spec/PROTOCOL.md section 13). A request is encoded by the
 sans-I/O core (`http11`: `Host: commonroom`, `Content-Length`, and
 `Connection: close` unless the connection is kept) and the answer is read
 until its framing says it is complete — `Content-Length`, the last chunk, or
@@ -258,7 +258,7 @@ class Connection:
     """Exchanges with one room, dialled through its transport hint, within `timeouts`.
 
     Without `keep_alive` every request has a connection of its own and says
-    `Connection: close` (PROTOCOL.md section 13; `ce`'s one-shot commands).
+    `Connection: close` (docs/spec/PROTOCOL.md section 13; `ce`'s one-shot commands).
     With it, sequential calls share one connection, because a new TCP
     connection per call costs the room more than a small call: each answer is
     read to its `Content-Length`, and a kept connection the room closed while

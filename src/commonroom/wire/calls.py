@@ -1,6 +1,6 @@
 """An operation call as bytes and back: request shaping and answer decoding, no I/O.
 
-An operation (PROTOCOL.md section 11) is a GET with its parameters in the
+An operation (docs/spec/PROTOCOL.md section 11) is a GET with its parameters in the
 query string, or a POST with them as a JSON object; the session goes in
 `Authorization: Bearer`. A 2xx answer is the operation's JSON; any other is
 the exception `client.errors` maps its code to. Parameters that are None are

@@ -236,7 +236,7 @@ class Connection:
     """Exchanges with one room, dialled through its transport hint, within `timeouts`.
 
     Without `keep_alive` every request has a connection of its own and says
-    `Connection: close` (PROTOCOL.md section 13; `ce`'s one-shot commands).
+    `Connection: close` (docs/spec/PROTOCOL.md section 13; `ce`'s one-shot commands).
     With it, sequential calls share one connection, because a new TCP
     connection per call costs the room more than a small call: each answer is
     read to its `Content-Length`, and a kept connection the room closed while

@@ -1,4 +1,4 @@
-// The host's page (PROTOCOL.md §11; spec PAGE.md). Plain JS, no build step.
+// The host's page (docs/spec/PROTOCOL.md §11; spec PAGE.md). Plain JS, no build step.
 //
 // Rules this file keeps:
 // - Nothing from the document, a proposal, a name or a message becomes HTML:

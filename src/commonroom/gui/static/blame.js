@@ -1,4 +1,4 @@
-// Provenance in the host's page (PROTOCOL.md §18): the blame gutter ("Who wrote this"),
+// Provenance in the host's page (docs/spec/PROTOCOL.md §18): the blame gutter ("Who wrote this"),
 // "Revert this change" / "Restore this section" on history entries, and the Policies panel
 // (every rule, what it approved, the kill switch). Loaded before app.js, which calls the
 // hooks marked `// hook: blame`: attach (once), render (each document render), historyRow
