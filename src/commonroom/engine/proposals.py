@@ -202,18 +202,23 @@ def _check_size(content: str) -> None:
 OUTLINE_OUTSIDE_REGION: Final = "outline_outside_region"
 
 
-def check_outline(current: Snapshot, region: str, content: str) -> None:
+def check_outline(current: Snapshot, region: str, content: str) -> Outline | None:
     """A region proposal may change its own region only (issue 24, item 8), at propose and commit.
 
     An unclosed code fence at the end of a one-region proposal shows as a
     one-line diff, yet once committed it swallowed the sections after it
     (their leases ended, their reads answered `invalid_region`).
+
+    Returns the outline of the text with the region replaced (None for the
+    whole document), so a commit builds the new text and its outline once.
     """
     if region == WHOLE:
-        return
+        return None
     outline = current.outline
     assert isinstance(outline, Outline)  # the current version's outline is always a full one
-    if outline.changes_outside(outline.resolve(region), content):
+    span = outline.resolve(region)
+    replaced = outline.replaced(span, content)
+    if outline.changes_outside(span, content, replaced):
         error = invalid_request(
             f"the proposed text of {region!r} changes the document's headings outside it"
             " (an unclosed code fence or HTML block, a missing newline at its end, a heading"
@@ -222,6 +227,7 @@ def check_outline(current: Snapshot, region: str, content: str) -> None:
         )
         error.details.update(reason=OUTLINE_OUTSIDE_REGION, region=region)
         raise error
+    return replaced
 
 
 def check_pending_limit(tx: Tx, pid: str) -> None:
@@ -509,7 +515,7 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
         )
     # Again at commit: other regions may have changed since the propose (and a
     # reviewer's amendment too), and the text must stay inside its region here.
-    check_outline(current, proposal.region, content)
+    replaced = check_outline(current, proposal.region, content)
     if proposal.region == WHOLE:
         snap = engine.write_version(
             tx, content, summary=proposal.summary, participant_id=tx.actor.participant_id,
@@ -519,7 +525,7 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
         snap = engine.write_replacement(
             tx, current.outline.resolve(proposal.region), content, summary=proposal.summary,
             participant_id=tx.actor.participant_id, region=proposal.region, source="proposal",
-            proposal_id=proposal_id,
+            proposal_id=proposal_id, outline=replaced,
         )
     _move(tx, proposal, "commit", committed_version=snap.version)
     tx.emit(ev.ProposalCommitted(proposal_id, snap.version))
