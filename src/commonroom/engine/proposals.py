@@ -144,10 +144,10 @@ def _check_summary(summary: str) -> str:
     return summary
 
 
-def _prune_where(tx: Tx, where: str, args: tuple[Any, ...], keep: int) -> None:
+def _prune_where(tx: Tx, where: str, args: tuple[Any, ...], keep: int, *, index: str = "") -> None:
     pruned = tx.conn.execute(
         "UPDATE proposals SET content = '', original_content = NULL, content_bytes = 0,"
-        " pruned_at = ? WHERE proposal_id IN (SELECT proposal_id FROM proposals"
+        f" pruned_at = ? WHERE proposal_id IN (SELECT proposal_id FROM proposals {index}"
         f" WHERE {_TERMINAL_SQL} AND pruned_at IS NULL {where}"
         " ORDER BY updated_at DESC, rowid DESC LIMIT -1 OFFSET ?) RETURNING proposal_id",
         (tx.now_s, *args, keep),
@@ -159,7 +159,9 @@ def _prune_where(tx: Tx, where: str, args: tuple[Any, ...], keep: int) -> None:
 def prune(tx: Tx, author: str) -> None:
     """Drop the text of terminal proposals past the newest of `author` and overall (rows stay)."""
     _prune_where(tx, "AND participant_id = ?", (author,), limits.TERMINAL_TEXTS_PER_PARTICIPANT)
-    _prune_where(tx, "", (), limits.TERMINAL_TEXTS_TOTAL)
+    # Without the hint SQLite takes the status index and reads every terminal
+    # proposal ever made; the partial index holds only those with text left.
+    _prune_where(tx, "", (), limits.TERMINAL_TEXTS_TOTAL, index="INDEXED BY proposals_unpruned")
 
 
 def _make_room(tx: Tx, author: str, size: int) -> None:
