@@ -80,6 +80,9 @@ if TYPE_CHECKING:
     from commonroom.engine.gitsync import GitSync
 
 SIDECAR_SUFFIX = ".commonroom.db"
+# From this size a new version's sha256 runs on a writer thread beside the rest
+# of the commit; below it, handing it over costs more than hashing in place.
+HASH_ASIDE_BYTES = 1 << 20
 
 
 def new_id(prefix: str, nbytes: int = 12) -> str:
@@ -472,9 +475,9 @@ class Engine:
         self.conn.close()
 
     def _doc_writer(self) -> ThreadPoolExecutor:
-        """The one thread that writes temp files of new versions (started on first use)."""
+        """The threads that write temp files of new versions and hash big ones (started on first use)."""
         if self._writer is None:
-            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-doc")
+            self._writer = ThreadPoolExecutor(max_workers=2, thread_name_prefix="commonroom-doc")
         return self._writer
 
     def _meta(self, key: str) -> str | None:
@@ -917,13 +920,13 @@ class Engine:
         return their events and the next due time."""
         now = self.clock()
         events = self.refresh(now)
-        due = self._earliest(self.hooks.next_sweep)
+        due = self._earliest(self.hooks.next_sweep, now)
         if due is not None and due <= now:
             with self.transaction(now) as tx:
                 for hook in self.hooks.on_sweep:
                     hook(tx)
             events.extend(tx.events)
-        times = [t for t in (self.next_expiry(), self._earliest(self.hooks.next_sweep)) if t]
+        times = [t for t in (self.next_expiry(), self._earliest(self.hooks.next_sweep, now)) if t]
         return events, min(times) if times else None
 
     def next_expiry(self) -> datetime | None:
@@ -937,12 +940,15 @@ class Engine:
         cached = self._expiry_cache
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        due = self._earliest(self.hooks.next_expiry)
+        due = self._earliest(self.hooks.next_expiry, self.clock())
         self._expiry_cache = (stamp, due)
         return due
 
-    def _earliest(self, finders: tuple[Callable[[Tx], datetime | None], ...]) -> datetime | None:
-        tx = Tx(self, self.conn, self.clock())
+    def _earliest(self, finders: tuple[Callable[[Tx], datetime | None], ...], now: datetime
+                  ) -> datetime | None:
+        """The earliest due time the finders give, asked at `now`: the caller's own
+        reading, so that "due now" compares equal to it (a second reading is later)."""
+        tx = Tx(self, self.conn, now)
         times = [due for find in finders if (due := find(tx)) is not None]
         return min(times) if times else None
 
@@ -1019,12 +1025,14 @@ class Engine:
         *,
         outline: Outline | None = None,
         edit: tuple[int, int, int] | None = None,
+        digest: Future[str] | None = None,
     ) -> Snapshot:
         """Store `data` as the next version.
 
         `outline` is its outline when the caller has it; `edit` says which bytes
         changed against the current version (start, old end, new end), so only
-        the blocks around them are cut, hashed and stored again.
+        the blocks around them are cut, hashed and stored again. `digest` is
+        `data`'s sha256 being computed on the writer threads, taken last.
         """
         version = self.current_version + 1
         before = self._snapshots.get(self.current_version)
@@ -1032,15 +1040,7 @@ class Engine:
             layout = blobs.store_replacement(tx.conn, before.layout, data, *edit)
         else:
             layout = blobs.store_blocks(tx.conn, data)
-        digest = sha256_hex(data)
-        tx.conn.execute(
-            "INSERT INTO versions (version, content_hash, size, manifest, summary, participant_id,"
-            " region, source, proposal_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (version, digest, len(data), layout.manifest(tx.conn, before.layout if before else None), summary,
-             participant_id, region, source,
-             proposal_id, tx.now_s),
-        )
-        faults.reached("after_version_row")
+        manifest = layout.manifest(tx.conn, before.layout if before else None)
         if outline is None:
             outline = Outline(decode_text(data))
         previous = before.index if before is not None else None
@@ -1050,12 +1050,20 @@ class Engine:
             previous if edit is not None else None,
         )
         store_index(tx.conn, version, index)
+        content_hash = sha256_hex(data) if digest is None else digest.result()
+        tx.conn.execute(
+            "INSERT INTO versions (version, content_hash, size, manifest, summary, participant_id,"
+            " region, source, proposal_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (version, content_hash, len(data), manifest, summary, participant_id, region, source,
+             proposal_id, tx.now_s),
+        )
+        faults.reached("after_version_row")
         self.current_version = version
         if before is not None:
             # the version it supersedes leaves memory with its text; read again, it
             # comes back as a stored outline (its heading index, a chunk at a time)
             self._snapshots.pop(before.version, None)
-        return self._remember(Snapshot(version, data, digest, outline, layout, index))
+        return self._remember(Snapshot(version, data, content_hash, outline, layout, index))
 
     def write_version(
         self,
@@ -1105,12 +1113,15 @@ class Engine:
         proposal_id: str | None = None,
         reverts: int | None = None,
         restores: int | None = None,
+        outline: Outline | None = None,
     ) -> Snapshot:
         """`write_version` of the current text with `span` replaced by `content`.
 
         The cost follows the change: the new bytes are the old ones around the
         new content (one copy), the outline is re-scanned around the change
         only (`Outline.replaced`) and only the blocks around it are stored.
+        `outline`, when given, is ``current().outline.replaced(span, content)``
+        already built by the caller (it holds the new text too).
         """
         before = self.current()
         old_data, old_text = before.data, before.text
@@ -1122,7 +1133,8 @@ class Engine:
         raw = encode_text(content)
         view = memoryview(old_data)
         data = b"".join((view[:byte_start], raw, view[byte_end:]))
-        outline = before.outline.replaced(span, content, text=decode_text(data))
+        if outline is None:
+            outline = before.outline.replaced(span, content, text=decode_text(data))
         return self._write_version(
             tx, data, outline, (byte_start, byte_end, byte_start + len(raw)), summary=summary,
             participant_id=participant_id, region=region, source=source, proposal_id=proposal_id,
@@ -1149,13 +1161,19 @@ class Engine:
             # Never write over a save in progress: the room waits for it, records
             # it, and runs this operation again (`room.core.Room.execute`).
             raise FileSettling(self.settle.deadline or tx.now)
+        digest: Future[str] | None = None
         if source != "external" and self.file_problem is None and tx.prepared is None:
-            # The temp file is written and fsynced on the writer thread while this
-            # one hashes the bytes (sha256 of 10 MB: as long as the write itself)
-            # and stores them; the transaction waits for it before COMMIT.
-            tx.prepared = (data, self._doc_writer().submit(self.doc.prepare, data))
+            # The temp file is written and fsynced on one writer thread while this
+            # one stores the blocks and the index; the transaction waits for it
+            # before COMMIT. A big document's sha256 (10 MB: 8 to 15 ms) runs on
+            # the other (hashlib lets go of the GIL), taken when the row is written.
+            writer = self._doc_writer()
+            tx.prepared = (data, writer.submit(self.doc.prepare, data))
+            if len(data) >= HASH_ASIDE_BYTES:
+                digest = writer.submit(sha256_hex, data)
         snap = self._insert_version(
-            tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit
+            tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit,
+            digest=digest,
         )
         if source != "external":
             tx.staged = StagedWrite(snap.version, data)

@@ -366,8 +366,11 @@ class Outline:
         """Does `span` hold every heading of the document (the whole document, or its one top heading)?"""
         return span.region == WHOLE or (bool(self._starts) and self.subsections(span) == len(self._starts) - 1)
 
-    def changes_outside(self, span: Span, content: str) -> bool:
+    def changes_outside(self, span: Span, content: str, new: Outline | None = None) -> bool:
         """Would replacing region `span` with `content` change the outline outside the span?
+
+        `new` is ``self.replaced(span, content)`` when the caller has built it
+        already (a commit builds it once, checks it here, then writes it).
 
         A region proposal may rewrite its own region (its heading, its
         sub-sections) and nothing else (issue 24, item 8). It changes what is
@@ -385,7 +388,8 @@ class Outline:
           the region would become a sub-section of its previous sibling).
           Blank `content` deletes the region and is fine.
         """
-        new = self.replaced(span, content)
+        if new is None:
+            new = self.replaced(span, content)
         old_starts, new_starts = self._starts, new._starts
         before = bisect_left(old_starts, span.start)
         if (new_starts[:before] != old_starts[:before] or new._levels[:before] != self._levels[:before]

@@ -158,10 +158,11 @@ def _write(tx: Tx, current: Snapshot, region: str, text: str, summary: str, sour
         snap = engine.write_version(tx, text, summary=summary, participant_id=pid, region=region,
                                     source=source, reverts=reverts, restores=restores)
     else:
-        check_outline(current, region, text)
+        replaced = check_outline(current, region, text)
+        assert replaced is not None
         span = current.outline.resolve(region)
-        _check_leases(tx, current, current.outline.replace(span, text))
+        _check_leases(tx, current, replaced.text)
         snap = engine.write_replacement(tx, span, text, summary=summary, participant_id=pid,
                                         region=region, source=source, reverts=reverts,
-                                        restores=restores)
+                                        restores=restores, outline=replaced)
     return snap
