@@ -120,7 +120,7 @@ async def test_a_stream_ends_within_a_second_of_its_session_expiring(
     """The sweeper's session.expired ends the stream; no 1-second polling needed."""
     from contextlib import aclosing
 
-    from commonroom.engine.core import hash_secret
+    from commonroom.engine.ids import hash_secret
     from commonroom.room import streams
 
     room, _, joined = await _room(doc_path, autojump_clock)

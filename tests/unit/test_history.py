@@ -12,10 +12,12 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
 from commonroom.engine import dispatch, sessions
-from commonroom.engine.core import SNAPSHOT_CACHE_BYTES, Engine, sha256_hex
+from commonroom.engine.core import Engine
 from commonroom.engine.dispatch import open_engine
 from commonroom.engine.history import StoredOutline, build_index, load_index, store_index
+from commonroom.engine.ids import sha256_hex
 from commonroom.engine.regions import Outline, Span
+from commonroom.engine.snapshot import SNAPSHOT_CACHE_BYTES
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.records import to_wire

@@ -80,8 +80,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from commonroom.engine import dispatch, sessions  # noqa: E402
-from commonroom.engine.core import Engine, hash_secret  # noqa: E402
+from commonroom.engine.core import Engine  # noqa: E402
 from commonroom.engine.dispatch import open_engine  # noqa: E402
+from commonroom.engine.ids import hash_secret  # noqa: E402
 from commonroom.protocol import events as ev  # noqa: E402
 from commonroom.protocol.invitation import TransportHint  # noqa: E402
 from commonroom.protocol.records import to_wire  # noqa: E402

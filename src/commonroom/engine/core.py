@@ -29,24 +29,25 @@ single store thread). It calls back into this module:
    the committed transaction is undone (`store/undo.py`) and the answer is
    `storage_unavailable`: a reported failure never lands later.
 
-What this module owns: versions (`Snapshot`, `write_version`), the
-transaction and commit order, external edits, and the recovery on open. It
-knows no feature's rules: what a document change or an expiry means for
-leases, proposals, sessions or handoffs is in the feature modules, which the
-dispatcher hands in as `Hooks` when it opens the engine.
+What this module owns: `Engine`, with the versions (`write_version`,
+`write_replacement`; a version in memory is an `engine.snapshot.Snapshot`),
+the transaction and commit order (the handle handlers get is `engine.tx.Tx`),
+external edits, and the recovery on open. It knows no feature's rules: what a
+document change or an expiry means for leases, proposals, sessions or handoffs
+is in the feature modules, which the dispatcher hands in as `Hooks` when it
+opens the engine.
 
-The engine does no networking, runs no threads, and reads time only from the
-injected clock.
+The engine does no networking and reads time only from the injected clock. Its
+one use of threads is its writer pool: a new version's temp file is written and
+fsynced (and a big one hashed) there while the transaction goes on, and the
+transaction waits for it before COMMIT.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import math
 import os
-import secrets
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -55,16 +56,19 @@ from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING
 
-import attrs
-
-from commonroom.engine.history import HeadingIndex, StoredOutline, build_index, load_index, store_index
+from commonroom.engine.config import DEFAULT_CONFIG, EngineConfig
+from commonroom.engine.history import StoredOutline, build_index, load_index, store_index
+from commonroom.engine.ids import new_id, new_workspace_id, sha256_hex
 from commonroom.engine.presence import Presence
 from commonroom.engine.regions import WHOLE, Outline, Span
 from commonroom.engine.settle import FileSettling, Reading, Settle, Step
+from commonroom.engine.snapshot import SNAPSHOT_CACHE_BYTES, Snapshot
+from commonroom.engine.storage_errors import is_storage_fault, sidecar_refused, write_refused
+from commonroom.engine.text import decode_text, encode_text, is_text
+from commonroom.engine.tx import NO_HOOKS, CommitThenFail, Hooks, StagedWrite, Tx
 from commonroom.protocol import events as ev
-from commonroom.protocol import limits
 from commonroom.protocol.capabilities import HOST
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
@@ -85,285 +89,6 @@ SIDECAR_SUFFIX = ".commonroom.db"
 HASH_ASIDE_BYTES = 1 << 20
 
 
-def new_id(prefix: str, nbytes: int = 12) -> str:
-    return prefix + secrets.token_urlsafe(nbytes)
-
-
-def new_workspace_id() -> str:
-    return "ws_" + base64.b32encode(secrets.token_bytes(16)).decode("ascii").lower()[:26]
-
-
-def hash_secret(secret: str) -> bytes:
-    return hashlib.sha256(secret.encode("utf-8")).digest()
-
-
-def decode_text(data: bytes) -> str:
-    # surrogateescape keeps any byte sequence round-trippable, so a file that
-    # is not valid UTF-8 still reads back byte-exact. (Strict first: for valid
-    # UTF-8 it is the same text, and many times faster.)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "surrogateescape")
-
-
-def is_text(data: bytes) -> bool:
-    """Whether `data` is UTF-8: the only files a room serves (docs/protocol.md)."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def encode_text(text: str) -> bytes:
-    return text.encode("utf-8", "surrogateescape")
-
-
-def write_refused(path: Path, exc: OSError) -> CommonroomError:
-    """A server fault, not the client's: the file or its folder refused the write."""
-    reason = exc.strerror or type(exc).__name__
-    return CommonroomError(
-        "storage_unavailable",
-        f"could not write {path.name}: {reason}; nothing was committed"
-        " (is the file or its folder read-only or full?)",
-        {"file": path.name, "errno": exc.errno},
-    )
-
-
-# SQLite's primary result codes that mean the disk, not the statement, failed.
-_STORAGE_FAULTS: Final = frozenset({
-    sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN,
-})
-
-
-def is_storage_fault(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF in _STORAGE_FAULTS
-
-
-def sidecar_refused(path: Path, exc: sqlite3.Error) -> CommonroomError:
-    """The sidecar could not take the transaction (full disk, I/O error): it was rolled back."""
-    return CommonroomError(
-        "storage_unavailable",
-        f"could not write the sidecar {path.name}: {exc}; nothing was committed"
-        " (is its disk full or read-only?)",
-        {"file": path.name},
-    )
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-SNAPSHOT_CACHE_BYTES: Final = 16 * 1024 * 1024
-"""What the cached outlines of old versions may take in memory, about (their heading
-indexes and block ids; an old version's text is never cached). The current
-version, text and all, is outside this bound: it is always in memory."""
-
-
-class Snapshot:
-    """One version of the document, parsed once and shared while cached.
-
-    The current version has its bytes, text and full outline in memory; an
-    old one only its `StoredOutline` (regions are read from their blocks), and
-    `data`/`text` load the whole version when asked.
-    """
-
-    __slots__ = ("_data", "content_hash", "index", "layout", "outline", "version")
-
-    def __init__(
-        self,
-        version: int,
-        data: bytes | None,
-        content_hash: str,
-        outline: Outline,
-        layout: blobs.Layout | None = None,
-        index: HeadingIndex | None = None,
-    ) -> None:
-        self.version = version
-        self._data = data
-        self.content_hash = content_hash
-        self.outline = outline
-        self.layout = layout
-        """Where the blocks lie (the current version: new versions are stored against it)."""
-        self.index = index
-        """Its heading index (the current version: the next one's is built from it)."""
-
-    @property
-    def data(self) -> bytes:
-        if self._data is not None:
-            return self._data
-        data = self.outline.data() if isinstance(self.outline, StoredOutline) else encode_text(self.text)
-        if sha256_hex(data) != self.content_hash:
-            raise RuntimeError(f"version {self.version} does not match its content hash")
-        return data
-
-    @property
-    def text(self) -> str:
-        return self.outline.text
-
-    @property
-    def in_memory(self) -> bool:
-        """Is the whole text held (the current version)?"""
-        return self._data is not None
-
-    def footprint(self) -> int:
-        """About what it holds in memory, in bytes."""
-        if isinstance(self.outline, StoredOutline):
-            return self.outline.footprint()
-        size = len(self._data or b"")
-        return 2 * size + 200 * len(self.outline._starts) + 1024
-
-
-@attrs.frozen
-class Outcome:
-    """What one operation did: its result record or its error, and the events that committed."""
-
-    result: Any
-    error: CommonroomError | None
-    events: list[Event]
-    # Set when a write found the file settling: `error` is its `file_changing`
-    # answer, and the same call may run again once this moment passed.
-    retry_at: datetime | None = None
-
-
-@attrs.frozen
-class Actor:
-    """Who is calling: always taken from the session, never from a body field."""
-
-    participant_id: str
-    capabilities: tuple[str, ...]
-    session_hash: bytes
-    kind: str
-    name: str
-
-
-ChangeHook = Callable[["Tx", "Snapshot", "Snapshot", "str | None"], None]
-"""(tx, before, after, committed proposal id): the document changed in this transaction."""
-TxHook = Callable[["Tx"], None]
-
-
-@attrs.frozen
-class Hooks:
-    """What feature modules do when the document changes or time passes.
-
-    The dispatcher builds the one set (leases, proposals, sessions, handoffs,
-    presence register theirs there); an engine opened without it only keeps
-    versions, which is what the store-level tests use.
-    """
-
-    on_document_change: tuple[ChangeHook, ...] = ()
-    on_expiry: tuple[TxHook, ...] = ()
-    next_expiry: tuple[Callable[[Tx], datetime | None], ...] = ()
-    # Run by the room's sweeper only (`Engine.sweep`), never before an operation:
-    # presence changes are announced by the sweeper, not by whoever calls next.
-    on_sweep: tuple[TxHook, ...] = ()
-    next_sweep: tuple[Callable[[Tx], datetime | None], ...] = ()
-
-
-@attrs.define
-class StagedWrite:
-    version: int
-    data: bytes
-    temp_path: Path | None = None
-
-
-class Tx:
-    """What a handler sees: the connection, the clock reading, the actor, `emit`."""
-
-    def __init__(self, engine: Engine, conn: sqlite3.Connection, now: datetime) -> None:
-        self.engine = engine
-        self.conn = conn
-        self.now = now
-        self.now_s = format_ts(now)
-        self.actor_or_none: Actor | None = None
-        self.events: list[Event] = []
-        self.staged: StagedWrite | None = None
-        # The new bytes' temp file, being written on the engine's writer thread
-        # while this thread hashes and stores them (`Engine._write_version`).
-        self.prepared: tuple[bytes, Future[Path]] | None = None
-        # What to go back to if the transaction does not stand (`_forget_uncommitted`).
-        self.version_at_start: int = engine.current_version
-        self.committed = False
-        # Run once the transaction (and its file write) committed, in order.
-        self.after_commit: list[Callable[[], None]] = []
-
-    @property
-    def actor(self) -> Actor:
-        assert self.actor_or_none is not None, "operation needs an authenticated actor"
-        return self.actor_or_none
-
-    def emit(self, payload: ev.Payload) -> Event:
-        """Append one event (a payload record of the catalogue) to the ring, in this transaction."""
-        ev.check(payload)
-        body = json.dumps(ev.payload_json(payload), separators=(",", ":"))
-        cur = self.conn.execute(
-            "INSERT INTO events (type, created_at, payload) VALUES (?, ?, ?)",
-            (payload.TYPE, self.now_s, body),
-        )
-        event_id = cur.lastrowid
-        assert event_id is not None
-        # The ring: one indexed range delete; only the row that fell off is
-        # left below the bound, so the cost does not grow with history.
-        self.conn.execute("DELETE FROM events WHERE event_id <= ?", (event_id - limits.EVENT_RING,))
-        actor = self.actor_or_none
-        event = ev.make(event_id, self.now_s, payload, actor.session_hash if actor else None)
-        self.events.append(event)
-        return event
-
-    def touch_presence(self, participant_id: str) -> None:
-        """The participant made this request: present once the transaction committed
-        (a refused COMMIT announces nobody)."""
-        self.after_commit.append(partial(self.engine.presence.touch, participant_id, self.now))
-
-    def fail_after_commit(self, error: CommonroomError) -> CommitThenFail:
-        """`raise tx.fail_after_commit(error)`: keep what the handler wrote (say a proposal
-        marked conflicted), commit it, then fail with `error`."""
-        return CommitThenFail(error)
-
-
-class CommitThenFail(Exception):
-    """Raised by a handler whose writes must commit although the operation fails."""
-
-    def __init__(self, error: CommonroomError) -> None:
-        super().__init__(error.code)
-        self.error = error
-
-
-Handler = Callable[[Tx, Any], Any]
-
-
-@attrs.frozen
-class GitOptions:
-    """How the room records its versions in the git work tree around the file (engine/gitsync.py)."""
-
-    all_saves: bool = False
-    """`--git-all`: the host's own saves become commits too."""
-    report: Callable[[str], None] | None = None
-    """Where a git failure is told (the room keeps running without the commit)."""
-
-
-@attrs.frozen
-class EngineConfig:
-    """What a room runs with, fixed when its engine opens (`open_engine(path, config)`).
-
-    Nothing sets these on an engine afterwards: the service builds one from
-    `ce serve`'s options, tests and the host CLI take the defaults.
-    """
-
-    serving: limits.ServingLimits = attrs.Factory(limits.ServingLimits)
-    human_hold_minutes: float = limits.HUMAN_HOLD_MINUTES
-    """How long an external edit holds the regions it changed (`--human-hold-minutes`)."""
-    settle_ms: int = limits.SETTLE_MS
-    """A changed file is read once it stayed still this long (`--settle-ms`)."""
-    git: GitOptions | None = None
-    """`ce serve --git` / `--git-all` (docs/spec/PROTOCOL.md 18): record versions as git commits."""
-
-
-DEFAULT_CONFIG: Final = EngineConfig()
-
-
 class Engine:
     def __init__(
         self,
@@ -372,7 +97,7 @@ class Engine:
         sidecar: Path | None = None,
         clock: Clock = system_clock,
         name: str | None = None,
-        hooks: Hooks = Hooks(),
+        hooks: Hooks = NO_HOOKS,
         config: EngineConfig = DEFAULT_CONFIG,
     ) -> None:
         self.path = Path(path).resolve()

@@ -30,9 +30,12 @@ import attrs
 
 from commonroom.engine import policies
 from commonroom.engine._state import PROPOSAL, move
-from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
+from commonroom.engine.ids import new_id
 from commonroom.engine.leases import raise_if_blocked
 from commonroom.engine.regions import WHOLE, Outline
+from commonroom.engine.snapshot import Snapshot
+from commonroom.engine.text import encode_text
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import require

@@ -18,10 +18,11 @@ from __future__ import annotations
 import difflib
 from typing import Final
 
-from commonroom.engine.core import Snapshot, Tx
 from commonroom.engine.leases import edited_regions, raise_if_blocked
 from commonroom.engine.proposals import check_outline, region_text, stale_error
 from commonroom.engine.regions import WHOLE, Outline
+from commonroom.engine.snapshot import Snapshot
+from commonroom.engine.tx import Tx
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Restored, Reverted
