@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from commonroom.credentials import read_credentials
-from commonroom.engine.core import hash_secret
+from commonroom.engine.ids import hash_secret
 from commonroom.http.guards import Gate
 from commonroom.protocol.errors import CommonroomError
 from tests.e2e.conftest import SAMPLE, RoomProcess, start_room
