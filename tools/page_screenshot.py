@@ -19,8 +19,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, Room  # noqa: E402
-from tests.e2e.conftest import start_room  # noqa: E402
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.e2e.conftest import Room, start_room  # noqa: E402
 
 
 def main() -> None:

@@ -15,7 +15,8 @@ import threading
 import time
 from typing import Any
 
-from tests.browser.conftest import ARTIFACTS, Http, Room, open_page
+from tests.browser.conftest import ARTIFACTS, open_page
+from tests.e2e.conftest import Http, Room
 from tests.e2e.review_support import mcp_tool
 from tests.editing import save_like_an_editor
 
