@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from commonroom.engine.core import hash_secret
+from commonroom.engine.ids import hash_secret
 from commonroom.http.guards import Gate
 from commonroom.protocol.errors import CommonroomError
 from tests.e2e.conftest import Room

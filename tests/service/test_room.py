@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import trio
 import trio.testing
@@ -60,6 +61,41 @@ async def test_sweeper_expires_a_lease_within_a_second_with_nobody_calling(
     room.engine.close()
 
 
+async def test_sweeper_wakes_for_an_earlier_lease_and_only_for_one(
+    doc_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A lease that expires before the sleeping sweeper would wake wakes it (and expires on
+    time); one that expires after does not cost a sweep (a write cycle's checkout did)."""
+    room, _, joined = await _room(doc_path, autojump_clock)
+    bearer = joined["session_id"]
+    sweeps = 0
+    sweep = room.engine.sweep
+
+    def counted() -> Any:
+        nonlocal sweeps
+        sweeps += 1
+        return sweep()
+
+    room.engine.sweep = counted  # type: ignore[method-assign]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(room.run)
+        sub = room.hub.subscribe()
+        await room.call("workspace.checkout", bearer, {"region": "Goals", "minutes": 10})
+        await trio.testing.wait_all_tasks_blocked()
+        before = sweeps
+        await room.call("workspace.checkout", bearer, {"region": "Risks", "minutes": 20})
+        await trio.testing.wait_all_tasks_blocked()
+        assert sweeps == before, "a lease expiring after the sweeper's wake woke it"
+        short = await room.call("workspace.checkout", bearer, {"region": "Appendix", "minutes": 1})
+        with trio.fail_after(120):
+            event = await _next_of(sub, "lease.expired")
+        assert event.payload.lease_id == short["lease_id"]
+        late = parse_ts(event.created_at) - parse_ts(short["expires_at"])
+        assert timedelta(0) <= late <= timedelta(seconds=1)
+        nursery.cancel_scope.cancel()
+    room.engine.close()
+
+
 async def test_sweeper_wakes_for_a_session_that_expires_later(
     doc_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -84,7 +120,7 @@ async def test_a_stream_ends_within_a_second_of_its_session_expiring(
     """The sweeper's session.expired ends the stream; no 1-second polling needed."""
     from contextlib import aclosing
 
-    from commonroom.engine.core import hash_secret
+    from commonroom.engine.ids import hash_secret
     from commonroom.room import streams
 
     room, _, joined = await _room(doc_path, autojump_clock)

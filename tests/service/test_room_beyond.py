@@ -116,7 +116,7 @@ async def test_a_held_wait_is_not_answered_by_your_own_events(
     doc_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     from commonroom.engine import addressing
-    from commonroom.engine.core import hash_secret
+    from commonroom.engine.ids import hash_secret
     from commonroom.protocol.records import to_wire
     from commonroom.room import streams
 

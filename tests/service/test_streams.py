@@ -24,8 +24,9 @@ import trio.testing
 from trio.testing import MockClock
 
 from commonroom.engine import sessions
-from commonroom.engine.core import Engine, hash_secret
+from commonroom.engine.core import Engine
 from commonroom.engine.dispatch import open_engine
+from commonroom.engine.ids import hash_secret
 from commonroom.http import framing
 from commonroom.http.framing import format_sse, format_ws
 from commonroom.protocol import events as ev

@@ -12,10 +12,12 @@ import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
 from commonroom.engine import dispatch, sessions
-from commonroom.engine.core import SNAPSHOT_CACHE_BYTES, Engine, sha256_hex
+from commonroom.engine.core import Engine
 from commonroom.engine.dispatch import open_engine
 from commonroom.engine.history import StoredOutline, build_index, load_index, store_index
+from commonroom.engine.ids import sha256_hex
 from commonroom.engine.regions import Outline, Span
+from commonroom.engine.snapshot import SNAPSHOT_CACHE_BYTES
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.records import to_wire
@@ -198,6 +200,7 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
     # ... and nothing of the migrations after the index one (schemas 5 and 6, issue 24); on a
     # connection of its own (the engine's undo triggers name every column)
     with contextlib.closing(sqlite3.connect(engine.sidecar_path)) as older:
+        older.execute("DROP INDEX proposals_unpruned")  # schema 9 (pruning by the unpruned)
         # schema 7 (provenance, issue 23)
         older.execute("DROP TABLE blame_sections")
         older.execute("DROP TABLE policies")

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from commonroom.engine.dispatch import open_engine
 from commonroom.engine.facade import execute
+from commonroom.protocol.invitation import TransportHint
+from commonroom.protocol.timefmt import ManualClock
 from tests.conftest import Driver
 
 
@@ -63,3 +68,32 @@ def test_a_call_whose_commit_is_refused_renews_no_presence(room: Driver) -> None
     assert not room.engine.presence.is_present(pid, room.clock())
     assert execute(room.engine, "workspace.status", bearer, {}).error is None
     assert room.engine.presence.is_present(pid, room.clock())
+
+
+class _TickingClock(ManualClock):
+    """A clock that moves on by a microsecond at every reading, as the real one does."""
+
+    def __call__(self) -> datetime:
+        self.now += timedelta(microseconds=1)
+        return self.now
+
+
+def test_a_sweep_announces_an_arrival_when_the_clock_moves_between_readings(doc_path: Path) -> None:
+    """The sweep's "due now" and its own "now" are one reading: with two, an arrival
+    was due a microsecond after the sweep's now, never announced, and the room's
+    sweeper spun every 10 ms (found by counting sweeps under a write load)."""
+    clock = _TickingClock()
+    engine = open_engine(doc_path, clock=clock)
+    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    try:
+        driver = Driver(engine, clock)
+        agent = driver.join("ticking")
+        engine.sweep()  # the host and the agent are announced
+        driver.call("workspace.status", agent["session_id"])
+        events, due = engine.sweep()
+        assert not engine.presence.pending(), "an arrival was left unannounced"
+        assert due is None or due > clock.now + timedelta(seconds=1), (
+            f"the sweeper is asked back at once ({due} for now {clock.now})")
+        del events
+    finally:
+        engine.close()

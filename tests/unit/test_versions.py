@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from commonroom.engine import dispatch, sessions
-from commonroom.engine.core import sha256_hex
 from commonroom.engine.dispatch import open_engine
+from commonroom.engine.ids import sha256_hex
 from commonroom.protocol.timefmt import ManualClock
 from commonroom.store import blobs
 from tests.conftest import SAMPLE, Driver

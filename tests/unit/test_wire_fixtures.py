@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from commonroom.engine import sessions
-from commonroom.engine.core import hash_secret
 from commonroom.engine.dispatch import open_engine
+from commonroom.engine.ids import hash_secret
 from commonroom.http.framing import format_sse, format_ws
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.operations import OPERATIONS

@@ -44,9 +44,14 @@ Measures, in one run on this machine, printing each figure as it goes:
    ``/workspace/observe`` (the Python client's stream, in a thread): p50, p99
    and the maximum (target p99 < settle + 150 ms = 400 ms).
 
+10. ``prune_history_ratio``: the text pruning every decision and commit runs
+   (``proposals.prune``, its two queries inside one transaction), median time after 2,000 committed
+   proposals divided by the same after 100 (no target in TARGETS.md; it must
+   stay about flat: the cost of a decision does not grow with the room's history).
+
 ``--quick`` uses smaller counts (under a minute, plus the in-place saves); ``--only
 read,commit`` runs some steps (read, strace, growth, ring, commit, oldread, rss, inplace,
-settle). The last line printed is one JSON object with every figure.
+settle, prune). The last line printed is one JSON object with every figure.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from commonroom.engine import dispatch, sessions  # noqa: E402
 from commonroom.engine.core import Engine  # noqa: E402
 from commonroom.engine.dispatch import open_engine  # noqa: E402
+from commonroom.engine.ids import hash_secret  # noqa: E402
 from commonroom.protocol import events as ev  # noqa: E402
 from commonroom.protocol.invitation import TransportHint  # noqa: E402
 from commonroom.protocol.records import to_wire  # noqa: E402
@@ -826,6 +832,46 @@ def machine() -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------- 10. pruning after history
+
+
+def bench_prune_history(folder: Path, small: int, large: int, rounds: int) -> None:
+    from commonroom.engine import proposals
+
+    print(f"[10] prune_history_ratio (prune after {small} and after {large} committed proposals)",
+          flush=True)
+    doc = write_doc(folder, "prune.md", "# Prune\n\n## Scratch\n\nstart\n")
+    engine = open_engine(doc)
+    host = sessions.mint_host_session(engine)
+    agent = agent_of(engine, host)
+    author = engine.conn.execute(
+        "SELECT participant_id FROM sessions WHERE session_hash = ?", (hash_secret(agent),)
+    ).fetchone()[0]
+    medians: dict[int, float] = {}
+    made = 0
+    for target in (small, large):
+        while made < target:
+            made += 1
+            proposed = dispatch.execute(engine, "workspace.propose", agent, {
+                "region": "Prune/Scratch", "base_version": engine.current_version,
+                "summary": f"churn {made}", "content": f"## Scratch\n\nchurn {made}\n",
+            })
+            proposal_id = proposed.result.proposal_id
+            dispatch.execute(engine, "workspace.review", host,
+                             {"proposal_id": proposal_id, "decision": "approve"})
+            dispatch.execute(engine, "workspace.commit", agent, {"proposal_id": proposal_id})
+        samples = []
+        with engine.transaction(engine.clock()) as tx:  # the queries alone, in one transaction
+            for _ in range(rounds):
+                t0 = time.perf_counter_ns()
+                proposals.prune(tx, author)
+                samples.append(time.perf_counter_ns() - t0)
+        medians[target] = median_us(samples)
+        report(f"prune_after_{target}_us", medians[target], "µs median")
+    report("prune_history_ratio", medians[large] / medians[small], "(about flat)")
+    engine.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts (under a minute)")
@@ -848,6 +894,7 @@ def main() -> None:
         ("rss", lambda d: bench_rss(d, 30 if quick else 100)),
         ("inplace", lambda d: bench_storage_growth_in_place(d, 100 if quick else 1000)),
         ("settle", lambda d: bench_settle_latency(d, 20 if quick else 50)),
+        ("prune", lambda d: bench_prune_history(d, 100, 500 if quick else 2000, 200)),
     ]
     if args.only:
         wanted = set(args.only.split(","))
@@ -867,7 +914,7 @@ def main() -> None:
         "unchanged_file_reads", "unchanged_stats_per_read", "storage_growth_mb",
         "all_versions_exact", "commits_per_s", "ring_trim", "commit_cost_10mb",
         "old_read_scaling", "room_rss_ratio_10mb", "storage_growth_in_place_mb",
-        "inplace_versions", "settle_latency_ms",
+        "inplace_versions", "settle_latency_ms", "prune_history_ratio",
     ]
     final = {key: FIGURES.get(key) for key in keys}
     final.update({k: v for k, v in FIGURES.items() if k not in final})

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import attrs
 
-from commonroom.engine.core import Tx
+from commonroom.engine.tx import Tx
 from commonroom.protocol import vocabulary
 from commonroom.protocol.errors import CommonroomError
 

@@ -22,8 +22,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from commonroom.engine import handoffs, sessions, surfaces
-from commonroom.engine.core import Tx, hash_secret, new_id
+from commonroom.engine.ids import hash_secret, new_id
 from commonroom.engine.leases import end_leases_of
+from commonroom.engine.tx import Tx
 from commonroom.protocol import capabilities as caps_mod
 from commonroom.protocol import events as ev
 from commonroom.protocol import invitation as codec

@@ -50,7 +50,8 @@ from typing import Final
 import attrs
 
 from commonroom.engine import handoffs
-from commonroom.engine.core import Tx, new_id
+from commonroom.engine.ids import new_id
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import allows, require

@@ -31,9 +31,10 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Final
 
-from commonroom.engine.core import Snapshot, Tx
 from commonroom.engine.history import StoredOutline
 from commonroom.engine.regions import WHOLE, Outline, Span
+from commonroom.engine.snapshot import Snapshot
+from commonroom.engine.tx import Tx
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.records import BlameAnswer, BlameLine
 from commonroom.protocol.requests import BlameParams

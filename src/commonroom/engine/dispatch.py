@@ -37,9 +37,11 @@ from commonroom.engine import (
     sessions,
     threads,
 )
-from commonroom.engine.core import DEFAULT_CONFIG, Engine, EngineConfig, Hooks, Outcome
+from commonroom.engine.config import DEFAULT_CONFIG, EngineConfig
+from commonroom.engine.core import Engine
 from commonroom.engine.operations import HANDLERS
 from commonroom.engine.settle import FileSettling
+from commonroom.engine.tx import Hooks, Outcome
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event

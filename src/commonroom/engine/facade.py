@@ -23,18 +23,12 @@ from __future__ import annotations
 
 from commonroom.engine.access import unused_start_invitation
 from commonroom.engine.addressing import addressed
-from commonroom.engine.core import (
-    SIDECAR_SUFFIX,
-    Actor,
-    Engine,
-    EngineConfig,
-    GitOptions,
-    Outcome,
-    hash_secret,
-)
+from commonroom.engine.config import EngineConfig, GitOptions
+from commonroom.engine.core import SIDECAR_SUFFIX, Engine
 from commonroom.engine.dispatch import execute, open_engine
 from commonroom.engine.gitsync import check_work_tree as check_git_work_tree
 from commonroom.engine.gitsync import export as export_git
+from commonroom.engine.ids import hash_secret
 from commonroom.engine.observe import StreamStart
 from commonroom.engine.owner_logins import end_all as end_owner_logins
 from commonroom.engine.owner_logins import load as load_owner_logins
@@ -47,6 +41,7 @@ from commonroom.engine.sessions import (
     end_stale_host_sessions,
     mint_host_session,
 )
+from commonroom.engine.tx import Actor, Outcome
 
 __all__ = [
     "SIDECAR_SUFFIX",

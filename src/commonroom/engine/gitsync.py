@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 
-from commonroom.engine.core import Snapshot, Tx
+from commonroom.engine.snapshot import Snapshot
+from commonroom.engine.tx import Tx
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.timefmt import parse_ts
 

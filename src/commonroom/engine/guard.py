@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable
 from datetime import datetime, timedelta
 
-from commonroom.engine.core import Tx
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError

@@ -33,7 +33,8 @@ import attrs
 
 from commonroom.engine import guard
 from commonroom.engine._state import HANDOFF, TASK, move
-from commonroom.engine.core import Tx, new_id
+from commonroom.engine.ids import new_id
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import allows

@@ -18,8 +18,10 @@ from typing import Any, Final
 
 import attrs
 
-from commonroom.engine.core import Snapshot, Tx, new_id
+from commonroom.engine.ids import new_id
 from commonroom.engine.regions import WHOLE, Outline, Span, related
+from commonroom.engine.snapshot import Snapshot
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.capabilities import allows

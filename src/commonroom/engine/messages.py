@@ -23,7 +23,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from commonroom.engine import guard, handoffs
-from commonroom.engine.core import Tx, new_id
+from commonroom.engine.ids import new_id
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError, invalid_request

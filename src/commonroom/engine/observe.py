@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 
-from commonroom.engine.core import Actor, Tx
+from commonroom.engine.tx import Actor, Tx
 from commonroom.protocol.errors import invalid_request
 from commonroom.protocol.requests import ObserveParams, WaitParams
 

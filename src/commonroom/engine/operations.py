@@ -29,7 +29,7 @@ from commonroom.engine import (
     tasks,
     threads,
 )
-from commonroom.engine.core import Handler
+from commonroom.engine.tx import Handler
 from commonroom.protocol.operations import OPERATIONS_BY_NAME
 
 HANDLERS: Final[dict[str, Handler]] = {

@@ -25,9 +25,10 @@ from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
-from commonroom.engine.core import Tx, new_id
+from commonroom.engine.ids import new_id
 from commonroom.engine.leases import HUMAN_EDITING, active_leases
 from commonroom.engine.regions import Outline, related
+from commonroom.engine.tx import Tx
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import invalid_request
 from commonroom.protocol.records import (

@@ -30,9 +30,12 @@ import attrs
 
 from commonroom.engine import policies
 from commonroom.engine._state import PROPOSAL, move
-from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
+from commonroom.engine.ids import new_id
 from commonroom.engine.leases import raise_if_blocked
 from commonroom.engine.regions import WHOLE, Outline
+from commonroom.engine.snapshot import Snapshot
+from commonroom.engine.text import encode_text
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.capabilities import require
@@ -144,10 +147,10 @@ def _check_summary(summary: str) -> str:
     return summary
 
 
-def _prune_where(tx: Tx, where: str, args: tuple[Any, ...], keep: int) -> None:
+def _prune_where(tx: Tx, where: str, args: tuple[Any, ...], keep: int, *, index: str = "") -> None:
     pruned = tx.conn.execute(
         "UPDATE proposals SET content = '', original_content = NULL, content_bytes = 0,"
-        " pruned_at = ? WHERE proposal_id IN (SELECT proposal_id FROM proposals"
+        f" pruned_at = ? WHERE proposal_id IN (SELECT proposal_id FROM proposals {index}"
         f" WHERE {_TERMINAL_SQL} AND pruned_at IS NULL {where}"
         " ORDER BY updated_at DESC, rowid DESC LIMIT -1 OFFSET ?) RETURNING proposal_id",
         (tx.now_s, *args, keep),
@@ -159,7 +162,9 @@ def _prune_where(tx: Tx, where: str, args: tuple[Any, ...], keep: int) -> None:
 def prune(tx: Tx, author: str) -> None:
     """Drop the text of terminal proposals past the newest of `author` and overall (rows stay)."""
     _prune_where(tx, "AND participant_id = ?", (author,), limits.TERMINAL_TEXTS_PER_PARTICIPANT)
-    _prune_where(tx, "", (), limits.TERMINAL_TEXTS_TOTAL)
+    # Without the hint SQLite takes the status index and reads every terminal
+    # proposal ever made; the partial index holds only those with text left.
+    _prune_where(tx, "", (), limits.TERMINAL_TEXTS_TOTAL, index="INDEXED BY proposals_unpruned")
 
 
 def _make_room(tx: Tx, author: str, size: int) -> None:
@@ -202,18 +207,23 @@ def _check_size(content: str) -> None:
 OUTLINE_OUTSIDE_REGION: Final = "outline_outside_region"
 
 
-def check_outline(current: Snapshot, region: str, content: str) -> None:
+def check_outline(current: Snapshot, region: str, content: str) -> Outline | None:
     """A region proposal may change its own region only (issue 24, item 8), at propose and commit.
 
     An unclosed code fence at the end of a one-region proposal shows as a
     one-line diff, yet once committed it swallowed the sections after it
     (their leases ended, their reads answered `invalid_region`).
+
+    Returns the outline of the text with the region replaced (None for the
+    whole document), so a commit builds the new text and its outline once.
     """
     if region == WHOLE:
-        return
+        return None
     outline = current.outline
     assert isinstance(outline, Outline)  # the current version's outline is always a full one
-    if outline.changes_outside(outline.resolve(region), content):
+    span = outline.resolve(region)
+    replaced = outline.replaced(span, content)
+    if outline.changes_outside(span, content, replaced):
         error = invalid_request(
             f"the proposed text of {region!r} changes the document's headings outside it"
             " (an unclosed code fence or HTML block, a missing newline at its end, a heading"
@@ -222,6 +232,7 @@ def check_outline(current: Snapshot, region: str, content: str) -> None:
         )
         error.details.update(reason=OUTLINE_OUTSIDE_REGION, region=region)
         raise error
+    return replaced
 
 
 def check_pending_limit(tx: Tx, pid: str) -> None:
@@ -509,7 +520,7 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
         )
     # Again at commit: other regions may have changed since the propose (and a
     # reviewer's amendment too), and the text must stay inside its region here.
-    check_outline(current, proposal.region, content)
+    replaced = check_outline(current, proposal.region, content)
     if proposal.region == WHOLE:
         snap = engine.write_version(
             tx, content, summary=proposal.summary, participant_id=tx.actor.participant_id,
@@ -519,7 +530,7 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
         snap = engine.write_replacement(
             tx, current.outline.resolve(proposal.region), content, summary=proposal.summary,
             participant_id=tx.actor.participant_id, region=proposal.region, source="proposal",
-            proposal_id=proposal_id,
+            proposal_id=proposal_id, outline=replaced,
         )
     _move(tx, proposal, "commit", committed_version=snap.version)
     tx.emit(ev.ProposalCommitted(proposal_id, snap.version))

@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from commonroom.engine.access import list_participants
-from commonroom.engine.core import Engine, Tx, encode_text
+from commonroom.engine.core import Engine
 from commonroom.engine.handoffs import open_handoffs
 from commonroom.engine.leases import listed_leases
 from commonroom.engine.proposals import open_proposals, region_text, unified_diff
 from commonroom.engine.regions import WHOLE
+from commonroom.engine.text import encode_text
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError

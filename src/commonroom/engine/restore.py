@@ -18,10 +18,11 @@ from __future__ import annotations
 import difflib
 from typing import Final
 
-from commonroom.engine.core import Snapshot, Tx
 from commonroom.engine.leases import edited_regions, raise_if_blocked
 from commonroom.engine.proposals import check_outline, region_text, stale_error
 from commonroom.engine.regions import WHOLE, Outline
+from commonroom.engine.snapshot import Snapshot
+from commonroom.engine.tx import Tx
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Restored, Reverted
@@ -158,10 +159,11 @@ def _write(tx: Tx, current: Snapshot, region: str, text: str, summary: str, sour
         snap = engine.write_version(tx, text, summary=summary, participant_id=pid, region=region,
                                     source=source, reverts=reverts, restores=restores)
     else:
-        check_outline(current, region, text)
+        replaced = check_outline(current, region, text)
+        assert replaced is not None
         span = current.outline.resolve(region)
-        _check_leases(tx, current, current.outline.replace(span, text))
+        _check_leases(tx, current, replaced.text)
         snap = engine.write_replacement(tx, span, text, summary=summary, participant_id=pid,
                                         region=region, source=source, reverts=reverts,
-                                        restores=restores)
+                                        restores=restores, outline=replaced)
     return snap

@@ -33,9 +33,10 @@ import merge3
 
 from commonroom.engine import proposals as pr
 from commonroom.engine._state import PROPOSAL, move
-from commonroom.engine.core import Tx, encode_text
 from commonroom.engine.leases import raise_if_blocked
 from commonroom.engine.regions import WHOLE
+from commonroom.engine.text import encode_text
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.capabilities import require

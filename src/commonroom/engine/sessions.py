@@ -16,7 +16,9 @@ import secrets
 from datetime import datetime, timedelta
 from functools import partial
 
-from commonroom.engine.core import Actor, Engine, Tx, hash_secret
+from commonroom.engine.core import Engine
+from commonroom.engine.ids import hash_secret
+from commonroom.engine.tx import Actor, Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.capabilities import HOST

@@ -14,7 +14,7 @@ import base64
 import hashlib
 
 from commonroom.engine.attachments import decode_base64, sniff_image
-from commonroom.engine.core import Tx
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.errors import invalid_request

@@ -17,7 +17,7 @@ from typing import Final
 
 from commonroom.engine import handoffs
 from commonroom.engine._state import TASK
-from commonroom.engine.core import Tx
+from commonroom.engine.tx import Tx
 from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import Handoff, Task, TaskResult

@@ -25,8 +25,11 @@ import contextlib
 from typing import Any, Final
 
 from commonroom.engine._state import THREAD, move
-from commonroom.engine.core import Snapshot, Tx, encode_text, new_id
+from commonroom.engine.ids import new_id
 from commonroom.engine.regions import WHOLE
+from commonroom.engine.snapshot import Snapshot
+from commonroom.engine.text import encode_text
+from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits, vocabulary
 from commonroom.protocol.errors import CommonroomError, invalid_request

@@ -289,6 +289,12 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         UNIQUE (proposal_id, revision)
     );
 """,
+    # 8 -> 9: the proposals whose text is still stored, newest first. Pruning after
+    # every decision and commit looked through every terminal proposal ever made
+    # (the status index), so its cost grew with the room's history.
+    """
+    CREATE INDEX proposals_unpruned ON proposals (updated_at) WHERE pruned_at IS NULL;
+""",
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

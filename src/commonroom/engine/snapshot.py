@@ -1,0 +1,70 @@
+"""One version of the document as the engine holds it: bytes, text, outline, layout."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from commonroom.engine.history import HeadingIndex, StoredOutline
+from commonroom.engine.ids import sha256_hex
+from commonroom.engine.regions import Outline
+from commonroom.engine.text import encode_text
+from commonroom.store import blobs
+
+SNAPSHOT_CACHE_BYTES: Final = 16 * 1024 * 1024
+"""What the cached outlines of old versions may take in memory, about (their heading
+indexes and block ids; an old version's text is never cached). The current
+version, text and all, is outside this bound: it is always in memory."""
+
+
+class Snapshot:
+    """One version of the document, parsed once and shared while cached.
+
+    The current version has its bytes, text and full outline in memory; an
+    old one only its `StoredOutline` (regions are read from their blocks), and
+    `data`/`text` load the whole version when asked.
+    """
+
+    __slots__ = ("_data", "content_hash", "index", "layout", "outline", "version")
+
+    def __init__(
+        self,
+        version: int,
+        data: bytes | None,
+        content_hash: str,
+        outline: Outline,
+        layout: blobs.Layout | None = None,
+        index: HeadingIndex | None = None,
+    ) -> None:
+        self.version = version
+        self._data = data
+        self.content_hash = content_hash
+        self.outline = outline
+        self.layout = layout
+        """Where the blocks lie (the current version: new versions are stored against it)."""
+        self.index = index
+        """Its heading index (the current version: the next one's is built from it)."""
+
+    @property
+    def data(self) -> bytes:
+        if self._data is not None:
+            return self._data
+        data = self.outline.data() if isinstance(self.outline, StoredOutline) else encode_text(self.text)
+        if sha256_hex(data) != self.content_hash:
+            raise RuntimeError(f"version {self.version} does not match its content hash")
+        return data
+
+    @property
+    def text(self) -> str:
+        return self.outline.text
+
+    @property
+    def in_memory(self) -> bool:
+        """Is the whole text held (the current version)?"""
+        return self._data is not None
+
+    def footprint(self) -> int:
+        """About what it holds in memory, in bytes."""
+        if isinstance(self.outline, StoredOutline):
+            return self.outline.footprint()
+        size = len(self._data or b"")
+        return 2 * size + 200 * len(self.outline._starts) + 1024
