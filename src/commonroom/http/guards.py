@@ -148,7 +148,7 @@ INGRESS_HEADERS: Final = HeaderRule(
     origin_allowed=lambda origin, _scope: _LOOPBACK_ORIGIN.fullmatch(origin) is not None,
     origin_refused="Origin not allowed",
 )
-"""PROTOCOL.md §11: Host `commonroom`, `localhost[:port]` or `127.0.0.1[:port]`;
+"""docs/spec/PROTOCOL.md section 11: Host `commonroom`, `localhost[:port]` or `127.0.0.1[:port]`;
 an Origin of `http(s)://` localhost or 127.0.0.1, any port."""
 
 OWNER_HEADERS: Final = HeaderRule(
