@@ -55,8 +55,9 @@ async def churn(live: LiveRoom, bearer: str, seconds: float) -> None:
     """Events that change no watched resource's text (a lease taken and given back), nonstop."""
     with trio.move_on_after(seconds):
         while True:
-            lease = (await live.call("POST", "/workspace/checkout", bearer, {"region": "Goals"})).json()
-            await live.call("POST", "/workspace/release", bearer, {"lease_id": lease["lease_id"]})
+            lease = await live.call("POST", "/workspace/checkout", bearer, {"region": "Goals"})
+            assert lease.status == 200, lease.body
+            await live.call("POST", "/workspace/release", bearer, {"lease_id": lease.json()["lease_id"]})
 
 
 @pytest.mark.parametrize("partial", [False, True])
@@ -85,7 +86,8 @@ async def test_keepalives_reach_the_client_while_the_room_is_busy_with_other_thi
     """Unrelated events keep a stream's room-side heartbeat from ever firing; the client must
     still hear a ping at least every heartbeat (here 0.4 s), on both eras' streams."""
     async with trio.open_nursery() as nursery:
-        live = await start_room(nursery, doc, heartbeat_seconds=0.4)
+        # The churn goes as fast as the room answers: more than the default 600 a minute.
+        live = await start_room(nursery, doc, heartbeat_seconds=0.4, requests_per_minute=100_000)
         busy = (await live.join("busy"))["session_id"]
         watcher = (await live.join("watcher"))["session_id"]
         modern, legacy = await open_streams(live, watcher)
