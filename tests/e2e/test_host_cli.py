@@ -71,7 +71,7 @@ def test_names_not_ids_in_history_wait_and_leases(room: RoomProcess, doc: Path) 
     proposal = propose("Risks", "- A risk.\n\n")
     edited = run("read", "Risks").stdout + "- A risk, edited by the host.\n\n"
     # The host amends it before approving, as the page's "Edit" does (its own HTTP call).
-    from commonroom.cli.host import host_call
+    from commonroom.cli.host_call import host_call
 
     host_call(doc, "workspace.review", {"proposal_id": proposal, "decision": "approve",
                                         "content": edited})

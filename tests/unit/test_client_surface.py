@@ -122,7 +122,7 @@ def test_the_client_and_the_verbs_do_not_load_the_server() -> None:
     probe = (
         "import sys, commonroom\n"
         "commonroom.Client; commonroom.AsyncClient; commonroom.StaleVersion\n"
-        "import commonroom.cli.main, commonroom.cli.agent, commonroom.wire.sync\n"
+        "import commonroom.cli.main, commonroom.cli.agent_verbs, commonroom.wire.sync\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('quart', 'quart_trio',"
         " 'hypercorn') or m.startswith(('commonroom.engine', 'commonroom.room',"
         " 'commonroom.http', 'commonroom.store')) or m in ('commonroom.service',"

@@ -249,8 +249,8 @@ def test_a_change_found_at_open_holds_nothing_until_the_file_moves_again() -> No
 
 
 def test_the_cli_copies_of_the_settle_bounds_are_the_protocols() -> None:
-    from commonroom.cli import main
+    from commonroom.cli import host_serve
     from commonroom.protocol import limits
 
-    assert (main.SETTLE_MS, main.SETTLE_MS_MIN, main.SETTLE_MS_MAX) == (
+    assert (host_serve.SETTLE_MS, host_serve.SETTLE_MS_MIN, host_serve.SETTLE_MS_MAX) == (
         limits.SETTLE_MS, limits.SETTLE_MS_MIN, limits.SETTLE_MS_MAX)

@@ -8,12 +8,13 @@ itself and forwards every other request to the room in the 2026-07-28
 envelope: it adds `params._meta` (protocol version, client capabilities,
 client info from `initialize`) to a bare request and the routing headers
 (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, base64-encoded when the
-value is not plain ASCII) and the bearer. Each request runs in its own task
-on its own connection (`commonroom.wire.aio`, `Connection: close`), so a
-long-poll never holds up the others; each answer is written as one line on
-stdout. An SSE answer (`subscriptions/listen`) is written message by message.
-The wire's timeouts bound every exchange, and a stream silent past
-`Timeouts.silence` (a half-open connection) fails instead of hanging.
+value is not plain ASCII) and the bearer; that envelope is sans-I/O, in
+`mcp_envelope.py`. Each request runs in its own task on its own connection
+(`commonroom.wire.aio`, `Connection: close`), so a long-poll never holds up
+the others; each answer is written as one line on stdout. An SSE answer
+(`subscriptions/listen`) is written message by message. The wire's timeouts
+bound every exchange, and a stream silent past `Timeouts.silence` (a
+half-open connection) fails instead of hanging.
 
 A second task holds `GET /mcp` open and writes its notifications to stdout;
 the wire's event-stream plan (`wire.plans.events`, with backoff) re-opens it
@@ -35,7 +36,6 @@ disposition the bridge inherited (`runtime.until_stopped`).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import os
@@ -48,6 +48,14 @@ import trio
 
 from commonroom import __version__
 from commonroom.cli import mcp_profile, runtime
+from commonroom.cli.mcp_envelope import (
+    BRIDGE_ERROR,
+    LEGACY_VERSIONS,
+    VERSION,
+    RoomAnswer,
+    mcp_headers,
+    with_meta,
+)
 from commonroom.client import errors
 from commonroom.client.routes import ROUTES
 from commonroom.protocol.errors import CommonroomError
@@ -56,55 +64,16 @@ from commonroom.wire import aio, http11, plans
 from commonroom.wire.http11 import NoResponse
 from commonroom.wire.timeouts import Timeouts
 
-VERSION: Final = "2026-07-28"
-LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
-NAME_FIELD: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-                     "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 # `GET /mcp` is re-opened after this long, doubling up to the most (the client's
 # notifications are hints, so a quick first retry matters more than the room's `retry:`).
 RECONNECT_BACKOFF: Final = (0.25, 5.0)
 # `initialize` waits at most this long for the room's instructions (they are optional).
 DISCOVER_SECONDS: Final = 10.0
-BRIDGE_ERROR: Final = -32000
 SPARE_MAX_AGE: Final = 2.0  # seconds; the room's idle timeout for a connection is longer
 
 
 def diag(message: str) -> None:
     print(f"ce mcp: {message}", file=sys.stderr, flush=True)
-
-
-def header_value(value: str) -> str:
-    """A header value as MCP sends it: plain when safe, else `=?base64?...?=`."""
-    if value.isascii() and value.isprintable() and value == value.strip():
-        return value
-    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
-
-
-def mcp_headers(message: dict[str, Any], bearer: str | None) -> dict[str, str]:
-    headers = {"Content-Type": "application/json",
-               "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": VERSION, "Mcp-Method": message["method"]}
-    field = NAME_FIELD.get(message["method"])
-    params = message.get("params")
-    if field is not None and isinstance(params, dict) and isinstance(params.get(field), str):
-        headers["Mcp-Name"] = header_value(params[field])
-    if bearer:
-        headers["Authorization"] = f"Bearer {bearer}"
-    return headers
-
-
-def with_meta(message: dict[str, Any], client_info: dict[str, Any] | None,
-              client_capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The request in the 2026-07-28 envelope (the client's own `_meta` keys win)."""
-    params = message.get("params")
-    params = dict(params) if isinstance(params, dict) else {}
-    meta = dict(params.get("_meta") or {})
-    meta.setdefault("io.modelcontextprotocol/protocolVersion", VERSION)
-    meta.setdefault("io.modelcontextprotocol/clientCapabilities", client_capabilities or {})
-    if client_info:
-        meta.setdefault("io.modelcontextprotocol/clientInfo", client_info)
-    params["_meta"] = meta
-    return {**message, "params": params}
 
 
 @contextlib.asynccontextmanager
@@ -439,53 +408,6 @@ class Bridge:
             if buffer.strip():
                 await self.handle_line(buffer, nursery)
             nursery.cancel_scope.cancel()
-
-
-@attrs.frozen
-class RoomAnswer:
-    """The room's answer to one POST, parsed only when someone needs more than its bytes."""
-
-    status: int
-    raw: bytes
-
-    def json(self) -> dict[str, Any]:
-        try:
-            answer = json.loads(self.raw)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise CommonroomError("transport_unavailable",
-                                  f"the room answered HTTP {self.status} without JSON") from None
-        if not isinstance(answer, dict):
-            raise CommonroomError("transport_unavailable", "the room's answer is not an object")
-        return answer
-
-    def line(self) -> bytes:
-        """The answer as one stdout line: the room's compact JSON as is when it is one line."""
-        raw = self.raw.strip()
-        if raw.startswith(b"{") and raw.endswith(b"}") and b"\n" not in raw and b"\r" not in raw:
-            return raw + b"\n"
-        return json.dumps(self.json(), separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
-
-    def session_dead(self) -> bool:
-        if self.status == 401:
-            return True  # the room answers a bearer that is not a session with 401 (issue 20)
-        if b'"isError":true' not in self.raw:
-            return False
-        return _session_dead(self.json())
-
-
-def _session_dead(answer: dict[str, Any]) -> bool:
-    """A tool answer saying the bearer is not (or no longer) a session."""
-    result = answer.get("result")
-    if not isinstance(result, dict) or not result.get("isError"):
-        return False
-    for block in result.get("content") or []:
-        try:
-            error = json.loads(block.get("text", ""))
-        except (AttributeError, json.JSONDecodeError):
-            continue
-        if isinstance(error, dict) and error.get("error") in ("unauthorized", "session_expired"):
-            return True
-    return False
 
 
 def _write_stdout(data: bytes) -> None:

@@ -154,6 +154,21 @@ def emit_json(value: Any, *, pretty: bool = False) -> None:
     echo(dumps(value, pretty=pretty))
 
 
+def print_answer(answer: Any, json_mode: bool, lines: Callable[[Any], list[str]]) -> None:
+    """An answer: the object itself with `--json`, else `lines(answer)` for a person."""
+    if json_mode:
+        emit_json(answer)
+        return
+    for line in lines(answer):
+        echo(line)
+
+
+def note(text: str) -> None:
+    """A hint for a person at a terminal (on stderr); scripts never see it."""
+    if sys.stderr.isatty():
+        echo(text, err=True)
+
+
 def colour_diff(diff: str, colour: bool) -> str:
     """A unified diff, with ANSI colours when `colour` (a terminal), else as it is."""
     if not diff.endswith("\n"):

@@ -1,10 +1,11 @@
 """Provenance verbs (docs/spec/PROTOCOL.md section 18): `ce blame`, `ce revert`, `ce restore`,
 `ce policy add|list|rm|pause`, `ce export FILE --git`.
 
-`ce blame REGION` is an agent verb (the saved session); `ce blame FILE REGION`
-(or `ce blame FILE`, the whole document) is the host's, on the room around
-FILE like the other host commands (`cli/host.py`). The rest are host
-commands: revert, restore and policies need `admin`.
+`ce blame REGION` is an agent verb (the saved session, as in `agent_verbs.py`);
+`ce blame FILE REGION` (or `ce blame FILE`, the whole document) is the host's,
+on the room around FILE like the other host commands (`host_call.py`). The
+rest are host commands: revert, restore and policies need `admin`; `ce export`
+works on the sidecar through the engine's facade.
 """
 
 from __future__ import annotations
@@ -12,28 +13,14 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import click
 
-from commonroom.cli.output import echo, emit_json, guarded
+from commonroom.cli.host_call import host_answer
+from commonroom.cli.options import file_argument, json_option
+from commonroom.cli.output import echo, guarded, print_answer
 from commonroom.protocol.vocabulary import WHOLE
-
-_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
-
-
-def _host(file: Path, op_name: str, params: dict[str, Any]) -> dict[str, Any]:
-    from commonroom.cli.host import check_answer, host_call
-
-    return check_answer(host_call(file, op_name, params))
-
-
-def _print(answer: dict[str, Any], json_mode: bool, lines: list[str]) -> None:
-    if json_mode:
-        emit_json(answer)
-        return
-    for line in lines:
-        echo(line)
 
 
 def format_blame(answer: dict[str, Any]) -> list[str]:
@@ -56,7 +43,7 @@ def format_blame(answer: dict[str, Any]) -> list[str]:
 @click.option("--version", "version", type=click.IntRange(min=1), metavar="N",
               help="Blame an older version (default: the current one).")
 @click.option("--profile", metavar="NAME", help="Agent form: the saved session to use.")
-@click.option("--json", "json_mode", is_flag=True, help="Machine-readable output (one JSON object).")
+@json_option
 @guarded()
 def blame(target: str, region: str | None, version: int | None, profile: str | None,
           json_mode: bool) -> None:
@@ -68,38 +55,39 @@ def blame(target: str, region: str | None, version: int | None, profile: str | N
     params: dict[str, Any] = {"version": version}
     if region is not None or os.path.isfile(target):
         params["region"] = region or WHOLE
-        answer = _host(Path(target), "workspace.blame", params)
+        answer = host_answer(Path(target), "workspace.blame", params)
     else:
-        from commonroom.cli import agent
+        from commonroom.cli import profiles
+        from commonroom.cli.agent_verbs import call_as
 
         params["region"] = target
-        answer = agent._call(agent._profile(profile, None, None), "workspace.blame", params)
-    _print(answer, json_mode, format_blame(answer))
+        answer = call_as(profiles.select(profile), "workspace.blame", params)
+    print_answer(answer, json_mode, format_blame)
 
 
 @click.command()
-@click.argument("file", type=_FILE)
+@file_argument
 @click.argument("version", type=click.IntRange(min=1))
 @click.option("--region", metavar="R", help="Undo it in this region only.")
-@click.option("--json", "json_mode", is_flag=True, help="Machine-readable output (one JSON object).")
+@json_option
 @guarded()
 def revert(file: Path, version: int, region: str | None, json_mode: bool) -> None:
     """Undo what VERSION changed (three-way merge onto the current text); refused if later
     versions changed the same lines."""
-    answer = _host(file, "workspace.revert", {"version": version, "region": region})
-    _print(answer, json_mode, [f"version {answer['version']}: {answer['summary']}"])
+    answer = host_answer(file, "workspace.revert", {"version": version, "region": region})
+    print_answer(answer, json_mode, lambda a: [f"version {a['version']}: {a['summary']}"])
 
 
 @click.command()
-@click.argument("file", type=_FILE)
+@file_argument
 @click.argument("region")
 @click.argument("version", type=click.IntRange(min=1))
-@click.option("--json", "json_mode", is_flag=True, help="Machine-readable output (one JSON object).")
+@json_option
 @guarded()
 def restore(file: Path, region: str, version: int, json_mode: bool) -> None:
     """Set REGION back to its text at VERSION."""
-    answer = _host(file, "workspace.restore", {"region": region, "version": version})
-    _print(answer, json_mode, [f"version {answer['version']}: {answer['summary']}"])
+    answer = host_answer(file, "workspace.restore", {"region": region, "version": version})
+    print_answer(answer, json_mode, lambda a: [f"version {a['version']}: {a['summary']}"])
 
 
 @click.group()
@@ -116,7 +104,7 @@ def format_policy(row: dict[str, Any]) -> str:
 
 
 @policy.command("add")
-@click.argument("file", type=_FILE)
+@file_argument
 @click.option("--participant", "participant_id", metavar="PT_ID", help="The participant's id.")
 @click.option("--name", "name_pattern", metavar="GLOB", help="Or a glob over participant names.")
 @click.option("--regions", "region_pattern", required=True, metavar="GLOB",
@@ -125,7 +113,7 @@ def format_policy(row: dict[str, Any]) -> str:
               metavar="N", help="The most lines a proposal may change.")
 @click.option("--minutes", type=click.FloatRange(min=0, min_open=True), metavar="M",
               help="Expire after M minutes (default: never).")
-@click.option("--json", "json_mode", is_flag=True, help="Machine-readable output (one JSON object).")
+@json_option
 @guarded()
 def policy_add(file: Path, participant_id: str | None, name_pattern: str | None,
                region_pattern: str, max_changed_lines: int, minutes: float | None,
@@ -135,41 +123,41 @@ def policy_add(file: Path, participant_id: str | None, name_pattern: str | None,
     if minutes is not None:
         moment = datetime.now(UTC) + timedelta(minutes=minutes)
         expires_at = moment.isoformat(timespec="microseconds")
-    answer = _host(file, "workspace.policy_add", {
+    answer = host_answer(file, "workspace.policy_add", {
         "participant_id": participant_id, "name_pattern": name_pattern,
         "region_pattern": region_pattern, "max_changed_lines": max_changed_lines,
         "expires_at": expires_at,
     })
-    _print(answer, json_mode, [str(answer["policy_id"])])
+    print_answer(answer, json_mode, lambda a: [str(a["policy_id"])])
 
 
 @policy.command("list")
-@click.argument("file", type=_FILE)
-@click.option("--json", "json_mode", is_flag=True, help="Machine-readable output (one JSON object).")
+@file_argument
+@json_option
 @guarded()
 def policy_list(file: Path, json_mode: bool) -> None:
     """Every policy and how many proposals it approved."""
-    answer = _host(file, "workspace.policies", {})
-    _print(answer, json_mode, [format_policy(row) for row in answer.get("policies", [])]
-           or ["no policies"])
+    answer = host_answer(file, "workspace.policies", {})
+    print_answer(answer, json_mode,
+                 lambda a: [format_policy(row) for row in a.get("policies", [])] or ["no policies"])
 
 
 @policy.command("rm")
-@click.argument("file", type=_FILE)
+@file_argument
 @click.argument("policy_id")
-@click.option("--json", "json_mode", is_flag=True, help="Machine-readable output (one JSON object).")
+@json_option
 @guarded()
 def policy_rm(file: Path, policy_id: str, json_mode: bool) -> None:
     """Remove a policy."""
-    answer = _host(file, "workspace.policy_remove", {"policy_id": policy_id})
-    _print(answer, json_mode, [f"removed {policy_id}"])
+    answer = host_answer(file, "workspace.policy_remove", {"policy_id": policy_id})
+    print_answer(answer, json_mode, lambda a: [f"removed {policy_id}"])
 
 
 @policy.command("pause")
-@click.argument("file", type=_FILE)
+@file_argument
 @click.argument("policy_id", required=False)
 @click.option("--resume", is_flag=True, help="Resume instead of pausing.")
-@click.option("--json", "json_mode", is_flag=True, help="Machine-readable output (one JSON object).")
+@json_option
 @guarded()
 def policy_pause(file: Path, policy_id: str | None, resume: bool, json_mode: bool) -> None:
     """Pause one policy, or every policy when none is named (the kill switch)."""
@@ -178,17 +166,17 @@ def policy_pause(file: Path, policy_id: str | None, resume: bool, json_mode: boo
         params["all"] = True
     else:
         params["policy_id"] = policy_id
-    answer = _host(file, "workspace.policy_pause", params)
+    answer = host_answer(file, "workspace.policy_pause", params)
     verb = "resumed" if resume else "paused"
-    _print(answer, json_mode, [f"{verb} {len(answer.get('policy_ids', []))} policies"])
+    print_answer(answer, json_mode, lambda a: [f"{verb} {len(a.get('policy_ids', []))} policies"])
 
 
 @click.command()
-@click.argument("file", type=_FILE)
+@file_argument
 @click.option("--git", "git", is_flag=True, required=False,
               help="Commit every version the git branch lacks (idempotent).")
 @click.option("--git-all", "git_all", is_flag=True, help="As --git, the host's own saves too.")
-@click.option("--json", "json_mode", is_flag=True, help="Machine-readable output (one JSON object).")
+@json_option
 @guarded()
 def export(file: Path, git: bool, git_all: bool, json_mode: bool) -> None:
     """Export the room's history so far: `ce export FILE --git`."""
@@ -203,10 +191,8 @@ def export(file: Path, git: bool, git_all: bool, json_mode: bool) -> None:
 
     done = export_git(doc, doc.with_name(doc.name + SIDECAR_SUFFIX), all_saves=git_all,
                       report=report)
-    _print({"committed_versions": done}, json_mode,
-           [f"committed {len(done)} versions" + (f" ({done[0]}..{done[-1]})" if done else "")])
+    print_answer({"committed_versions": done}, json_mode,
+                 lambda a: [f"committed {len(done)} versions" + (f" ({done[0]}..{done[-1]})" if done else "")])
 
 
-def register(group: click.Group) -> None:
-    for command in (blame, revert, restore, policy, export):
-        group.add_command(command)
+COMMANDS: Final = (blame, revert, restore, policy, export)

@@ -1,6 +1,9 @@
 """The agent verbs: `ce regions/read/checkout/renew/release/propose/wait/withdraw/commit/diff/
 history/participants/leases/whoami/leave`, over a saved session profile (issue 12).
 
+They are the agent side of `ce`, with `agent_session.py` (join, call, observe,
+decode) and the agent forms of `conversation.py` and `provenance.blame`.
+
 Each one-shot verb is one operation of the table called through the blocking
 wire (`commonroom.wire.sync`: HTTP/1.1 over a loopback socket, or the
 transport plugin), so it imports neither trio nor the engine on the common
@@ -23,7 +26,8 @@ from typing import Any, Final, TypeVar
 import click
 
 from commonroom.cli import profiles, runtime
-from commonroom.cli.output import echo, emit_json, guarded, write_text
+from commonroom.cli.options import JSON_HELP
+from commonroom.cli.output import echo, emit_json, guarded, note, print_answer, write_text
 from commonroom.cli.readable import Names, event_line, review_line
 from commonroom.protocol import vocabulary
 
@@ -47,21 +51,16 @@ def session_options(fn: F) -> F:
                      " not a profile."),
         click.option("--session", metavar="ID|-", help="With --invitation: `-` reads the session"
                      " id from stdin (an ID here is visible to other users; CE_SESSION is not)."),
-        click.option("--json", "json_mode", is_flag=True,
-                     help="Machine-readable output (one JSON object)."),
+        click.option("--json", "json_mode", is_flag=True, help=JSON_HELP),
     )):
         fn = decorator(fn)
     return fn
 
 
-def _profile(profile: str | None, invitation: str | None, session: str | None
-             ) -> profiles.Profile:
-    return profiles.select(profile, invitation, session)
-
-
-def _call(who: profiles.Profile, op: str, params: dict[str, Any] | None = None, *,
-          timeout: float | None = None) -> Any:
-    """One operation on a connection of its own (`Connection: close`), within the wire's timeouts."""
+def call_as(who: profiles.Profile, op: str, params: dict[str, Any] | None = None, *,
+            timeout: float | None = None) -> Any:
+    """Operation `op` as session `who`, on a connection of its own (`Connection: close`),
+    within the wire's timeouts; its wire JSON (a refusal raises the client's error)."""
     import dataclasses
 
     from commonroom.client.routes import ROUTES
@@ -75,23 +74,9 @@ def _call(who: profiles.Profile, op: str, params: dict[str, Any] | None = None, 
                                                       bearer=who.session)
 
 
-def _out(answer: Any, json_mode: bool, lines: Callable[[Any], list[str]]) -> None:
-    if json_mode:
-        emit_json(answer)
-        return
-    for line in lines(answer):
-        echo(line)
-
-
 def _names(who: profiles.Profile) -> Names:
     """Who is who in the room, for readable lines (`--json` keeps the ids)."""
-    return Names(_call(who, "workspace.participants"))
-
-
-def _note(text: str) -> None:
-    """A hint for a person at a terminal; scripts never see it."""
-    if sys.stderr.isatty():
-        echo(text, err=True)
+    return Names(call_as(who, "workspace.participants"))
 
 
 # -- completion (never raises: a broken room means no suggestions) ---------------------------
@@ -114,7 +99,7 @@ def _completion_profile(ctx: click.Context) -> profiles.Profile:
 def complete_regions(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
     try:
         who = _completion_profile(ctx)
-        answer = _call(who, "workspace.regions", timeout=COMPLETION_TIMEOUT)
+        answer = call_as(who, "workspace.regions", timeout=COMPLETION_TIMEOUT)
         names = [str(row["region"]) for row in answer.get("regions", [])]
         names += [str(row["title"]) for row in answer.get("regions", [])]
         return sorted({n for n in names if n.startswith(incomplete)})
@@ -126,7 +111,7 @@ def complete_proposals(ctx: click.Context, param: click.Parameter, incomplete: s
                        ) -> list[str]:
     try:
         who = _completion_profile(ctx)
-        answer = _call(who, "workspace.proposals", timeout=COMPLETION_TIMEOUT)
+        answer = call_as(who, "workspace.proposals", timeout=COMPLETION_TIMEOUT)
         ids = [str(row["proposal_id"]) for row in answer.get("proposals", [])]
         return [i for i in ids if i.startswith(incomplete)]
     except Exception:  # completion must never print a traceback
@@ -151,7 +136,7 @@ def complete_leases(ctx: click.Context, param: click.Parameter, incomplete: str)
 def whoami(profile: str | None, invitation: str | None, session: str | None,
            json_mode: bool) -> None:
     """Show the session a command would use: profile, participant, capabilities."""
-    who = _profile(profile, invitation, session)
+    who = profiles.select(profile, invitation, session)
     data = {key: who.data.get(key) for key in (
         "participant_id", "name", "kind", "workspace_id", "capabilities", "expires_at")}
     data["profile"] = who.name
@@ -181,15 +166,15 @@ def leave(profile: str | None, invitation: str | None, session: str | None,
     """End the session (its leases are released) and delete its profile."""
     from commonroom.client import errors
 
-    who = _profile(profile, invitation, session)
+    who = profiles.select(profile, invitation, session)
     try:
-        answer = _call(who, "workspace.leave")
+        answer = call_as(who, "workspace.leave")
     except errors.Unauthorized:
         # Already ended (expired, revoked): the profile is useless; remove it anyway.
         profiles.delete(who)
         raise
     profiles.delete(who)
-    _out(answer, json_mode, lambda a: [f"left ({a.get('participant_id')})"
+    print_answer(answer, json_mode, lambda a: [f"left ({a.get('participant_id')})"
                                        + (f"; profile {who.name} deleted" if who.name else "")])
 
 
@@ -199,14 +184,14 @@ def leave(profile: str | None, invitation: str | None, session: str | None,
 def regions(profile: str | None, invitation: str | None, session: str | None,
             json_mode: bool) -> None:
     """List the document's regions (heading paths) at the current version."""
-    answer = _call(_profile(profile, invitation, session), "workspace.regions")
+    answer = call_as(profiles.select(profile, invitation, session), "workspace.regions")
 
     def lines(a: Any) -> list[str]:
         out = [f"version {a.get('version')}"]
         out += [f"{row.get('line'):>5}  {row.get('region')}" for row in a.get("regions", [])]
         return out
 
-    _out(answer, json_mode, lines)
+    print_answer(answer, json_mode, lines)
 
 
 @click.command()
@@ -218,8 +203,8 @@ def regions(profile: str | None, invitation: str | None, session: str | None,
 def read(region: str, version: int | None, profile: str | None, invitation: str | None,
          session: str | None, json_mode: bool) -> None:
     """Print REGION's text (default: the whole document); remember its version for propose."""
-    who = _profile(profile, invitation, session)
-    answer = _call(who, "workspace.read", {"region": region, "version": version})
+    who = profiles.select(profile, invitation, session)
+    answer = call_as(who, "workspace.read", {"region": region, "version": version})
     if version is None:
         who.record_read(sorted({region, str(answer.get("region", region))}),
                         int(answer["version"]))
@@ -228,7 +213,7 @@ def read(region: str, version: int | None, profile: str | None, invitation: str 
         return
     content = str(answer.get("content", ""))
     write_text(content)
-    _note(f"({answer.get('region')} at version {answer.get('version')}"
+    note(f"({answer.get('region')} at version {answer.get('version')}"
           f"{', truncated' if answer.get('truncated') else ''})")
 
 
@@ -241,18 +226,18 @@ def read(region: str, version: int | None, profile: str | None, invitation: str 
 def checkout(region: str, minutes: int | None, profile: str | None, invitation: str | None,
              session: str | None, json_mode: bool) -> None:
     """Lease REGION so others keep out while you edit it; print the lease id."""
-    answer = _call(_profile(profile, invitation, session), "workspace.checkout",
+    answer = call_as(profiles.select(profile, invitation, session), "workspace.checkout",
                    {"region": region, "minutes": minutes})
-    _out(answer, json_mode, lambda a: [str(a.get("lease_id"))])
+    print_answer(answer, json_mode, lambda a: [str(a.get("lease_id"))])
     if not json_mode:
-        _note(f"leased {answer.get('region')} until {answer.get('expires_at')}")
+        note(f"leased {answer.get('region')} until {answer.get('expires_at')}")
 
 
 def _my_leases(who: profiles.Profile, timeout: float | None = None) -> list[dict[str, Any]]:
     mine = who.participant_id
     if mine is None:
         return []  # a session from flags/env: its participant id is not known here
-    rows = _call(who, "workspace.leases", timeout=timeout).get("leases", [])
+    rows = call_as(who, "workspace.leases", timeout=timeout).get("leases", [])
     return [row for row in rows if row.get("participant_id") == mine]
 
 
@@ -279,10 +264,10 @@ def _only_lease(who: profiles.Profile, lease: str | None) -> str:
 def renew(lease: str | None, minutes: int | None, profile: str | None, invitation: str | None,
           session: str | None, json_mode: bool) -> None:
     """Extend LEASE (default: your only lease)."""
-    who = _profile(profile, invitation, session)
-    answer = _call(who, "workspace.renew", {"lease_id": _only_lease(who, lease),
+    who = profiles.select(profile, invitation, session)
+    answer = call_as(who, "workspace.renew", {"lease_id": _only_lease(who, lease),
                                             "minutes": minutes})
-    _out(answer, json_mode,
+    print_answer(answer, json_mode,
          lambda a: [f"{a.get('lease_id')} {a.get('region')} until {a.get('expires_at')}"])
 
 
@@ -293,9 +278,9 @@ def renew(lease: str | None, minutes: int | None, profile: str | None, invitatio
 def release(lease: str | None, profile: str | None, invitation: str | None,
             session: str | None, json_mode: bool) -> None:
     """Release LEASE (default: your only lease)."""
-    who = _profile(profile, invitation, session)
-    answer = _call(who, "workspace.release", {"lease_id": _only_lease(who, lease)})
-    _out(answer, json_mode, lambda a: [f"released {a.get('lease_id')}"])
+    who = profiles.select(profile, invitation, session)
+    answer = call_as(who, "workspace.release", {"lease_id": _only_lease(who, lease)})
+    print_answer(answer, json_mode, lambda a: [f"released {a.get('lease_id')}"])
 
 
 @click.command()
@@ -320,7 +305,7 @@ def propose(region: str, source: str | None, file: Any, summary: str | None, bas
     if source == "-" and session == profiles.FROM_STDIN:
         raise click.UsageError("stdin cannot carry both the text and the session: give the text"
                                " with --file F, or the session in CE_SESSION")
-    who = _profile(profile, invitation, session)
+    who = profiles.select(profile, invitation, session)
     if base is None:
         base = who.last_read(region)
         if base is None:
@@ -331,12 +316,12 @@ def propose(region: str, source: str | None, file: Any, summary: str | None, bas
                 " or give --base N (the version your text is based on)"
             )
     content = str(file.read()) if file is not None else sys.stdin.read()
-    answer = _call(who, "workspace.propose", {
+    answer = call_as(who, "workspace.propose", {
         "region": region, "content": content, "base_version": base,
         "summary": summary or f"update {region}"})
-    _out(answer, json_mode, lambda a: [str(a.get("proposal_id"))])
+    print_answer(answer, json_mode, lambda a: [str(a.get("proposal_id"))])
     if not json_mode:
-        _note(f"proposed on {answer.get('region')} (base v{base}); `ce wait"
+        note(f"proposed on {answer.get('region')} (base v{base}); `ce wait"
               f" {answer.get('proposal_id')}` until it is reviewed")
 
 
@@ -354,16 +339,16 @@ def wait(proposal: str, timeout: float | None, profile: str | None, invitation: 
     answers it (exit 0), or it is resolved or outdated unanswered (exit 3).
     Ctrl-C or SIGTERM ends the wait with exit 130.
     """
-    from commonroom.cli import review  # hook: threads (issue 22)
+    from commonroom.cli import conversation  # a thread id: the review conversation (issue 22)
 
-    if proposal.startswith(review.THREAD_PREFIX):
-        review.wait_for_thread(proposal, timeout, profile, invitation, session, json_mode)
+    if proposal.startswith(conversation.THREAD_PREFIX):
+        conversation.wait_for_thread(proposal, timeout, profile, invitation, session, json_mode)
         return
     from commonroom.client.common import proposal_of
     from commonroom.protocol.records import to_wire
     from commonroom.wire import plans
 
-    who = _profile(profile, invitation, session)
+    who = profiles.select(profile, invitation, session)
     decided = proposal_of(runtime.run_plan(who.hint, who.session, plans.review(proposal, timeout)))
     answer = to_wire(decided)
     if json_mode:
@@ -383,9 +368,9 @@ def wait(proposal: str, timeout: float | None, profile: str | None, invitation: 
 def withdraw(proposal: str, profile: str | None, invitation: str | None, session: str | None,
              json_mode: bool) -> None:
     """Withdraw your PROPOSAL (pending or approved): it will not be committed."""
-    answer = _call(_profile(profile, invitation, session), "workspace.withdraw",
+    answer = call_as(profiles.select(profile, invitation, session), "workspace.withdraw",
                    {"proposal_id": proposal})
-    _out(answer, json_mode, lambda a: [f"{a.get('proposal_id')} {a.get('status')}"])
+    print_answer(answer, json_mode, lambda a: [f"{a.get('proposal_id')} {a.get('status')}"])
 
 
 @click.command()
@@ -395,9 +380,9 @@ def withdraw(proposal: str, profile: str | None, invitation: str | None, session
 def commit(proposal: str, profile: str | None, invitation: str | None, session: str | None,
            json_mode: bool) -> None:
     """Commit approved PROPOSAL: it lands in the file as a new version."""
-    answer = _call(_profile(profile, invitation, session), "workspace.commit",
+    answer = call_as(profiles.select(profile, invitation, session), "workspace.commit",
                    {"proposal_id": proposal})
-    _out(answer, json_mode,
+    print_answer(answer, json_mode,
          lambda a: [f"committed {a.get('proposal_id')} as version {a.get('version')}"
                     f" ({a.get('region')})"])
 
@@ -414,12 +399,12 @@ def commit(proposal: str, profile: str | None, invitation: str | None, session: 
 def diff(base: int | None, to: int | None, region: str | None, profile: str | None,
          invitation: str | None, session: str | None, json_mode: bool) -> None:
     """Show the unified diff between two versions (of one region, or the whole document)."""
-    who = _profile(profile, invitation, session)
+    who = profiles.select(profile, invitation, session)
     if base is None:
         base = who.last_read(region or WHOLE)
         if base is None:
             raise click.UsageError("give --base N (no read recorded to diff from)")
-    answer = _call(who, "workspace.diff", {"base_version": base, "to_version": to,
+    answer = call_as(who, "workspace.diff", {"base_version": base, "to_version": to,
                                            "region": region})
     if json_mode:
         emit_json(answer)
@@ -431,7 +416,7 @@ def diff(base: int | None, to: int | None, region: str | None, profile: str | No
         sys.stdout.write(colour_diff(text, sys.stdout.isatty()))
         sys.stdout.flush()
     else:
-        _note(f"no change from version {answer.get('base_version')} to"
+        note(f"no change from version {answer.get('base_version')} to"
               f" {answer.get('to_version')}")
 
 
@@ -444,8 +429,8 @@ def diff(base: int | None, to: int | None, region: str | None, profile: str | No
 def history(limit: int | None, before: int | None, profile: str | None,
             invitation: str | None, session: str | None, json_mode: bool) -> None:
     """List the room's retained events, newest first."""
-    who = _profile(profile, invitation, session)
-    answer = _call(who, "workspace.history", {"limit": limit, "before_event_id": before})
+    who = profiles.select(profile, invitation, session)
+    answer = call_as(who, "workspace.history", {"limit": limit, "before_event_id": before})
     if json_mode:
         emit_json(answer)
         return
@@ -460,8 +445,8 @@ def history(limit: int | None, before: int | None, profile: str | None,
 def participants(profile: str | None, invitation: str | None, session: str | None,
                  json_mode: bool) -> None:
     """List who is in the room, and who is present."""
-    answer = _call(_profile(profile, invitation, session), "workspace.participants")
-    _out(answer, json_mode, lambda a: [
+    answer = call_as(profiles.select(profile, invitation, session), "workspace.participants")
+    print_answer(answer, json_mode, lambda a: [
         f"{p.get('participant_id')}  {p.get('name')}  {p.get('kind')}  "
         f"{'present' if p.get('present') else 'away'}  {','.join(p.get('capabilities', []))}"
         for p in a.get("participants", [])])
@@ -474,10 +459,10 @@ def participants(profile: str | None, invitation: str | None, session: str | Non
 def leases(mine: bool, profile: str | None, invitation: str | None, session: str | None,
            json_mode: bool) -> None:
     """List the active leases."""
-    who = _profile(profile, invitation, session)
+    who = profiles.select(profile, invitation, session)
     if mine and who.participant_id is None:
         raise click.UsageError("--mine needs a profile (the participant id is unknown)")
-    answer = _call(who, "workspace.leases")
+    answer = call_as(who, "workspace.leases")
     if mine:
         answer = {**answer, "leases": [row for row in answer.get("leases", [])
                                        if row.get("participant_id") == who.participant_id]}
@@ -490,10 +475,6 @@ def leases(mine: bool, profile: str | None, invitation: str | None, session: str
         echo(line)
 
 
-VERBS: Final = (whoami, leave, regions, read, checkout, renew, release, propose, wait, withdraw,
-                commit, diff, history, participants, leases)
-
-
-def register(group: click.Group) -> None:
-    for verb in VERBS:
-        group.add_command(verb)
+# What `cli/main.py` puts on the `ce` group.
+COMMANDS: Final = (whoami, leave, regions, read, checkout, renew, release, propose, wait, withdraw,
+                   commit, diff, history, participants, leases)

@@ -2,11 +2,11 @@
 
 Each thread verb has two forms, told apart by their number of arguments:
 the agent form (`ce ask REGION TEXT`) runs over the saved session like every
-agent verb (`cli/agent.py`); the host form puts the document first (`ce ask
+agent verb (`agent_verbs.py`); the host form puts the document first (`ce ask
 FILE REGION TEXT`) and acts as the host on the room around FILE, like `ce
-review FILE` (`cli/host.py`: through the running room, or the sidecar).
+review FILE` (`host_call.py`: through the running room, or the sidecar).
 `ce rebase` has both forms too; `ce revise` is the author's, so agent only.
-`ce wait THREAD` (in `cli/agent.py`, on a `th_` id) runs `wait_for_thread`.
+`ce wait THREAD` (in `agent_verbs.py`, on a `th_` id) runs `wait_for_thread`.
 
 A TEXT of `-` is read from stdin. `ce ask` prints the thread id alone, so
 `T=$(ce ask ...)` works.
@@ -15,15 +15,14 @@ A TEXT of `-` is read from stdin. `ce ask` prints the thread id alone, so
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import click
 
-from commonroom.cli import agent
-from commonroom.cli.agent import session_options
-from commonroom.cli.output import EXIT_CONFLICT, guarded, visible
+from commonroom.cli import profiles
+from commonroom.cli.agent_verbs import call_as, session_options
+from commonroom.cli.output import EXIT_CONFLICT, guarded, note, print_answer, visible
 
 THREAD_PREFIX: Final = "th_"
 
@@ -51,14 +50,10 @@ def _run(file: Path | None, op: str, params: dict[str, Any], profile: str | None
          invitation: str | None, session: str | None) -> Any:
     params = {key: value for key, value in params.items() if value is not None}
     if file is not None:
-        from commonroom.cli.host import check_answer, host_call
+        from commonroom.cli.host_call import host_answer
 
-        return check_answer(host_call(file, op, params))
-    return agent._call(agent._profile(profile, invitation, session), op, params)
-
-
-def _say(answer: Any, json_mode: bool, lines: Callable[[Any], list[str]]) -> None:
-    agent._out(answer, json_mode, lines)
+        return host_answer(file, op, params)
+    return call_as(profiles.select(profile, invitation, session), op, params)
 
 
 def thread_lines(thread: dict[str, Any]) -> list[str]:
@@ -88,9 +83,9 @@ def ask(words: tuple[str, ...], quote: str | None, blocking: bool, profile: str 
     file, (region, text) = _split(words, ("REGION", "TEXT"))
     answer = _run(file, "thread.open", {"region": region, "body": _text(text), "quote": quote,
                                         "blocking": blocking}, profile, invitation, session)
-    _say(answer, json_mode, lambda a: [str(a.get("thread_id"))])
+    print_answer(answer, json_mode, lambda a: [str(a.get("thread_id"))])
     if not json_mode and blocking:
-        agent._note(f"`ce wait {answer.get('thread_id')}` until someone answers")
+        note(f"`ce wait {answer.get('thread_id')}` until someone answers")
 
 
 @click.command()
@@ -109,7 +104,7 @@ def threads(words: tuple[str, ...], region: str | None, status: str | None,
     answer = _run(file, "workspace.threads", {"region": region, "status": status,
                                               "proposal_id": proposal_id, "limit": 200},
                   profile, invitation, session)
-    _say(answer, json_mode, lambda a: [line for thread in a.get("threads") or []
+    print_answer(answer, json_mode, lambda a: [line for thread in a.get("threads") or []
                                        for line in thread_lines(thread)] or ["no threads"])
 
 
@@ -123,7 +118,7 @@ def reply(words: tuple[str, ...], profile: str | None, invitation: str | None,
     file, (thread_id, text) = _split(words, ("THREAD", "TEXT"))
     answer = _run(file, "thread.reply", {"thread_id": thread_id, "body": _text(text)},
                   profile, invitation, session)
-    _say(answer, json_mode, lambda a: [f"{a.get('thread_id')} {a.get('status')}:"
+    print_answer(answer, json_mode, lambda a: [f"{a.get('thread_id')} {a.get('status')}:"
                                        f" {len(a.get('comments') or [])} comments"])
 
 
@@ -138,7 +133,7 @@ def resolve(words: tuple[str, ...], reopen: bool, profile: str | None, invitatio
     file, (thread_id,) = _split(words, ("THREAD",))
     answer = _run(file, "thread.resolve", {"thread_id": thread_id, "resolved": not reopen},
                   profile, invitation, session)
-    _say(answer, json_mode, lambda a: [f"{a.get('thread_id')} {a.get('status')}"])
+    print_answer(answer, json_mode, lambda a: [f"{a.get('thread_id')} {a.get('status')}"])
 
 
 @click.command()
@@ -157,7 +152,7 @@ def revise(proposal: str, file: Any, summary: str | None, base: int | None,
     answer = _run(None, "workspace.proposal.revise", {
         "proposal_id": proposal, "content": str(file.read()), "summary": summary,
         "base_version": base}, profile, invitation, session)
-    _say(answer, json_mode, lambda a: [f"{a.get('proposal_id')} revision {a.get('revision')}"
+    print_answer(answer, json_mode, lambda a: [f"{a.get('proposal_id')} revision {a.get('revision')}"
                                        f" {a.get('status')} (base v{a.get('base_version')})"])
 
 
@@ -193,7 +188,7 @@ def rebase(words: tuple[str, ...], apply_it: bool, profile: str | None, invitati
     answer = _run(file, "workspace.proposal.rebase", {"proposal_id": proposal_id,
                                                       "apply": apply_it},
                   profile, invitation, session)
-    _say(answer, json_mode, rebase_lines)
+    print_answer(answer, json_mode, rebase_lines)
     if not answer.get("clean"):
         raise SystemExit(EXIT_CONFLICT)
 
@@ -205,21 +200,13 @@ def wait_for_thread(thread_id: str, timeout: float | None, profile: str | None,
     from commonroom.cli import runtime
     from commonroom.wire import plans
 
-    who = agent._profile(profile, invitation, session)
+    who = profiles.select(profile, invitation, session)
     thread = runtime.run_plan(who.hint, who.session, plans.reply(thread_id, timeout))
     comments = thread.get("comments") or []
     replied = bool(comments) and comments[-1].get("participant_id") != thread.get("author_id")
-    _say(thread, json_mode, thread_lines)
+    print_answer(thread, json_mode, thread_lines)
     if not replied:
         raise SystemExit(EXIT_CONFLICT)
 
 
-VERBS: Final = (ask, threads, reply, resolve, revise, rebase)
-
-
-def register(group: click.Group) -> None:
-    for verb in VERBS:
-        group.add_command(verb)
-
-
-__all__ = ["THREAD_PREFIX", "VERBS", "register", "wait_for_thread"]
+COMMANDS: Final = (ask, threads, reply, resolve, revise, rebase)

@@ -1,11 +1,12 @@
-"""`ce mcp`: the stdio bridge (`ce mcp INVITATION ...`) and `ce mcp config CLIENT ...`.
+"""`ce mcp`: the stdio bridge (`ce mcp INVITATION ...`) and `ce mcp config CLIENT ...` (agent side).
 
 `ce mcp` is a group whose default command is the bridge, so `ce mcp INVITATION --session ID`
 keeps working; `ce mcp config CLIENT [INVITATION --session ID] [--http|--stdio]` prints the
 exact setup snippet for CLIENT (`mcp/configs.py` renders it): the snippet on stdout, so
 `ce mcp config vscode > .vscode/mcp.json` works, and where it goes and where its secret lives on
 stderr (with `--json`, one object with all of it). Without INVITATION it uses the room of the
-saved session profile (`ce join` saves one), its session included.
+saved session profile (`ce join` saves one), its session included. The bridge itself is
+`mcp_bridge.py`, imported (with trio) only when it runs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any, Final
 
 import click
 
+from commonroom.cli.options import json_option
 from commonroom.cli.output import echo, emit_json, guarded
 
 BRIDGE: Final = "bridge"
@@ -38,7 +40,7 @@ class McpGroup(click.Group):
 @click.option("--stdio", "transport", flag_value="stdio", help="Run the `ce mcp` bridge instead.")
 @click.option("--name", metavar="NAME", help="The bridge's display name when it joins (default:"
               " CLIENT).")
-@click.option("--json", "json_mode", is_flag=True, help="Machine-readable output (one JSON object).")
+@json_option
 @guarded()
 def config(client: str, invitation: str | None, session: str | None, profile: str | None,
            transport: str | None, name: str | None, json_mode: bool) -> None:
@@ -75,14 +77,29 @@ def config(client: str, invitation: str | None, session: str | None, profile: st
     echo(snippet.text.rstrip("\n"))
 
 
-def register(parent: click.Group, bridge: click.Command) -> click.Group:
-    """Add `ce mcp` (the bridge as its default command, and `config`) to `parent`."""
+@click.command(name=BRIDGE)
+@click.argument("invitation")
+@click.option("--session", metavar="ID", help="Use this session instead of joining (default:"
+              " CE_SESSION, else join once and keep the session in your profile; an ID here is"
+              " visible to other users).")
+@click.option("--name", default="mcp-agent", show_default=True,
+              help="Your display name when the bridge joins.")
+@json_option
+def bridge(invitation: str, session: str | None, name: str, json_mode: bool) -> None:
+    """A stdio MCP server for local MCP clients, bridged to the room's POST /mcp (the default
+    command of `ce mcp`: `ce mcp INVITATION`; `ce mcp config CLIENT` prints a client's setup)."""
+    from commonroom.cli.mcp_bridge import command
 
-    @parent.group(name="mcp", cls=McpGroup)
-    def mcp() -> None:
-        """MCP: `ce mcp INVITATION` is a stdio MCP server bridged to the room's /mcp;
-        `ce mcp config CLIENT` prints a client's setup (by URL, or through the bridge)."""
+    command(invitation, session=session, name=name)
 
-    mcp.add_command(bridge, name=BRIDGE)
-    mcp.add_command(config)
-    return mcp
+
+@click.group(name="mcp", cls=McpGroup)
+def mcp() -> None:
+    """MCP: `ce mcp INVITATION` is a stdio MCP server bridged to the room's /mcp;
+    `ce mcp config CLIENT` prints a client's setup (by URL, or through the bridge)."""
+
+
+mcp.add_command(bridge)
+mcp.add_command(config)
+
+COMMANDS: Final = (mcp,)
