@@ -277,8 +277,11 @@ def test_invitations_and_participants_panels(page: Any, room: Room) -> None:
     page.locator("#invite-result").wait_for()
     uri = page.locator("#invite-uri").inner_text()
     assert uri.startswith("commonroom://join/")
-    # The MCP URL, and each client's setup snippet for this invitation (from the room).
-    assert page.locator("#invite-mcp-url").inner_text() == f"http://127.0.0.1:{room.host.port}/mcp"
+    # The MCP URL, and each client's setup snippet for this invitation (from the room; the
+    # URL arrives with the room's answer after the result shows, so wait for it to be there).
+    mcp_url = f"http://127.0.0.1:{room.host.port}/mcp"
+    page.wait_for_function("document.getElementById('invite-mcp-url').textContent !== '…'")
+    assert page.locator("#invite-mcp-url").inner_text() == mcp_url
     clients = page.locator("#invite-client option").evaluate_all("os => os.map(o => o.value)")
     assert "claude-desktop" in clients and "vscode" in clients
     page.locator("#invite-client").select_option("claude-desktop")

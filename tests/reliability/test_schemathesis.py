@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import trio
-from tools.fuzz.openapi_fuzz import FuzzReport, protocol_error_problem, run_fuzz
+from tools.fuzz.openapi_fuzz import FuzzReport, not_http, protocol_error_problem, run_fuzz
 
 from commonroom import openapi
 from commonroom.engine.core import SIDECAR_SUFFIX
@@ -116,6 +116,11 @@ async def test_the_audit_and_the_checks_can_fail(
     assert protocol_error_problem(409, "application/json", b'{"error": "stale_version"}') is not None
     assert protocol_error_problem(404, "application/json", b'{"error": "proposal_not_found",'
                                   b' "message": "m", "details": {}}') is None
+    # Generated headers that are not HTTP are told apart (hypercorn answers those, below).
+    assert not_http({"content-length": "le;"}) is not None
+    assert not_http({"h^7S.LBx;": ""}) is not None and not_http({"x y": "1"}) is not None
+    assert not_http({"x": "a\x00b"}) is not None
+    assert not_http({"h^7S.LBx": "", "lO": "s6&[{P5a$", "Content-Length": "0"}) is None
     # A document promising a field the status answer lacks: schemathesis reports the 2xx body.
     document = openapi.openapi_document()
     status = document["components"]["schemas"]["Status"]
@@ -125,7 +130,18 @@ async def test_the_audit_and_the_checks_can_fail(
     async with trio.open_nursery() as nursery:
         live = await start_room(nursery, fuzz_doc, **UNLIMITED)
         report = await _fuzz(live, examples=2, scenarios=1, only={"workspace.status"})
+        # What the fuzzer exempts is what the room's HTTP parser does: an empty 400.
+        stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
+        async with stream:
+            await stream.send_all(b"GET /workspace/status HTTP/1.1\r\nHost: x\r\n"
+                                  b"Content-Length: le;\r\n\r\n")
+            refused = b""
+            with trio.fail_after(10):
+                while chunk := await stream.receive_some(65536):
+                    refused += chunk
         live.stop.set()
+    head, _, body = refused.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400") and body == b"", refused
     assert report.requests >= 2
     assert any("GET /workspace/status -> 200" in failure and "promised" in failure
                for failure in report.failures), report.failures

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 import threading
 from collections import Counter
@@ -92,6 +93,8 @@ class FuzzReport:
     """Stateful batches Hypothesis stopped early (`Flaky`: the room answered a replay differently)."""
     linked_steps: Counter[str] = attrs.field(factory=Counter)
     """Stateful steps whose input a link carried from the previous answer, by link, and status."""
+    not_http: int = 0
+    """Requests whose generated headers are not HTTP (hypercorn refuses them: empty 400)."""
     secrets: set[str] = attrs.field(factory=set)
     answers: list[tuple[str, int, bytes]] = attrs.field(factory=list)
     """Every answer as (method and path, status, body), for the secrets audit."""
@@ -109,7 +112,29 @@ class FuzzReport:
                 f"stateful: {self.stateful_scenarios} scenarios, {self.stateful_steps} steps,"
                 f" {sum(self.linked_steps.values())} of them fed by a link,"
                 f" {self.stateful_batches_cut} batches cut short\n"
+                f"not HTTP (refused by the parser, empty 400): {self.not_http}\n"
                 f"statuses: {statuses}")
+
+
+# RFC 9110 field names and values, as h11 (hypercorn's parser) enforces them: a request
+# whose header breaks these is not HTTP, and hypercorn answers it with an empty 400 before
+# the room sees it (docs/reliability.md: the one error not in the protocol's shape).
+_TOKEN = re.compile(rb"^[-!#$%&'*+.^_`|~0-9A-Za-z]+$")
+_FIELD_VALUE = re.compile(rb"^(?:[\x21-\x7e\x80-\xff](?:[ \t\x21-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?)?$")
+
+
+def not_http(headers: dict[str, Any] | None) -> str | None:
+    """Why these request headers make the request something other than HTTP, or None."""
+    for name, value in (headers or {}).items():
+        raw_name = str(name).encode("latin-1", "replace")
+        raw_value = str(value).strip(" \t").encode("latin-1", "replace")
+        if not _TOKEN.match(raw_name):
+            return f"header name {name!r} is not a token"
+        if not _FIELD_VALUE.match(raw_value):
+            return f"header {name!r} has a value that is not a field value"
+        if raw_name.lower() == b"content-length" and not raw_value.isdigit():
+            return f"Content-Length {value!r} is not a number"
+    return None
 
 
 def protocol_error_problem(status: int, content_type: str, body: bytes) -> str | None:
@@ -241,6 +266,15 @@ class Fuzzer:
         self._collect_secrets(case, response)
         if response.status_code >= 500:
             report.server_errors.append(f"{label} -> {response.status_code}: {response.content[:200]!r}")
+        refused = not_http(dict(response.request.headers))  # the headers as they were sent
+        if refused is not None:
+            # Refused by the HTTP parser before any route: hypercorn's empty 400 is the answer
+            # (anything else, 5xx above included, is still a finding).
+            report.not_http += 1
+            if response.status_code != 400 or response.content:
+                report.failures.append(f"{label}: {refused}, yet answered"
+                                       f" {response.status_code} {response.content[:80]!r}")
+            return
         content_type = response.headers.get("content-type", [""])[0]
         problem = protocol_error_problem(response.status_code, content_type, response.content)
         if problem is not None:
