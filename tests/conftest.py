@@ -77,6 +77,17 @@ class Driver:
         return self.engine.current_version
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `slow` run first, in their collection order; the rest keep theirs.
+
+    Under xdist (tox: `-n auto --dist worksteal`) a slow test that starts last is the
+    run's tail: one worker finishes it while the others are idle. Started first, the
+    slow ones (mostly waiting on real rooms and processes) overlap with everything else,
+    and the idle workers steal the short tests from the end of the queues.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock()

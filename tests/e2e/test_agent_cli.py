@@ -80,6 +80,7 @@ def test_profile_saved_on_join_and_selected(room: RoomProcess, doc: Path,
     assert run("whoami", "--profile", "two").returncode == 2
 
 
+@pytest.mark.slow
 def test_agent_loop_and_exit_codes(room: RoomProcess, doc: Path,
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     join(doc, "bot")

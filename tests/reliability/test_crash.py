@@ -53,6 +53,7 @@ def test_kills_at_a_write_point_lose_no_acknowledged_version(
     assert figures.acknowledged >= 2, figures.as_json()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", RANDOM_SEEDS)
 def test_kills_at_random_moments_lose_no_acknowledged_version(
         seed: int, tmp_path: Path, fork_server: ForkServer) -> None:

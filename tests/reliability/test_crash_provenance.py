@@ -139,6 +139,7 @@ def _landed_whole_or_not(crew: Crew, before: dict[str, Any], field: str, value: 
     crew.acked[status["version"]] = status["content_hash"]
 
 
+@pytest.mark.slow
 def test_kills_inside_revert_and_restore_lose_nothing(crew: Crew) -> None:
     alpha = f"{TOP}/Alpha"
     first = crew.commit(alpha, "## Alpha\n\nalpha two\n\n", "alpha two")

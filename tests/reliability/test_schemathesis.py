@@ -64,6 +64,7 @@ async def _fuzz(live: LiveRoom, **counts: Any) -> FuzzReport:
     return await trio.to_thread.run_sync(partial(run_fuzz, base, live.host_session, **counts))
 
 
+@pytest.mark.slow
 async def test_schemathesis_finds_nothing_and_no_secret_leaks(
         fuzz_doc: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)

@@ -17,6 +17,7 @@ from tools.soak.soak import SoakConfig, run_soak
 
 
 @pytest.mark.e2e
+@pytest.mark.slow
 async def test_a_one_minute_soak_keeps_every_invariant_and_leaks_no_secret() -> None:
     result = await run_soak(SoakConfig(agents=24, minutes=1, observers=3, drain_s=4.0,
                                        revoke_every_s=8.0))

@@ -294,6 +294,7 @@ def check_answer(request: bytes, answer: bytes) -> None:
         assert b"Traceback" not in body, where
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [SEED])
 async def test_fuzzed_requests_never_get_a_500(
     doc: Path, seed: int, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]

@@ -124,14 +124,24 @@ async def test_long_poll_wait(live: LiveRoom) -> None:
     result: dict[str, Any] = {}
 
     async def waiter() -> None:
-        response = await live.call("GET", f"/workspace/wait?cursor={cursor}&timeout_seconds=10", bearer)
+        response = await live.call("GET", f"/workspace/wait?cursor={cursor}&timeout_seconds=25", bearer)
         result.update(response.json())
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(waiter)
         await trio.sleep(0.3)
         assert result == {}  # still holding: nothing happened after the cursor
-        await _make_events(live, bearer, 1)
+        await _make_events(live, bearer, 1)  # the caller's own checkout and release
+        await trio.sleep(0.3)
+        assert result == {}  # its own events do not end the hold
+        # Someone else's event (another agent joining) ends it at once, well before the
+        # 25 s timeout, with the caller's own events first.
+        with trio.fail_after(15):
+            await live.join("other")
+            while not result:
+                await trio.sleep(0.01)
+    types = [event["type"] for event in result["events"]]
     assert result["events"][0]["event_id"] == cursor + 1
+    assert types[:2] == ["lease.acquired", "lease.released"] and len(types) > 2, types
     bad = await live.call("GET", "/workspace/wait?cursor=0&timeout_seconds=26", bearer)
     assert bad.status == 400 and bad.json()["error"] == "invalid_request"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
 import trio
 
 from tests.service.conftest import start_room
@@ -48,6 +49,7 @@ async def _drain_to_eof(stream: trio.SocketStream) -> None:
         pass  # a reset is an end too
 
 
+@pytest.mark.slow
 async def test_cancelling_the_room_ends_every_stream_even_a_stalled_one(doc: Path) -> None:
     async with trio.open_nursery() as outer:
         room_scope = trio.CancelScope()

@@ -485,6 +485,7 @@ def _model_batch(examples: int, derandomize: bool) -> None:
     ))
 
 
+@pytest.mark.slow
 def test_the_engine_agrees_with_its_model() -> None:
     STEPS_RUN.clear()
     OUTCOMES.clear()

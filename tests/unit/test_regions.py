@@ -783,6 +783,7 @@ def replacement(draw: st.DrawFn) -> tuple[str, int, int, str]:
     return text, start, end, content
 
 
+@pytest.mark.slow
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(replacement())
 # Found by this test: an edit of the first line that *opens* front matter (the
