@@ -69,6 +69,8 @@ def vocabulary_document() -> dict[str, Any]:
         "events": list(EVENTS),
         "statuses": {kind: list(names) for kind, names in vocabulary.STATUSES.items()},
         "open_statuses": {kind: list(names) for kind, names in vocabulary.OPEN_STATUSES.items()},
+        "rebasable_statuses": {"proposal": list(vocabulary.PROPOSAL_REBASABLE)},
+        "overtaken_statuses": {"proposal": list(vocabulary.PROPOSAL_OVERTAKEN)},
         # The named capabilities one may grant; "*" is the host's wildcard, never offered.
         "capabilities": [cap for cap in ALL if cap != "*"],
         "default_agent_capabilities": list(DEFAULT_AGENT),

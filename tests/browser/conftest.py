@@ -1,7 +1,7 @@
 """The host's page in a real headless Chromium (Debian's), driven by Playwright.
 
 One browser per module; each test gets a fresh `ce serve` room (a real process,
-tests/e2e/conftest.py) and a fresh browser context. Agents act over HTTP on
+tests/e2e/conftest.py's `Room`) and a fresh browser context. Agents act over HTTP on
 the room's ingress, exactly as a remote agent would. Chromium must be there:
 `tools/ci/install-browser.sh` installs it (tox runs it first); a missing
 browser fails the run, it never skips.
@@ -9,18 +9,15 @@ browser fails the run, it never skips.
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from commonroom.credentials import read_credentials
-from tests.e2e.conftest import SAMPLE, RoomProcess, start_room
+# The e2e fixtures (profiles in a temp folder; `doc`), for this folder too.
+from tests.e2e.conftest import Room, config_home, doc, serving  # noqa: F401
 
 CHROMIUM = os.environ.get("COMMONROOM_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -59,89 +56,10 @@ def page(browser: Any) -> Iterator[Any]:
         context.close()
 
 
-class Http:
-    """Plain HTTP to one listener: JSON in, (status, JSON, headers) out."""
-
-    def __init__(self, port: int, bearer: str | None = None) -> None:
-        self.port = port
-        self.bearer = bearer
-
-    def call(self, method: str, path: str, body: Any = None,
-             headers: dict[str, str] | None = None) -> tuple[int, Any, dict[str, str]]:
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method)
-        if self.bearer:
-            request.add_header("Authorization", f"Bearer {self.bearer}")
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        for key, value in (headers or {}).items():
-            request.add_header(key, value)
-        try:
-            with _opener.open(request, timeout=15) as response:
-                raw, status, got = response.read(), response.status, {k.lower(): v for k, v in response.headers.items()}
-        except urllib.error.HTTPError as error:
-            raw, status, got = error.read(), error.code, {k.lower(): v for k, v in error.headers.items()}
-        try:
-            parsed = json.loads(raw) if raw else None
-        except ValueError:
-            parsed = raw.decode(errors="replace")
-        return status, parsed, got
-
-    def ok(self, method: str, path: str, body: Any = None) -> Any:
-        status, answer, _ = self.call(method, path, body)
-        assert status == 200, (method, path, status, answer)
-        return answer
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-_opener = urllib.request.build_opener(_NoRedirect())
-
-
-class Room:
-    """A running `ce serve` with its host bearer and helpers to act as agents."""
-
-    def __init__(self, process: RoomProcess, doc: Path) -> None:
-        self.process = process
-        self.doc = doc
-        self.url: str = process.ready["human_url"]
-        self.owner_port: int = process.ready["owner_port"]
-        creds = read_credentials(doc)
-        assert creds is not None
-        self.host = Http(process.ready["ingress_port"], creds.host_session)
-
-    def agent(self, name: str = "drafter") -> Http:
-        invite = self.host.ok("POST", "/workspace/invite", {})
-        joined = Http(self.host.port).ok(
-            "POST", "/session/join", {"invite": invite["invitation"], "name": name, "kind": "agent"})
-        return Http(self.host.port, joined["session_id"])
-
-    def version(self) -> int:
-        return int(self.host.ok("GET", "/workspace/status")["version"])
-
-    def propose(self, agent: Http, region: str, content: str, summary: str) -> dict[str, Any]:
-        answer: dict[str, Any] = agent.ok("POST", "/workspace/propose", {
-            "region": region, "base_version": self.version(), "summary": summary, "content": content})
-        return answer
-
-
 @pytest.fixture
-def doc(tmp_path: Path) -> Path:
-    path = tmp_path / "idea.md"
-    path.write_text(SAMPLE.read_text())
-    return path
-
-
-@pytest.fixture
-def room(doc: Path) -> Iterator[Room]:
-    process = start_room(doc, "--port-ingress", "0")
-    try:
-        yield Room(process, doc)
-    finally:
-        process.close()
+def room(doc: Path) -> Iterator[Room]:  # noqa: F811 - the fixture
+    with serving(doc) as room:
+        yield room
 
 
 # The page holds every decision this long before sending it (app.js UNDO_MS).

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, pass_undo_window, run_axe
+from tests.browser.conftest import ARTIFACTS, open_page, pass_undo_window, run_axe
 from tests.browser.test_page import PROBLEM
+from tests.e2e.conftest import Http, Room
 
 IDEA = "## The idea\n\nSwap books with neighbours, on foot.\n\n"
 

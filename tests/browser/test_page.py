@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from commonroom.credentials import read_credentials
-from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, pass_undo_window, run_axe
-from tests.e2e.conftest import RoomProcess, ce
+from tests.browser.conftest import ARTIFACTS, open_page, pass_undo_window, run_axe
+from tests.e2e.conftest import Http, Room, RoomProcess, ce, start_room
 from tests.editing import save_like_an_editor
 
 PROBLEM = (
@@ -333,16 +333,14 @@ def test_phone_width_is_one_column(browser: Any, room: Room) -> None:
 def test_after_a_restart_the_open_tab_reconnects_by_itself(page: Any, doc: Path) -> None:
     # No --port-owner: the room comes back on the same port, so the tab's origin (and with it
     # its sessionStorage login) stays the same; the login itself is kept hashed in the sidecar.
-    first = RoomProcess(["serve", str(doc), "--json", "--port-ingress", "0"], doc.parent)
+    first = start_room(doc, "--port-ingress", "0", owner_port=None)
     second: RoomProcess | None = None
     try:
-        first.wait_ready_json()
         page.goto(first.ready["human_url"])
         page.wait_for_selector("#live-state.ok")
         first.stop()
         page.locator("#live-state", has_text="reconnecting").wait_for()
-        second = RoomProcess(["serve", str(doc), "--json", "--port-ingress", "0"], doc.parent)
-        second.wait_ready_json()
+        second = start_room(doc, "--port-ingress", "0", owner_port=None)
         assert second.ready["owner_port"] == first.ready["owner_port"]
         page.wait_for_selector("#live-state.ok", timeout=15000)
         assert page.locator("#notice").is_hidden()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, run_axe
+from tests.browser.conftest import ARTIFACTS, open_page, run_axe
+from tests.e2e.conftest import Http, Room
 
 TOP = "Shelf Swap: a neighbourhood book exchange app"
 PROBLEM = f"{TOP}/Problem"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.browser.conftest import ARTIFACTS, Http, Room, open_page, run_axe
+from tests.browser.conftest import ARTIFACTS, open_page, run_axe
+from tests.e2e.conftest import Http, Room
 
 SCRIPT = "<script>window.__pwned=1</script>"
 IMG = '<img src=x onerror="window.__pwned=1">'

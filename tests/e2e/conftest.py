@@ -1,25 +1,40 @@
-"""Real `ce` processes: a room started with `ce serve --json`, and one-shot commands.
+"""Real `ce` processes and plain HTTP to them: the helpers of every test that runs `ce`.
+
+A room started with `ce serve --json` (`start_room`, `RoomProcess`; the `room`
+fixture), one as a `Room` with the host's bearer and calls as anyone (the
+`served` fixture), one-shot commands (`ce`, `ce_ok`, `ce_err`), a command at a
+pseudo-terminal (`at_terminal`), JSON over HTTP to a listener (`Http`,
+`http_json`), a fake `tailcat` on PATH (`fake_tailcat_env`). tests/browser and
+tests/security import these fixtures into their own conftest.
 
 Every process a test starts is stopped by the test: `RoomProcess.stop()`
-sends SIGINT and waits (SIGKILL after 5 s), and the `room` fixture always
-calls it. One-shot commands run with `subprocess.run(..., timeout=...)`.
+sends SIGINT and waits (SIGKILL after 5 s), and the `room` and `served`
+fixtures always call it. One-shot commands run with `subprocess.run(...,
+timeout=...)`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from commonroom.credentials import read_credentials
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "samples" / "idea.md"
@@ -112,9 +127,14 @@ class RoomProcess:
         self.stderr_path.unlink(missing_ok=True)
 
 
-def start_room(doc: Path, *extra: str, env: Mapping[str, str] | None = None) -> RoomProcess:
-    """`ce serve DOC --json --port-owner 0 EXTRA...`, waited until its ready line."""
-    room = RoomProcess(["serve", str(doc), "--json", "--port-owner", "0", *extra], doc.parent, env)
+def start_room(doc: Path, *extra: str, env: Mapping[str, str] | None = None,
+               owner_port: str | None = "0") -> RoomProcess:
+    """`ce serve DOC --json --port-owner 0 EXTRA...`, waited until its ready line.
+
+    `owner_port=None`: no `--port-owner`, so the room takes the port it kept for this file.
+    """
+    owner = [] if owner_port is None else ["--port-owner", owner_port]
+    room = RoomProcess(["serve", str(doc), "--json", *owner, *extra], doc.parent, env)
     try:
         room.wait_ready_json()
     except BaseException:
@@ -156,6 +176,176 @@ def ce_err(*args: str) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]
     return error, result
 
 
+def at_terminal(args: Sequence[str], steps: Sequence[tuple[str, bytes]] = (), *,
+                env: Mapping[str, str] | None = None, size: tuple[int, int] | None = None,
+                timeout: float = 30.0) -> tuple[int, str]:
+    """Run `ce ARGS` with stdin, stdout and stderr on a pseudo-terminal (`size`: columns, rows);
+    for each (prompt text, answer) wait for the text, then type the answer. Every prompt must
+    come. Returns (exit code, everything it printed, escapes kept)."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    if size is not None:
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+    proc = subprocess.Popen([ce_path(), *args], stdin=follower, stdout=follower, stderr=follower,
+                            env=dict(env) if env is not None else None, close_fds=True,
+                            start_new_session=True)
+    os.close(follower)
+    out = b""
+    seen = 0  # where the next prompt is looked for: a prompt counts once
+    pending = list(steps)
+    try:
+        while True:
+            ready, _, _ = select.select([leader], [], [], timeout)
+            assert ready, f"no output within {timeout} s: {out!r}"
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+            while pending and pending[0][0].encode() in out[seen:]:
+                prompt, answer = pending.pop(0)
+                seen = out.index(prompt.encode(), seen) + len(prompt)
+                os.write(leader, answer)
+    finally:
+        os.close(leader)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
+    assert not pending, f"never asked {pending[0][0]!r}: {out!r}"
+    return code, out.decode("utf-8", "replace")
+
+
+def fake_tailcat_env(folder: Path) -> dict[str, str]:
+    """This environment with the fake `tailcat` (tests/fixtures/fake_tailcat.py) first on PATH."""
+    fake = REPO / "tests" / "fixtures" / "fake_tailcat.py"
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "tailcat"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" "$@"\n')
+    launcher.chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+class Http:
+    """Plain HTTP to one listener of a room: JSON in, (status, JSON, headers) out."""
+
+    def __init__(self, port: int, bearer: str | None = None, *, timeout: float = CALL_TIMEOUT) -> None:
+        self.port = port
+        self.bearer = bearer
+        self.timeout = timeout
+
+    def call(self, method: str, path: str, body: Any = None,
+             headers: Mapping[str, str] | None = None) -> tuple[int, Any, dict[str, str]]:
+        """The answer's status, its body (parsed JSON, else text; None when empty), headers."""
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data, method=method)
+        if self.bearer:
+            request.add_header("Authorization", f"Bearer {self.bearer}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        for key, value in (headers or {}).items():
+            request.add_header(key, value)
+        try:
+            with _opener.open(request, timeout=self.timeout) as response:
+                raw, status, got = response.read(), response.status, {k.lower(): v for k, v in response.headers.items()}
+        except urllib.error.HTTPError as error:
+            raw, status, got = error.read(), error.code, {k.lower(): v for k, v in error.headers.items()}
+        try:
+            parsed = json.loads(raw) if raw else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")
+        return status, parsed, got
+
+    def ok(self, method: str, path: str, body: Any = None) -> Any:
+        status, answer, _ = self.call(method, path, body)
+        assert status == 200, (method, path, status, answer)
+        return answer
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+# No proxy from the environment (the room is on 127.0.0.1), no redirect followed.
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
+def http_json(port: int, method: str, path: str, bearer: str | None = None,
+              body: Any = None) -> tuple[int, Any]:
+    """One call to the listener on `port`: (status, answer)."""
+    status, answer, _ = Http(port, bearer).call(method, path, body)
+    return status, answer
+
+
+class Room:
+    """A running `ce serve`: its ports and page link, the host's bearer, calls as anyone.
+
+    `call`/`ok` take the bearer per call (`host_session` for the host); `host` and `agent()`
+    are `Http` clients bound to one bearer.
+    """
+
+    def __init__(self, process: RoomProcess, doc: Path) -> None:
+        self.process = process
+        self.doc = doc
+        self.port = int(process.ready["ingress_port"])
+        self.owner_port = int(process.ready["owner_port"])
+        self.url = str(process.ready["human_url"])
+        credentials = read_credentials(doc)
+        assert credentials is not None
+        self.host_session = str(credentials.host_session)
+        self.host = Http(self.port, self.host_session)
+
+    def call(self, method: str, path: str, bearer: str | None = None, body: Any = None,
+             ) -> tuple[int, Any]:
+        return http_json(self.port, method, path, bearer, body)
+
+    def ok(self, method: str, path: str, bearer: str | None = None, body: Any = None) -> Any:
+        status, answer = self.call(method, path, bearer, body)
+        assert status == 200, (method, path, status, answer)
+        return answer
+
+    def invite(self, bearer: str | None = None, **params: Any) -> dict[str, Any]:
+        answer: dict[str, Any] = self.ok("POST", "/workspace/invite", bearer or self.host_session,
+                                         params)
+        return answer
+
+    def join(self, name: str = "agent", capabilities: list[str] | None = None,
+             invitation: str | None = None) -> dict[str, Any]:
+        if invitation is None:
+            params = {} if capabilities is None else {"capabilities": capabilities}
+            invitation = self.invite(**params)["invitation"]
+        joined: dict[str, Any] = self.ok("POST", "/session/join", None,
+                                         {"invite": invitation, "name": name})
+        return joined
+
+    def agent(self, name: str = "drafter") -> Http:
+        """A new agent (the default invitation) as an `Http` client with its bearer."""
+        return Http(self.port, self.join(name)["session_id"])
+
+    def read(self, bearer: str, region: str) -> dict[str, Any]:
+        query = urllib.parse.quote(region)
+        answer: dict[str, Any] = self.ok("GET", f"/workspace/read?region={query}", bearer)
+        return answer
+
+    def version(self) -> int:
+        return int(self.host.ok("GET", "/workspace/status")["version"])
+
+    def propose(self, agent: Http, region: str, content: str, summary: str) -> dict[str, Any]:
+        answer: dict[str, Any] = agent.ok("POST", "/workspace/propose", {
+            "region": region, "base_version": self.version(), "summary": summary, "content": content})
+        return answer
+
+
 @pytest.fixture(autouse=True)
 def config_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every `ce` a test starts keeps its session profiles in a temp folder, never in ~."""
@@ -180,3 +370,19 @@ def room(doc: Path) -> Iterator[RoomProcess]:
         yield process
     finally:
         process.close()
+
+
+@contextlib.contextmanager
+def serving(doc: Path, *extra: str) -> Iterator[Room]:
+    """`ce serve DOC` (any free ports) as a `Room`, stopped on the way out."""
+    process = start_room(doc, "--port-ingress", "0", *extra)
+    try:
+        yield Room(process, doc)
+    finally:
+        process.close()
+
+
+@pytest.fixture
+def served(doc: Path) -> Iterator[Room]:
+    with serving(doc) as room:
+        yield room

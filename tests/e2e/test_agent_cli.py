@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import RoomProcess, ce_path, start_room
+from tests.e2e.conftest import RoomProcess, at_terminal, ce_path, fake_tailcat_env, start_room
 
 pytestmark = pytest.mark.e2e
 
@@ -252,37 +252,6 @@ def test_observe_says_it_reconnects(doc: Path) -> None:
             again.close()
 
 
-def at_terminal(args: list[str], answer: bytes, timeout: float = 30.0) -> tuple[int, str]:
-    """Run `ce ARGS` with stdin and stdout on a pseudo-terminal; type `answer`; (exit, output)."""
-    import pty
-    import select
-
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([ce_path(), *args], stdin=follower, stdout=follower,
-                            stderr=follower, close_fds=True)
-    os.close(follower)
-    out = b""
-    sent = False
-    try:
-        while True:
-            ready, _, _ = select.select([leader], [], [], timeout)
-            assert ready, f"no output within {timeout} s: {out!r}"
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
-            if not sent and b"?" in out and b"[y/N]" in out:
-                os.write(leader, answer)
-                sent = True
-    finally:
-        os.close(leader)
-        code = proc.wait(timeout)
-    return code, out.decode("utf-8", "replace")
-
-
 def test_observe_call_and_withdraw_take_the_profile(room: RoomProcess, doc: Path) -> None:
     join(doc, "bot")
     assert ok_json("call", "GET", "/workspace/status")["version"] == 1  # no invitation, no session
@@ -311,17 +280,16 @@ def test_review_at_a_terminal_shows_the_diff_and_asks(room: RoomProcess, doc: Pa
     run("read", "Risks")
     risks = run("read", "Risks").stdout
     proposal = run("propose", "Risks", "-", input=risks + "- New risk.\n\n").stdout.strip()
-    shown_code, shown = at_terminal(["show", str(doc), proposal], b"")
+    shown_code, shown = at_terminal(["show", str(doc), proposal])
     assert shown_code == 0 and "\x1b[32m+- New risk.\x1b[0m" in shown  # coloured at a terminal
-    code, output = at_terminal(["review", str(doc), proposal, "--approve"], b"n\n")
+    code, output = at_terminal(["review", str(doc), proposal, "--approve"], [("[y/N]", b"n\n")])
     assert code == 2 and "+- New risk." in output and "not reviewed" in output
     assert ok_json("show", str(doc), proposal)["status"] == "pending"
-    code, output = at_terminal(["review", str(doc), proposal, "--approve"], b"y\n")
+    code, output = at_terminal(["review", str(doc), proposal, "--approve"], [("[y/N]", b"y\n")])
     assert code == 0 and f"{proposal} approved" in output
     # --yes decides without asking, even at a terminal.
     again = run("propose", "Risks", "-", "--base", "1", input=risks + "- Other.\n\n")
-    code, output = at_terminal(["review", str(doc), again.stdout.strip(), "--reject", "--yes"],
-                               b"")
+    code, output = at_terminal(["review", str(doc), again.stdout.strip(), "--reject", "--yes"])
     assert code == 0 and "[y/N]" not in output
 
 
@@ -349,13 +317,7 @@ def test_contradictory_or_missing_flags_are_usage_errors(room: RoomProcess, doc:
 
 def test_verbs_and_client_over_the_tailcat_plugin(doc: Path, tmp_path: Path) -> None:
     """A hint that is not plain loopback goes through the transport plugin (a fake tailcat)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = Path(__file__).resolve().parents[1] / "fixtures" / "fake_tailcat.py"
-    launcher = bin_dir / "tailcat"
-    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" "$@"\n')
-    launcher.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = fake_tailcat_env(tmp_path)
     room = start_room(doc, "--transport", "tailcat", "--port-ingress", "0", env=env)
     try:
         invitation = room.ready["invitation"]

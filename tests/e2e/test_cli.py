@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import RoomProcess, ce, ce_err, ce_ok, start_room
+from tests.e2e.conftest import RoomProcess, ce, ce_err, ce_ok, fake_tailcat_env, start_room
 from tests.editing import save_like_an_editor
 
 pytestmark = pytest.mark.e2e
@@ -338,13 +338,7 @@ def test_observe_survives_a_room_restart_without_gap_or_duplicate(doc: Path) -> 
 
 def test_a_whole_session_through_the_tailcat_transport(doc: Path, tmp_path: Path) -> None:
     """ce serve --transport tailcat with a (fake, really forwarding) tailcat on PATH."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = Path(__file__).resolve().parents[1] / "fixtures" / "fake_tailcat.py"
-    launcher = bin_dir / "tailcat"
-    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{fake}" "$@"\n')
-    launcher.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = fake_tailcat_env(tmp_path)
     room = start_room(doc, "--transport", "tailcat", "--port-ingress", "0", env=env)
     try:
         assert room.ready["transport"] == {"type": "tailcat", "encrypted": True, "status": "READY"}

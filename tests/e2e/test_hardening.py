@@ -7,7 +7,6 @@ root (the suite runs as root here, so mode bits would prove nothing).
 from __future__ import annotations
 
 import hashlib
-import http.client
 import json
 import shutil
 import sqlite3
@@ -21,31 +20,13 @@ from typing import Any
 import pytest
 
 from commonroom.credentials import read_credentials
-from tests.e2e.conftest import ce, start_room
+from tests.e2e.conftest import ce, http_json, start_room
 
 
 def _chattr(flag: str, path: Path) -> bool:
     if shutil.which("chattr") is None:
         return False
     return subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
-
-
-def _http(port: int, method: str, path: str, bearer: str | None = None,
-          body: Any = None) -> tuple[int, Any]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    headers = {"Host": "commonroom"}
-    data = None
-    if bearer is not None:
-        headers["Authorization"] = f"Bearer {bearer}"
-    if body is not None:
-        headers["Content-Type"] = "application/json"
-        data = json.dumps(body).encode()
-    try:
-        conn.request(method, path, body=data, headers=headers)
-        response = conn.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        conn.close()
 
 
 def _sidecar(doc: Path) -> tuple[int, list[str]]:
@@ -75,35 +56,35 @@ def test_a_commit_the_file_refuses_commits_nothing_even_after_restart(
         creds = read_credentials(doc)
         assert creds is not None
         host = creds.host_session
-        status, joined = _http(port, "POST", "/session/join",
-                               body={"invite": room.ready["invitation"], "name": "writer"})
+        status, joined = http_json(port, "POST", "/session/join",
+                                   body={"invite": room.ready["invitation"], "name": "writer"})
         assert status == 200, joined
         agent = joined["session_id"]
-        _, regions = _http(port, "GET", "/workspace/regions", agent)
+        _, regions = http_json(port, "GET", "/workspace/regions", agent)
         region = regions["regions"][1]["region"]
-        _, text = _http(port, "GET", "/workspace/read?" + urllib.parse.urlencode(
+        _, text = http_json(port, "GET", "/workspace/read?" + urllib.parse.urlencode(
             {"region": region}), agent)
         heading = text["content"].splitlines()[0]
-        status, proposal = _http(port, "POST", "/workspace/propose", agent, {
+        status, proposal = http_json(port, "POST", "/workspace/propose", agent, {
             "region": region, "base_version": 1, "summary": "s",
             "content": heading + "\n\nrewritten\n"})
         assert status == 200, proposal
         pid = proposal["proposal_id"]
-        status, _ = _http(port, "POST", "/workspace/proposal/review", host,
-                          {"proposal_id": pid, "decision": "approve"})
+        status, _ = http_json(port, "POST", "/workspace/proposal/review", host,
+                              {"proposal_id": pid, "decision": "approve"})
         assert status == 200
         versions_before, events_before = _sidecar(doc)
         assert _chattr("+i", doc)
-        status, error = _http(port, "POST", "/workspace/commit", agent, {"proposal_id": pid})
+        status, error = http_json(port, "POST", "/workspace/commit", agent, {"proposal_id": pid})
         assert status == 503, error
         assert error["error"] == "storage_unavailable" and set(error) >= {"message", "details"}
         assert doc.read_bytes() == original
         assert _sidecar(doc) == (versions_before, events_before)
         assert [p.name for p in doc.parent.iterdir() if p.name.endswith(".tmp")] == []
-        status, detail = _http(port, "GET", f"/workspace/proposal?proposal_id={pid}", agent)
+        status, detail = http_json(port, "GET", f"/workspace/proposal?proposal_id={pid}", agent)
         assert status == 200 and detail["status"] == "approved"
         # The room keeps serving.
-        status, answer = _http(port, "GET", "/workspace/status", agent)
+        status, answer = http_json(port, "GET", "/workspace/status", agent)
         assert status == 200 and answer["version"] == 1
     finally:
         code = room.stop()
@@ -125,9 +106,9 @@ def test_a_commit_the_file_refuses_commits_nothing_even_after_restart(
         port = room.ready["ingress_port"]
         assert doc.read_bytes() == original
         host = read_credentials(doc).host_session  # type: ignore[union-attr]
-        _, status_now = _http(port, "GET", "/workspace/status", host)
+        _, status_now = http_json(port, "GET", "/workspace/status", host)
         assert status_now["version"] == 1
-        status, done = _http(port, "POST", "/workspace/commit", agent, {"proposal_id": pid})
+        status, done = http_json(port, "POST", "/workspace/commit", agent, {"proposal_id": pid})
         assert status == 200 and done["version"] == 2, done
         assert b"rewritten" in doc.read_bytes()
     finally:
@@ -234,26 +215,26 @@ def test_a_folder_made_immutable_mid_run_refuses_commits_then_recovers(tmp_path:
     try:
         port = room.ready["ingress_port"]
         host = read_credentials(doc).host_session  # type: ignore[union-attr]
-        _, joined = _http(port, "POST", "/session/join",
-                          body={"invite": room.ready["invitation"], "name": "writer"})
+        _, joined = http_json(port, "POST", "/session/join",
+                              body={"invite": room.ready["invitation"], "name": "writer"})
         agent = joined["session_id"]
 
         def commit_loop() -> None:
             n = 0
             while not stop.is_set():
                 n += 1
-                _, read = _http(port, "GET", "/workspace/read?region=Goals", agent)
+                _, read = http_json(port, "GET", "/workspace/read?region=Goals", agent)
                 text = f"## Goals\n\ncommit {n}\n"
-                status, proposal = _http(port, "POST", "/workspace/propose", agent, {
+                status, proposal = http_json(port, "POST", "/workspace/propose", agent, {
                     "region": "Goals", "base_version": read["version"], "summary": f"c{n}",
                     "content": text})
                 if status != 200:  # the sidecar's folder may refuse it too: 503, checked below
                     answers.append((status, proposal, "propose"))
                     continue
-                _http(port, "POST", "/workspace/proposal/review", host,
-                      {"proposal_id": proposal["proposal_id"], "decision": "approve"})
-                status, answer = _http(port, "POST", "/workspace/commit", agent,
-                                       {"proposal_id": proposal["proposal_id"]})
+                http_json(port, "POST", "/workspace/proposal/review", host,
+                          {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+                status, answer = http_json(port, "POST", "/workspace/commit", agent,
+                                           {"proposal_id": proposal["proposal_id"]})
                 answers.append((status, answer, text))
 
         def count(code: int) -> int:
@@ -284,12 +265,12 @@ def test_a_folder_made_immutable_mid_run_refuses_commits_then_recovers(tmp_path:
                 assert answer["error"] == "storage_unavailable" and answer["details"]["file"] == "idea.md"
                 continue
             # every acknowledged commit is there, byte-exact
-            _, whole = _http(port, "GET", f"/workspace/read?region=workspace&version={answer['version']}",
-                             agent)
+            _, whole = http_json(port, "GET", f"/workspace/read?region=workspace&version={answer['version']}",
+                                 agent)
             assert hashlib.sha256(whole["content"].encode()).hexdigest() == answer["content_hash"]
             assert text in whole["content"]
         # versions are only the acknowledged ones (a refused commit left no row), file = current
-        _, status_now = _http(port, "GET", "/workspace/status", agent)
+        _, status_now = http_json(port, "GET", "/workspace/status", agent)
         assert status_now["version"] == 1 + count(200)
         assert hashlib.sha256(doc.read_bytes()).hexdigest() == status_now["content_hash"]
         assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
@@ -309,7 +290,7 @@ def test_a_killed_rooms_host_session_ends_when_the_room_starts_again(doc: Path) 
         creds = read_credentials(doc)
         assert creds is not None
         old_host = creds.host_session
-        assert _http(room.ready["ingress_port"], "GET", "/workspace/status", old_host)[0] == 200
+        assert http_json(room.ready["ingress_port"], "GET", "/workspace/status", old_host)[0] == 200
         room.proc.kill()
         room.proc.wait()
     finally:
@@ -319,8 +300,8 @@ def test_a_killed_rooms_host_session_ends_when_the_room_starts_again(doc: Path) 
         port = again.ready["ingress_port"]
         creds = read_credentials(doc)
         assert creds is not None and creds.host_session != old_host
-        status, error = _http(port, "GET", "/workspace/status", old_host)
+        status, error = http_json(port, "GET", "/workspace/status", old_host)
         assert status == 401, error
-        assert _http(port, "GET", "/workspace/status", creds.host_session)[0] == 200
+        assert http_json(port, "GET", "/workspace/status", creds.host_session)[0] == 200
     finally:
         again.close()

@@ -4,15 +4,13 @@ interactive `ce review` driven through a pty, amended and no-op proposals, on re
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import RoomProcess, ce_path
+from tests.e2e.conftest import RoomProcess, at_terminal
 from tests.e2e.test_agent_cli import join, ok_json, run
 
 pytestmark = pytest.mark.e2e
@@ -20,42 +18,10 @@ pytestmark = pytest.mark.e2e
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def converse(args: list[str], steps: list[tuple[str, bytes]], timeout: float = 30.0
-             ) -> tuple[int, str]:
-    """Run `ce ARGS` on a pseudo-terminal; for each (prompt text, answer) wait for the text, type.
-
-    Returns (exit code, everything it printed, colours removed).
-    """
-    import pty
-    import select
-
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen([ce_path(), *args], stdin=follower, stdout=follower,
-                            stderr=follower, close_fds=True)
-    os.close(follower)
-    out = b""
-    seen = 0  # where the next prompt is looked for: a prompt counts once
-    pending = list(steps)
-    try:
-        while True:
-            ready, _, _ = select.select([leader], [], [], timeout)
-            assert ready, f"no output within {timeout} s: {out!r}"
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the child closed the terminal
-                break
-            if not chunk:
-                break
-            out += chunk
-            while pending and pending[0][0].encode() in out[seen:]:
-                prompt, answer = pending.pop(0)
-                seen = out.index(prompt.encode(), seen) + len(prompt)
-                os.write(leader, answer)
-    finally:
-        os.close(leader)
-        code = proc.wait(timeout)
-    assert not pending, f"never asked {pending[0][0]!r}: {out!r}"
-    return code, ANSI.sub("", out.decode("utf-8", "replace"))
+def converse(args: list[str], steps: list[tuple[str, bytes]]) -> tuple[int, str]:
+    """`ce ARGS` at a terminal, answering each prompt in turn: (exit code, output without colours)."""
+    code, out = at_terminal(args, steps)
+    return code, ANSI.sub("", out)
 
 
 def propose(region: str, extra: str, base: str = "1") -> str:

@@ -6,18 +6,12 @@ import json
 import socket
 from pathlib import Path
 
-from tests.browser.conftest import Http
-from tests.e2e.conftest import RoomProcess, ce, ce_err
+from tests.e2e.conftest import Http, RoomProcess, ce, ce_err, start_room
 
 
 def _serve(doc: Path) -> RoomProcess:
-    room = RoomProcess(["serve", str(doc), "--json", "--port-ingress", "0"], doc.parent)
-    try:
-        room.wait_ready_json()
-    except BaseException:
-        room.close()
-        raise
-    return room
+    """The room on the owner port it kept for `doc` (no --port-owner)."""
+    return start_room(doc, "--port-ingress", "0", owner_port=None)
 
 
 def test_the_owner_port_is_kept_across_restarts_and_moves_only_when_taken(doc: Path) -> None:

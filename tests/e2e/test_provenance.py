@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ce, ce_err, ce_ok, start_room
-from tests.security.engine_support import Room
+from tests.e2e.conftest import Room, ce, ce_err, ce_ok, start_room
 
 pytestmark = pytest.mark.e2e
 
@@ -62,7 +61,7 @@ def land(room: Room, bearer: str, region: str, content: str, summary: str, *,
     review: dict[str, Any] = {"proposal_id": proposal["proposal_id"], "decision": "approve"}
     if amend is not None:
         review["content"] = amend
-    room.ok("POST", "/workspace/proposal/review", room.host, review)
+    room.ok("POST", "/workspace/proposal/review", room.host_session, review)
     committed: dict[str, Any] = room.ok("POST", "/workspace/commit", bearer,
                                         {"proposal_id": proposal["proposal_id"]})
     return committed
@@ -70,13 +69,13 @@ def land(room: Room, bearer: str, region: str, content: str, summary: str, *,
 
 def host_save(room: Room, doc: Path, old: str, new: str) -> int:
     """The host's editor saves the file; returns the version the room recorded for it."""
-    before = room.ok("GET", "/workspace/status", room.host)["version"]
+    before = room.ok("GET", "/workspace/status", room.host_session)["version"]
     text = doc.read_text()
     assert old in text
     doc.write_text(text.replace(old, new))
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        version = int(room.ok("GET", "/workspace/status", room.host)["version"])
+        version = int(room.ok("GET", "/workspace/status", room.host_session)["version"])
         if version > before:
             return version
         time.sleep(0.1)
@@ -119,7 +118,7 @@ def test_blame_revert_restore_and_git_on_a_real_room(doc: Path) -> None:
         saved = host_save(room, doc, "## Open questions", "## Open questions (host)")
 
         # blame over REST: two agents, an amended proposal, one host save
-        blamed = room.ok("GET", "/workspace/blame?region=workspace", room.host)
+        blamed = room.ok("GET", "/workspace/blame?region=workspace", room.host_session)
         by_text = {line["text"]: line for line in blamed["lines"]}
         assert [line["text"] for line in blamed["lines"]] == doc.read_text().split("\n")[:-1]
         assert by_text["Readers keep books they read once."]["name"] == "ada"
@@ -127,7 +126,7 @@ def test_blame_revert_restore_and_git_on_a_real_room(doc: Path) -> None:
             first["proposal_id"])
         assert by_text["A flood of hardbacks."]["name"] == "bob"
         host_id = next(p["participant_id"] for p in room.ok(
-            "GET", "/workspace/participants", room.host)["participants"] if p["name"] != "ada"
+            "GET", "/workspace/participants", room.host_session)["participants"] if p["name"] != "ada"
             and p["name"] != "bob")
         assert by_text["A flood of hardbacks."]["amended_by"] == host_id
         assert by_text["## Risks"]["amended_by"] is None
@@ -170,7 +169,7 @@ def test_blame_revert_restore_and_git_on_a_real_room(doc: Path) -> None:
         restored = ce_ok("restore", str(doc), "Risks", "1")
         assert restored["restores"] == 1
         assert "A flood of" not in doc.read_text()
-        events = room.ok("GET", "/workspace/history?limit=20", room.host)["events"]
+        events = room.ok("GET", "/workspace/history?limit=20", room.host_session)["events"]
         changes = [e["payload"] for e in events if e["type"] == "change.committed"]
         assert {"reverts": first["version"]}.items() <= next(
             c for c in changes if c["source"] == "revert").items()
@@ -190,7 +189,7 @@ def test_blame_revert_restore_and_git_on_a_real_room(doc: Path) -> None:
         assert f"Commonroom-Version: {amended['version']}" in body
         assert "Reviewed-by: " in body and "@commonroom.invalid>" in body
         assert f"Commonroom-Version: {later['version']}" in by_subject["comics"][2]
-        workspace = room.ok("GET", "/workspace/status", room.host)["workspace_id"]
+        workspace = room.ok("GET", "/workspace/status", room.host_session)["workspace_id"]
         assert f"Commonroom-Workspace: {workspace}" in body
         assert git(repo, "show", "--format=", "--name-only", "HEAD").split() == [doc.name]
         assert git(repo, "status", "--porcelain", "--untracked-files=no").strip() in ("", )
@@ -201,7 +200,7 @@ def test_blame_revert_restore_and_git_on_a_real_room(doc: Path) -> None:
         head = git(repo, "rev-parse", "HEAD")
         land(room, ada["session_id"], PROBLEM, "## Problem\n\nStaged elsewhere.\n\n", "staged")
         assert git(repo, "rev-parse", "HEAD") == head
-        assert room.ok("GET", "/workspace/status", room.host)["version"] > 0
+        assert room.ok("GET", "/workspace/status", room.host_session)["version"] > 0
         process.stop()
         assert "not committed: the index has staged changes" in process.stderr()
     finally:
@@ -248,7 +247,7 @@ def test_policies_over_the_cli_and_rest(doc: Path) -> None:
         doc.write_text(text.replace("## Risks\n", "## Risks\n\nHost is typing.\n", 1))
         deadline = time.monotonic() + 15
         while not any(lease.get("reason") == "human_editing" and lease["region"] == RISKS
-                      for lease in room.ok("GET", "/workspace/leases", room.host)["leases"]):
+                      for lease in room.ok("GET", "/workspace/leases", room.host_session)["leases"]):
             assert time.monotonic() < deadline, "the save never held Risks"
             time.sleep(0.1)
         risks = read(room, bearer, RISKS)

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from commonroom.credentials import read_credentials
-from tests.browser.conftest import Http
-from tests.e2e.conftest import RoomProcess, ce, ce_err, ce_ok, ce_path, start_room
+from tests.e2e.conftest import Http, RoomProcess, ce, ce_err, ce_ok, ce_path, start_room
 from tests.e2e.review_support import mcp_error, mcp_tool
 from tests.editing import save_like_an_editor
 

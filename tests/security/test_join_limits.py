@@ -9,88 +9,49 @@ window. The attacks run against a real `ce serve` with the default limits.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
 import pytest
 
-from commonroom.credentials import read_credentials
 from commonroom.engine.ids import hash_secret
 from commonroom.http.guards import Gate
 from commonroom.protocol.errors import CommonroomError
-from tests.e2e.conftest import SAMPLE, RoomProcess, start_room
+from tests.e2e.conftest import Room
 
 
-def call(port: int, method: str, path: str, body: Any = None, bearer: str | None = None
-         ) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
-    if data is not None:
-        request.add_header("Content-Type", "application/json")
-    if bearer is not None:
-        request.add_header("Authorization", f"Bearer {bearer}")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, json.loads(answer.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
-
-
-@pytest.fixture
-def room(tmp_path: Path) -> Iterator[tuple[RoomProcess, str]]:
-    doc = tmp_path / "idea.md"
-    doc.write_text(SAMPLE.read_text())
-    process = start_room(doc, "--port-ingress", "0")
-    try:
-        creds = read_credentials(doc)
-        assert creds is not None
-        yield process, creds.host_session
-    finally:
-        process.close()
-
-
-def test_a_discovery_flood_does_not_lock_out_joins(room: tuple[RoomProcess, str]) -> None:
-    process, _ = room
-    port = process.ready["ingress_port"]
-    codes = [call(port, "GET", "/.well-known/agent-workspace")[0] for _ in range(70)]
+def test_a_discovery_flood_does_not_lock_out_joins(served: Room) -> None:
+    room = served
+    codes = [room.call("GET", "/.well-known/agent-workspace")[0] for _ in range(70)]
     assert codes[:60] == [200] * 60 and set(codes[60:]) == {429}  # the flood is refused...
-    status, answer = call(port, "POST", "/session/join", {"invite": process.ready["invitation"],
-                                                          "name": "newcomer"})
+    status, answer = room.call("POST", "/session/join", None, {
+        "invite": room.process.ready["invitation"], "name": "newcomer"})
     assert status == 200, answer  # ...and the join is not
     for path in ("/protocol", "/openapi.json", "/skills"):  # discovery shares its own window
-        assert call(port, "GET", path)[0] == 429
+        assert room.call("GET", path)[0] == 429
 
 
-def test_guessing_secrets_never_locks_out_a_real_invitation(room: tuple[RoomProcess, str]) -> None:
-    process, host = room
-    port = process.ready["ingress_port"]
-    invite = call(port, "POST", "/workspace/invite", {"max_uses": 5}, bearer=host)[1]["invitation"]
-    guesses = [call(port, "POST", "/session/join", {"invite": f"guess{i}", "name": "x"})[0]
+def test_guessing_secrets_never_locks_out_a_real_invitation(served: Room) -> None:
+    room = served
+    invite = room.invite(max_uses=5)["invitation"]
+    guesses = [room.call("POST", "/session/join", None, {"invite": f"guess{i}", "name": "x"})[0]
                for i in range(25)]
     assert guesses[:20] == [401] * 20 and set(guesses[20:]) == {429}  # a small window for guesses
-    malformed = call(port, "POST", "/session/join", {"name": "no invite at all"})
+    malformed = room.call("POST", "/session/join", None, {"name": "no invite at all"})
     assert malformed[0] == 429 and malformed[1]["details"]["scope"] == "requests"
     for name in ("a", "b"):  # the real invitation has its own window
-        status, answer = call(port, "POST", "/session/join", {"invite": invite, "name": name})
+        status, answer = room.call("POST", "/session/join", None, {"invite": invite, "name": name})
         assert status == 200, answer
     # The bearer routes' anonymous window is untouched by both floods.
-    assert call(port, "GET", "/workspace/status", bearer="ses_unknown")[0] == 401
+    assert room.call("GET", "/workspace/status", "ses_unknown")[0] == 401
 
 
-def test_one_invitation_is_charged_in_its_own_window(room: tuple[RoomProcess, str]) -> None:
-    process, host = room
-    port = process.ready["ingress_port"]
-    spent = call(port, "POST", "/workspace/invite", {}, bearer=host)[1]["invitation"]
-    other = call(port, "POST", "/workspace/invite", {}, bearer=host)[1]["invitation"]
-    assert call(port, "POST", "/session/join", {"invite": spent, "name": "first"})[0] == 200
-    codes = [call(port, "POST", "/session/join", {"invite": spent, "name": "again"})[0]
+def test_one_invitation_is_charged_in_its_own_window(served: Room) -> None:
+    room = served
+    spent = room.invite()["invitation"]
+    other = room.invite()["invitation"]
+    assert room.call("POST", "/session/join", None, {"invite": spent, "name": "first"})[0] == 200
+    codes = [room.call("POST", "/session/join", None, {"invite": spent, "name": "again"})[0]
              for _ in range(62)]
     assert codes[:59] == [403] * 59 and set(codes[59:]) == {429}  # redeemed, then limited
-    assert call(port, "POST", "/session/join", {"invite": other, "name": "fresh"})[0] == 200
+    assert room.call("POST", "/session/join", None, {"invite": other, "name": "fresh"})[0] == 200
 
 
 def test_a_participant_is_charged_across_its_sessions() -> None:

@@ -22,18 +22,15 @@ import json
 import subprocess
 import sys
 import threading
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from queue import Empty, Queue
 from typing import Any
+from urllib.parse import urlsplit
 
-import pytest
 from tools.hostile import owner_listener
 
-from commonroom.credentials import read_credentials
 from tests.browser.conftest import ARTIFACTS, browser, page  # noqa: F401 - the fixtures
-from tests.e2e.conftest import SAMPLE, RoomProcess, start_room
+from tests.e2e.conftest import Room
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,11 +54,23 @@ class Listener:
         for line in self.proc.stdout:
             self.reports.put(json.loads(line))
 
-    def next_report(self, timeout: float = 30.0) -> dict[str, Any]:
-        try:
-            return self.reports.get(timeout=timeout)
-        except Empty:
-            raise AssertionError("the listener received nothing") from None
+    def report_of(self, target: str, timeout: float = 30.0) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The report of the request for `target` (path and query), and the reports before it.
+
+        The browser also asks the listener's page for `/favicon.ico` (its Referer is that
+        page), and the listener answers before it replays, one thread a request: under load
+        that report may come first.
+        """
+        before: list[dict[str, Any]] = []
+        while True:
+            try:
+                report = self.reports.get(timeout=timeout)
+            except Empty:
+                raise AssertionError(f"the listener never received {target}; got {len(before)}"
+                                     " other requests") from None
+            if report["received"]["path"] == target:
+                return report, before
+            before.append(report)
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -73,49 +82,25 @@ class Listener:
             self.proc.wait()
 
 
-@pytest.fixture
-def room(tmp_path: Path) -> Iterator[RoomProcess]:
-    doc = tmp_path / "idea.md"
-    doc.write_text(SAMPLE.read_text())
-    process = start_room(doc, "--port-ingress", "0")
-    try:
-        yield process
-    finally:
-        process.close()
-
-
-def _call(port: int, method: str, path: str, body: Any = None, bearer: str | None = None) -> Any:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, method=method)
-    request.add_header("Content-Type", "application/json")
-    if bearer:
-        request.add_header("Authorization", f"Bearer {bearer}")
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return json.loads(answer.read())
-
-
 def test_a_click_on_an_agents_loopback_link_gives_its_listener_nothing(
-        room: RoomProcess, page: Any, tmp_path: Path) -> None:  # noqa: F811 - the fixture
-    owner_port, ingress = room.ready["owner_port"], room.ready["ingress_port"]
-    creds = read_credentials(tmp_path / "idea.md")
-    assert creds is not None
+        served: Room, page: Any) -> None:  # noqa: F811 - the fixture
+    room, owner_port = served, served.owner_port
     listener = Listener(owner_port)
     try:
         bait = f"http://127.0.0.1:{listener.port}/report?token=steal"
-        invite = _call(ingress, "POST", "/workspace/invite", {}, creds.host_session)
-        agent = _call(ingress, "POST", "/session/join", {"invite": invite["invitation"], "name": "bot"})
-        status = _call(ingress, "GET", "/workspace/status", None, agent["session_id"])
+        agent = room.join("bot")
+        status = room.ok("GET", "/workspace/status", agent["session_id"])
         content = (
             "## Problem\n\nSee [the full report](" + bait + ") before approving.\n"
             f"Also <http://localhost:{listener.port}/a>, [v6](http://[::1]:{listener.port}/b),"
             f" [any](http://0.0.0.0:{listener.port}/c), [sub](http://admin.localhost:{listener.port}/d),"
             f" [decimal](http://2130706433:{listener.port}/e) and [docs](https://example.org/guide).\n"
         )
-        proposal = _call(ingress, "POST", "/workspace/propose", {
+        proposal = room.ok("POST", "/workspace/propose", agent["session_id"], {
             "region": "Problem", "base_version": status["version"], "summary": "tighter problem",
-            "content": content}, agent["session_id"])
+            "content": content})
 
-        page.goto(room.ready["human_url"])
+        page.goto(room.url)
         page.wait_for_selector("body[data-ready='true']")
         page.locator(f"[data-proposal='{proposal['proposal_id']}']").click()
         body = page.locator("#review-body")
@@ -136,23 +121,29 @@ def test_a_click_on_an_agents_loopback_link_gives_its_listener_nothing(
         # would (same site; it would carry a 127.0.0.1 cookie and the page as Referer).
         page.evaluate("url => location.assign(url)", bait)
         page.wait_for_url(bait)
-        report = listener.next_report()
+        report, others = listener.report_of(urlsplit(bait).path + "?" + urlsplit(bait).query)
         got = {k.lower(): v for k, v in report["received"]["headers"].items()}
         rode_along = sorted(k for k in ("cookie", "referer") if k in got)
         assert not rode_along, rode_along  # nothing rode along (names only: a value may be secret)
-        replayed = report["replayed"]
-        owner_routes = [r for r in replayed if r["path"] != "/"]
-        tried = {(r["method"], r["path"]) for r in owner_routes}
-        assert set(owner_listener.owner_routes()) | {("POST", "/owner/login")} <= tried  # all of them
-        assert {r["status"] for r in owner_routes} == {401}, [r for r in owner_routes if r["status"] != 401]
-        assert not [r for r in replayed if r["leak"]], replayed  # and nothing worth taking
+        owner_page = f"http://127.0.0.1:{owner_port}"
+        for other in others:  # what the listener's own page asked for (its icon): no more
+            headers = {k.lower(): v for k, v in other["received"]["headers"].items()}
+            assert "cookie" not in headers, other["received"]["path"]
+            assert not headers.get("referer", "").startswith(owner_page), other["received"]["path"]
+        for replayed in (report["replayed"], *(other["replayed"] for other in others)):
+            owner_routes = [r for r in replayed if r["path"] != "/"]
+            tried = {(r["method"], r["path"]) for r in owner_routes}
+            assert set(owner_listener.owner_routes()) | {("POST", "/owner/login")} <= tried  # all
+            assert {r["status"] for r in owner_routes} == {401}, \
+                [r for r in owner_routes if r["status"] != 401]
+            assert not [r for r in replayed if r["leak"]], replayed  # and nothing worth taking
 
         # Back on the owner page (same tab): still logged in; the proposal is untouched.
         page.go_back()
         page.wait_for_selector("body[data-ready='true']")
         page.wait_for_selector("#live-state.ok")
-        detail = _call(ingress, "GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}",
-                       None, creds.host_session)
+        detail = room.ok("GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}",
+                         room.host_session)
         assert detail["status"] == "pending"
     finally:
         listener.close()

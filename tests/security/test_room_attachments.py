@@ -17,10 +17,8 @@ from pathlib import Path
 import trio
 
 from commonroom.protocol.timefmt import ManualClock
-from tests.security.engine_support import Room, doc, isolated_config, served
+from tests.e2e.conftest import Room
 from tests.service.conftest import LiveRoom, start_room
-
-__all__ = ["doc", "isolated_config", "served"]
 
 BIG = 768 * 1024
 
@@ -55,7 +53,7 @@ def test_one_agent_cannot_fill_the_store_through_a_handoff(served: Room) -> None
     # Nobody else lost anything or is locked out: the bystander's file is there, the host uploads.
     assert room.ok("GET", f"/workspace/attachment?attachment_id={kept['attachment_id']}",
                    bystander)["size"] == 1000
-    assert _upload(room, room.host, "host.txt")[0] == 200
+    assert _upload(room, room.host_session, "host.txt")[0] == 200
     assert _upload(room, bystander, "again.txt")[0] == 200
 
 
@@ -68,12 +66,12 @@ def test_attachment_delete_is_the_uploaders_or_the_hosts(served: Room) -> None:
     assert status == 403 and answer["error"] == "permission_denied", answer
     assert room.ok("POST", "/workspace/attachment/delete", owner, {"attachment_id": ids[0]}) == {
         "attachment_id": ids[0], "deleted": True}
-    assert room.ok("POST", "/workspace/attachment/delete", room.host,
+    assert room.ok("POST", "/workspace/attachment/delete", room.host_session,
                    {"attachment_id": ids[1]})["deleted"] is True
     for attachment_id in ids:
         status, answer = room.call("GET", f"/workspace/attachment?attachment_id={attachment_id}", owner)
         assert status == 404 and answer["error"] == "attachment_not_found"
-    removed = [e["payload"] for e in room.ok("GET", "/workspace/history?limit=200", room.host)["events"]
+    removed = [e["payload"] for e in room.ok("GET", "/workspace/history?limit=200", room.host_session)["events"]
                if e["type"] == "attachment.removed"]
     assert {(p["attachment_id"], p["reason"]) for p in removed} == {(i, "deleted") for i in ids}
 

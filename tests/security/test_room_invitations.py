@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.security.engine_support import Room, doc, isolated_config, served
-
-__all__ = ["doc", "isolated_config", "served"]
+from tests.e2e.conftest import Room
 
 INVITER = ["read", "observe", "checkout", "propose", "commit", "message", "handoff", "invite"]
 
@@ -32,11 +30,11 @@ def test_revoking_an_inviter_revokes_the_invitations_it_minted(served: Room) -> 
     room = served
     inviter = room.join("inviter", INVITER)
     minted = room.invite(inviter["session_id"], max_uses=5)
-    room.ok("POST", "/workspace/session/revoke", room.host,
+    room.ok("POST", "/workspace/session/revoke", room.host_session,
             {"participant_id": inviter["participant_id"]})
     status, answer = _join_status(room, minted["invitation"], "inviter-again")
     assert (status, answer["error"]) == (403, "invitation_revoked"), answer
-    listed = room.ok("GET", "/workspace/invitations", room.host)["invitations"]
+    listed = room.ok("GET", "/workspace/invitations", room.host_session)["invitations"]
     assert {i["invite_id"]: i["state"] for i in listed}[minted["invite_id"]] == "revoked"
 
 
@@ -84,7 +82,7 @@ def test_an_agents_invitation_is_capped(served: Room) -> None:
     best = room.invite(bearer, max_uses=5, expires_in_minutes=60)
     default = room.invite(bearer)
     assert best["max_uses"] == 5 and default["max_uses"] == 1
-    listed = {i["invite_id"]: i for i in room.ok("GET", "/workspace/invitations", room.host)[
+    listed = {i["invite_id"]: i for i in room.ok("GET", "/workspace/invitations", room.host_session)[
         "invitations"]}
     for invite in (best, default):
         info = listed[invite["invite_id"]]

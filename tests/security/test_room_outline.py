@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.security.engine_support import Room, doc, isolated_config, served
-
-__all__ = ["doc", "isolated_config", "served"]
+from tests.e2e.conftest import Room
 
 OUTSIDE = "outline_outside_region"
 
@@ -77,10 +75,10 @@ def test_the_outline_is_checked_again_at_commit(served: Room) -> None:
     last = room.read(attacker, "Open questions")
     status, proposal = _propose(room, attacker, "Open questions", last["content"] + "```\n")
     assert status == 200, proposal  # nothing follows the last section yet
-    room.ok("POST", "/workspace/proposal/review", room.host,
+    room.ok("POST", "/workspace/proposal/review", room.host_session,
             {"proposal_id": proposal["proposal_id"], "decision": "approve"})
-    whole = room.read(room.host, "workspace")
-    room.ok("POST", "/workspace/commit", room.host, {
+    whole = room.read(room.host_session, "workspace")
+    room.ok("POST", "/workspace/commit", room.host_session, {
         "base_version": whole["version"], "summary": "add a budget",
         "content": whole["content"] + "## Budget\n\nTen euros.\n",
     })

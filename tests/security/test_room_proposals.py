@@ -15,9 +15,7 @@ import sqlite3
 from pathlib import Path
 
 from commonroom.engine.core import SIDECAR_SUFFIX
-from tests.security.engine_support import Room, doc, isolated_config, served
-
-__all__ = ["doc", "isolated_config", "served"]
+from tests.e2e.conftest import Room
 
 KIB = 1024
 
@@ -77,5 +75,5 @@ def test_a_participants_open_proposals_hold_at_most_2_mib(served: Room) -> None:
     small_version, small = _content(room, other, 2 * KIB)
     assert room.call("POST", "/workspace/propose", other, {
         "region": "Risks", "base_version": small_version, "summary": "small", "content": small})[0] == 200
-    assert room.call("POST", "/workspace/propose", room.host, {
+    assert room.call("POST", "/workspace/propose", room.host_session, {
         "region": "Risks", "base_version": version, "summary": "host", "content": content})[0] == 200

@@ -19,9 +19,6 @@ import pytest
 from commonroom.engine.core import SIDECAR_SUFFIX
 from commonroom.store.schema import MIGRATIONS, SCHEMA_VERSION
 from tests.e2e.conftest import start_room
-from tests.security.engine_support import doc, isolated_config
-
-__all__ = ["doc", "isolated_config"]
 
 
 @pytest.fixture

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,25 +19,15 @@ import pytest
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.transport.tailcat import TailcatTransport
-from tests.e2e.conftest import ce, start_room
-from tests.security.engine_support import doc, isolated_config
+from tests.e2e.conftest import ce, fake_tailcat_env, start_room
 
-__all__ = ["doc", "isolated_config"]
-
-FAKE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_tailcat.py"
 HOSTILE_ADDRESS = "--proxy-command=touch PWNED"
 
 
 @pytest.fixture
 def tailcat_env(tmp_path: Path) -> dict[str, str]:
     """PATH with the fake `tailcat` first; it logs every `forward` command line."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    launcher = bin_dir / "tailcat"
-    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE}" "$@"\n')
-    launcher.chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-            "FAKE_TAILCAT_ARGV_LOG": str(tmp_path / "argv.log")}
+    return {**fake_tailcat_env(tmp_path), "FAKE_TAILCAT_ARGV_LOG": str(tmp_path / "argv.log")}
 
 
 def _invitation(address: str) -> str:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.security.engine_support import Room, doc, isolated_config, served
-
-__all__ = ["doc", "isolated_config", "served"]
+from tests.e2e.conftest import Room
 
 ROOT = "Shelf Swap: a neighbourhood book exchange app"
 
@@ -34,10 +32,10 @@ def test_a_lease_on_the_root_or_a_wide_region_needs_wide_lease(served: Room) -> 
         assert answer["details"]["required_capability"] == "wide_lease"
     assert room.ok("GET", "/workspace/leases", agent)["leases"] == []
     # A region with 9 sub-sections is wide; one with 8 is not.
-    whole = room.read(room.host, "workspace")
+    whole = room.read(room.host_session, "workspace")
     wide = "## Wide\n\n" + "".join(f"### W{n}\n\nw\n\n" for n in range(9))
     narrow = "## Narrow\n\n" + "".join(f"### N{n}\n\nn\n\n" for n in range(8))
-    room.ok("POST", "/workspace/commit", room.host, {
+    room.ok("POST", "/workspace/commit", room.host_session, {
         "base_version": whole["version"], "summary": "two chapters",
         "content": whole["content"] + wide + narrow,
     })
@@ -60,7 +58,7 @@ def test_a_lease_on_the_root_or_a_wide_region_needs_wide_lease(served: Room) -> 
 def test_unaddressed_text_cannot_cycle_the_event_ring(served: Room) -> None:
     room = served
     flooder = room.join("flooder")["session_id"]
-    before = room.ok("GET", "/workspace/diagnostics", room.host)["events"]
+    before = room.ok("GET", "/workspace/diagnostics", room.host_session)["events"]
     text = "x" * 4000
     answers = [room.call("POST", "/workspace/message", flooder, {"text": f"{n} {text}"})
                for n in range(300)]
@@ -69,9 +67,9 @@ def test_unaddressed_text_cannot_cycle_the_event_ring(served: Room) -> None:
     assert len(accepted) == 60 and len(refused) == 240
     assert {answer["details"]["scope"] for answer in refused} == {"message_budget"}
     assert all(1 <= answer["retry_after_seconds"] <= 300 for answer in refused)
-    after = room.ok("GET", "/workspace/diagnostics", room.host)["events"]
+    after = room.ok("GET", "/workspace/diagnostics", room.host_session)["events"]
     assert after["latest_event_id"] - before["latest_event_id"] < 80  # 60 messages, a few others
     # Others, and the host, still talk.
     other = room.join("other")["session_id"]
     assert room.call("POST", "/workspace/message", other, {"text": "hello"})[0] == 200
-    assert room.call("POST", "/workspace/message", room.host, {"text": "noted"})[0] == 200
+    assert room.call("POST", "/workspace/message", room.host_session, {"text": "noted"})[0] == 200

@@ -16,70 +16,26 @@ from __future__ import annotations
 import json
 import logging
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 from tools.hostile.stream_attack import KINDS, Opened, attempt
 
-from commonroom.credentials import read_credentials
 from commonroom.http import serving
 from commonroom.http.serving import ServeConfig, connection_caps, raise_open_file_limit, serve
-from tests.e2e.conftest import SAMPLE, RoomProcess, start_room
+from tests.e2e.conftest import Room
 
 CAP = 8
 
 
-class Room:
-    def __init__(self, process: RoomProcess, host: str) -> None:
-        self.process = process
-        self.port: int = process.ready["ingress_port"]
-        self.host = host
-
-    def call(self, method: str, path: str, bearer: str | None, body: object = None
-             ) -> tuple[int, Any]:
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"}
-        if bearer:
-            headers["Authorization"] = f"Bearer {bearer}"
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", data=data,
-                                         method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=10) as answer:
-                return answer.status, json.loads(answer.read())
-        except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read())
-
-    def agent(self, name: str) -> str:
-        invite = self.call("POST", "/workspace/invite", self.host, {})[1]["invitation"]
-        status, joined = self.call("POST", "/session/join", None, {"invite": invite, "name": name})
-        assert status == 200, joined
-        return str(joined["session_id"])
-
-    def latest(self) -> int:
-        return int(self.call("GET", "/workspace/room", self.host)[1]["latest_event_id"])
+def latest(room: Room) -> int:
+    return int(room.ok("GET", "/workspace/room", room.host_session)["latest_event_id"])
 
 
-@pytest.fixture
-def room(tmp_path: Path) -> Iterator[Room]:
-    doc = tmp_path / "idea.md"
-    doc.write_text(SAMPLE.read_text())
-    process = start_room(doc, "--port-ingress", "0")
-    try:
-        creds = read_credentials(doc)
-        assert creds is not None
-        yield Room(process, creds.host_session)
-    finally:
-        process.close()
-
-
-def test_every_kind_of_stream_counts_toward_one_cap_per_session(room: Room) -> None:
-    bearer = room.agent("hoarder")
-    cursor = room.latest()
+def test_every_kind_of_stream_counts_toward_one_cap_per_session(served: Room) -> None:
+    room = served
+    bearer = room.join("hoarder")["session_id"]
+    cursor = latest(room)
     held: list[Opened] = []
     try:
         for n in range(CAP):  # every kind, until the cap: all open
@@ -96,10 +52,10 @@ def test_every_kind_of_stream_counts_toward_one_cap_per_session(room: Room) -> N
             if kind != "listen":  # not kept alive: a flood of refusals holds no descriptors
                 assert refused.headers["connection"] == "close"
         # Another agent, and the host, are not held up by the hoarder's cap.
-        other = attempt(room.port, "sse", room.agent("bystander"))
+        other = attempt(room.port, "sse", room.join("bystander")["session_id"])
         held.append(other)
         assert other.open
-        assert room.call("GET", "/workspace/status", room.host)[0] == 200
+        assert room.call("GET", "/workspace/status", room.host_session)[0] == 200
         # Closing a stream gives its slot back.
         held[0].close()
         reopen(room, bearer, "sse", held)
@@ -108,7 +64,7 @@ def test_every_kind_of_stream_counts_toward_one_cap_per_session(room: Room) -> N
             each.close()
         held.clear()
         for n in range(CAP):
-            reopen(room, bearer, KINDS[n % len(KINDS)], held, cursor=room.latest())
+            reopen(room, bearer, KINDS[n % len(KINDS)], held, cursor=latest(room))
     finally:
         for each in held:
             each.close()
@@ -127,9 +83,10 @@ def reopen(room: Room, bearer: str, kind: str, held: list[Opened], cursor: int =
         time.sleep(0.05)
 
 
-def test_a_hundred_attempted_streams_leave_the_host_answering(room: Room) -> None:
+def test_a_hundred_attempted_streams_leave_the_host_answering(served: Room) -> None:
     """The suite's small form of the 1,000-stream run (figure: tools/hostile/connections.py)."""
-    bearer = room.agent("flood")
+    room = served
+    bearer = room.join("flood")["session_id"]
     held: list[Opened] = []
     slowest = 0.0
     try:
@@ -137,7 +94,7 @@ def test_a_hundred_attempted_streams_leave_the_host_answering(room: Room) -> Non
             held.append(attempt(room.port, "sse", bearer))
             if n % 10 == 0:
                 started = time.perf_counter()
-                assert room.call("GET", "/workspace/status", room.host)[0] == 200
+                assert room.call("GET", "/workspace/status", room.host_session)[0] == 200
                 slowest = max(slowest, time.perf_counter() - started)
         assert sum(1 for h in held if h.open) == CAP
         assert {h.status for h in held if not h.open} == {429}

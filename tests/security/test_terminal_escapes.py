@@ -18,16 +18,9 @@ Two fixes, both tested for real:
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import pty
-import select
 import sqlite3
-import struct
-import subprocess
-import termios
-import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -36,10 +29,7 @@ import pyte
 import pytest
 
 from commonroom.engine.core import SIDECAR_SUFFIX
-from tests.e2e.conftest import ce_path
-from tests.security.engine_support import Room, doc, isolated_config, served
-
-__all__ = ["doc", "isolated_config", "served"]
+from tests.e2e.conftest import Room, at_terminal
 
 ESC = "\x1b"
 HIDDEN = "- We pay the bot author 50 EUR a month."
@@ -91,7 +81,7 @@ def test_control_characters_are_refused_in_every_free_text_field(served: Room) -
     refused("POST", "/workspace/attachment", bearer, {
         "file_name": f"notes{ESC}.txt", "mime_type": "text/plain", "data_base64": "aGk=",
     }, "file_name")
-    refused("POST", "/workspace/invite", room.host, {"label": "label\x7f"}, "label")
+    refused("POST", "/workspace/invite", room.host_session, {"label": "label\x7f"}, "label")
     refused("GET", "/workspace/read?region=" + urllib.parse.quote(f"Risks{ESC}"), bearer, None,
             "region")
     other = room.join("helper")
@@ -99,7 +89,7 @@ def test_control_characters_are_refused_in_every_free_text_field(served: Room) -
         "to_participant_id": other["participant_id"], "summary": "take it", "details": bad,
     }, "details")
     pending = _risks_attack(room, bearer, "")
-    refused("POST", "/workspace/proposal/review", room.host, {
+    refused("POST", "/workspace/proposal/review", room.host_session, {
         "proposal_id": pending, "decision": "reject", "comment": bad,
     }, "comment")
     # What stays text: tab and newline everywhere, CR in document content.
@@ -116,44 +106,13 @@ def test_control_characters_are_refused_in_every_free_text_field(served: Room) -
 # -- the terminal ------------------------------------------------------------------------
 
 
-def _review_in_pty(doc: Path, proposal_id: str, answer: bytes = b"n\n",
-                   timeout: float = 30.0) -> tuple[list[str], int]:
+def _review_in_pty(doc: Path, proposal_id: str, answer: bytes = b"n\n") -> tuple[list[str], int]:
     """`ce review DOC ID --approve` at a real terminal; (the screen it leaves, exit code)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLUMNS, 0, 0))
     env = {**os.environ, "TERM": "xterm", "COLUMNS": str(COLUMNS), "LINES": str(ROWS)}
-    proc = subprocess.Popen([ce_path(), "review", str(doc), proposal_id, "--approve"],
-                            stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
-                            start_new_session=True)
-    os.close(slave)
-    output = bytearray()
-    answered = False
-    deadline = time.monotonic() + timeout
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    chunk = os.read(master, 65536)
-                except OSError:  # EIO: the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                output += chunk
-            if not answered and b"[y/N]" in output:
-                os.write(master, answer)
-                answered = True
-            if proc.poll() is not None and not ready:
-                break
-        code = proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
-    assert answered, f"no prompt within {timeout} s: {bytes(output)!r}"
+    code, output = at_terminal(["review", str(doc), proposal_id, "--approve"], [("[y/N]", answer)],
+                               env=env, size=(COLUMNS, ROWS))
     screen = pyte.Screen(COLUMNS, ROWS)
-    pyte.ByteStream(screen).feed(bytes(output))
+    pyte.Stream(screen).feed(output)
     return [line.rstrip() for line in screen.display], code
 
 
@@ -177,7 +136,7 @@ def test_a_carriage_return_in_a_proposal_cannot_hide_a_line_from_ce_review(serve
     prompt_at = _line_of(lines, f"approve {proposal_id}? [y/N]")
     assert hidden_at < prompt_at
     assert code == 2  # answered "n": not reviewed
-    status, detail = room.call("GET", f"/workspace/proposal?proposal_id={proposal_id}", room.host)
+    status, detail = room.call("GET", f"/workspace/proposal?proposal_id={proposal_id}", room.host_session)
     assert status == 200 and detail["status"] == "pending"
 
 

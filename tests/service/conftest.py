@@ -11,6 +11,7 @@ import attrs
 import pytest
 import trio
 
+from commonroom.protocol.events import Event
 from commonroom.service import Ready, ServeOptions, serve_room
 from commonroom.wire import aio
 from tests.conftest import SAMPLE
@@ -60,6 +61,31 @@ class LiveRoom:
         assert joined.status == 200, joined.body
         result: dict[str, Any] = joined.json()
         return result
+
+    async def host_appends(self, marker: str) -> int:
+        """The host commits the whole document with `marker` appended; the new version."""
+        text = self.path.read_text() + f"\n{marker}\n"
+        version = (await self.call("GET", "/workspace/status", self.host_session)).json()["version"]
+        answer = await self.call("POST", "/workspace/commit", self.host_session,
+                                 {"content": text, "summary": marker, "base_version": version})
+        assert answer.status == 200, answer.body
+        return int(answer.json()["version"])
+
+
+def count_direct(monkeypatch: pytest.MonkeyPatch, writer: type[Any]) -> list[int]:
+    """The ids of the events `writer`'s direct lane took (written, or nothing to write for
+    that stream), in order: `writer.write_event_nowait` counted for the test."""
+    taken: list[int] = []
+    real = writer.write_event_nowait
+
+    def counting(self: Any, event: Event, owe: Any) -> bool:
+        took: bool = real(self, event, owe)
+        if took:
+            taken.append(event.event_id)
+        return took
+
+    monkeypatch.setattr(writer, "write_event_nowait", counting)
+    return taken
 
 
 async def start_room(nursery: trio.Nursery, path: Path, **options: Any) -> LiveRoom:

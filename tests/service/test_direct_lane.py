@@ -16,9 +16,8 @@ import trio
 
 from commonroom.http import stream_views
 from commonroom.http.connection import HardenedTCPServer
-from commonroom.protocol.events import Event
 from commonroom.wire import aio
-from tests.service.conftest import LiveRoom
+from tests.service.conftest import LiveRoom, count_direct
 
 
 async def _latest(live: LiveRoom, bearer: str) -> int:
@@ -64,22 +63,8 @@ async def _events_until(chunks: Any, last_type: str, count: int) -> list[dict[st
     return events
 
 
-def _count_direct(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    delivered: list[int] = []
-    real = stream_views.SSEWriter.write_event_nowait
-
-    def counting(self: stream_views.SSEWriter, event: Event, owe: Any) -> bool:
-        taken = real(self, event, owe)
-        if taken:
-            delivered.append(event.event_id)
-        return taken
-
-    monkeypatch.setattr(stream_views.SSEWriter, "write_event_nowait", counting)
-    return delivered
-
-
 async def test_live_events_take_the_direct_lane(live: LiveRoom, monkeypatch: pytest.MonkeyPatch) -> None:
-    delivered = _count_direct(monkeypatch)
+    delivered = count_direct(monkeypatch, stream_views.SSEWriter)
     agent = await live.join()
     watcher = await live.join("watcher")
     chunks = await _sse(live, watcher["session_id"])
@@ -97,7 +82,7 @@ async def test_direct_writes_that_go_out_in_part_are_finished_in_order(
 ) -> None:
     """Every socket write the streams make takes only half its bytes at first: the
     direct lane owes the rest to the stream's pump, which writes it before anything else."""
-    delivered = _count_direct(monkeypatch)
+    delivered = count_direct(monkeypatch, stream_views.SSEWriter)
     real = HardenedTCPServer.send_nowait
 
     def half(self: HardenedTCPServer, data: bytes) -> int | None:
@@ -117,7 +102,7 @@ async def test_direct_writes_that_go_out_in_part_are_finished_in_order(
 async def test_an_event_addressed_to_the_reader_takes_its_task(
     live: LiveRoom, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    delivered = _count_direct(monkeypatch)
+    delivered = count_direct(monkeypatch, stream_views.SSEWriter)
     sender = await live.join("sender")
     reader = await live.join("reader")
     chunks = await _sse(live, reader["session_id"])
@@ -134,7 +119,7 @@ async def test_an_event_addressed_to_the_reader_takes_its_task(
 async def test_an_http_1_0_stream_is_close_delimited_and_takes_the_channel(
     live: LiveRoom, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    delivered = _count_direct(monkeypatch)
+    delivered = count_direct(monkeypatch, stream_views.SSEWriter)
     agent = await live.join()
     stream = await trio.open_tcp_stream("127.0.0.1", live.ready.ingress_port)
     since = await _latest(live, agent["session_id"])

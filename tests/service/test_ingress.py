@@ -9,6 +9,7 @@ import trio
 
 from commonroom.protocol.invitation import decode
 from tests.service.conftest import LiveRoom, start_room
+from tests.service.test_serving import RawClient
 
 
 async def test_status_read_and_join_shapes(live: LiveRoom) -> None:
@@ -40,6 +41,33 @@ async def test_host_and_origin_guards(live: LiveRoom) -> None:
     assert bad_origin.status == 403
     good_origin = await live.raw("GET", "/protocol", headers={"Origin": "http://localhost:3000"})
     assert good_origin.status == 200
+
+
+async def test_one_header_rule_per_port_checks_every_value(live: LiveRoom) -> None:
+    """A second Host or Origin cannot smuggle a foreign one past the first, on either
+    port and on /mcp; each port keeps its own allow-list (`http/guards.py`)."""
+    ingress, owner = live.ready.ingress_port, live.ready.owner_port
+
+    async def status_of(port: int, path: str, headers: bytes) -> tuple[int, str]:
+        client = await RawClient.connect(port)
+        await client.send(f"GET {path} HTTP/1.1\r\n".encode() + headers + b"\r\n")
+        reply = await client.read_response()
+        await client.aclose()
+        return reply.status, reply.json()["error"] if reply.status == 403 else ""
+
+    refused = (403, "permission_denied")
+    for port, path in ((ingress, "/protocol"), (ingress, "/mcp"), (owner, "/")):
+        own = f"Host: 127.0.0.1:{port}\r\n".encode()
+        for hosts in (own + b"Host: evil.example\r\n", b"Host: evil.example\r\n" + own):
+            assert (await status_of(port, path, hosts))[0] == 400, port  # h11: one Host only
+        origin = f"Origin: http://127.0.0.1:{port}\r\n".encode()
+        assert await status_of(port, path, own + origin + b"Origin: http://evil.example\r\n") \
+            == refused, port
+        assert (await status_of(port, path, b"Host: LOCALHOST:" + str(port).encode() + b"\r\n"))[0] \
+            != 403, port  # a host name is case-insensitive
+    # `commonroom` names the ingress (a transport's Host), never the owner's page.
+    assert (await status_of(ingress, "/protocol", b"Host: commonroom\r\n"))[0] == 200
+    assert await status_of(owner, "/", b"Host: commonroom\r\n") == refused
 
 
 async def test_errors_are_json_never_html(live: LiveRoom) -> None:

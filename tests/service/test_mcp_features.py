@@ -193,14 +193,6 @@ async def open_get_stream(live: LiveRoom, bearer: str) -> aio.BodyChunks:
     return chunks
 
 
-async def raw_commit(live: LiveRoom, marker: str) -> None:
-    text = live.path.read_text() + f"\n{marker}\n"
-    version = (await live.call("GET", "/workspace/status", live.host_session)).json()["version"]
-    answer = await live.call("POST", "/workspace/commit", live.host_session,
-                             {"content": text, "summary": marker, "base_version": version})
-    assert answer.status == 200, answer.body
-
-
 async def test_the_session_stream_notifies_subscribed_changes_and_ends_on_revoke(live: LiveRoom) -> None:
     agent = await live.join("watcher")
     bearer = agent["session_id"]
@@ -209,7 +201,7 @@ async def test_the_session_stream_notifies_subscribed_changes_and_ends_on_revoke
     async with chunks, aclosing(aio.iter_sse(chunks)) as messages:
         first = await messages.__anext__()
         assert first.is_comment  # open: a ping
-        await raw_commit(live, "one")
+        await live.host_appends("one")
         with trio.fail_after(5):
             message = await messages.__anext__()
         note = json.loads(message.data)
@@ -254,7 +246,7 @@ async def test_listen_acknowledges_tags_filters_and_ends_with_a_result(doc: Any)
                     if len(frames) == 1:
                         await live.call("POST", "/workspace/checkout", live.host_session,
                                         {"region": "Plan/Risks"})  # not the document: no frame
-                        await raw_commit(live, "listened")
+                        await live.host_appends("listened")
                     elif len(frames) == 2:
                         live.stop.set()
         ack, updated, final = frames
@@ -360,7 +352,7 @@ async def test_a_region_subscription_hints_changes_in_that_region_only(live: Liv
         with trio.fail_after(5):
             message = await messages.__anext__()
         assert json.loads(message.data)["params"] == {"uri": bare}
-        await raw_commit(live, "whole document")  # a whole-document change: both
+        await live.host_appends("whole document")  # a whole-document change: both
         with trio.fail_after(5):
             got = [json.loads((await messages.__anext__()).data)["params"]["uri"] for _ in range(2)]
         assert got == [goals, bare]

@@ -42,16 +42,6 @@ def error_of(response: aio.Response, status: int, code: int, rid: Any = 1) -> di
     return error
 
 
-async def commit_raw(live: LiveRoom, marker: str) -> int:
-    """Another participant (the host) changes the document: a new version."""
-    text = live.path.read_text() + f"\n{marker}\n"
-    version = (await live.call("GET", "/workspace/status", live.host_session)).json()["version"]
-    answer = await live.call("POST", "/workspace/commit", live.host_session,
-                             {"content": text, "summary": marker, "base_version": version})
-    assert answer.status == 200, answer.body
-    return int(answer.json()["version"])
-
-
 class Frames:
     """The raw SSE frames of a stream body (up to and with their blank line), in order."""
 
@@ -327,7 +317,7 @@ async def test_the_stream_notifies_resumes_and_primes(live: LiveRoom) -> None:
         first = await frames.next()
         primed = re.fullmatch(rb"retry: 5000\nid: (\d+)\ndata: \n\n", first)
         assert primed is not None, first  # 2025-11-25: an id and empty data first
-        version = await commit_raw(live, "one")
+        version = await live.host_appends("one")
         with trio.fail_after(5):
             frame = await frames.next()
         event_id = re.fullmatch(rb"id: (\d+)\ndata: (.*)\n\n", frame)
@@ -337,8 +327,8 @@ async def test_the_stream_notifies_resumes_and_primes(live: LiveRoom) -> None:
         seen = event_id.group(1).decode()
     assert int(seen) > int(primed.group(1))
     # Away: two commits while no stream is open; resuming replays them, nothing else.
-    await commit_raw(live, "two")
-    await commit_raw(live, "three")
+    await live.host_appends("two")
+    await live.host_appends("three")
     status, _, frames = await open_legacy_stream(live, session_id, bearer, last_event_id=seen)
     assert status == 200
     async with frames, aclosing(aio.iter_sse(frames.chunks)) as messages:
@@ -383,7 +373,7 @@ async def test_each_session_has_its_own_subscriptions(live: LiveRoom) -> None:
     async with watched, quiet:
         await watched.next()
         await quiet.next()
-        await commit_raw(live, "for one")
+        await live.host_appends("for one")
         with trio.fail_after(5):
             assert b"notifications/resources/updated" in await watched.next()
         with trio.move_on_after(0.5):

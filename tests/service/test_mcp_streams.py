@@ -9,34 +9,17 @@ from __future__ import annotations
 import json
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
 
 from commonroom.http.connection import HardenedTCPServer
 from commonroom.mcp import notify
-from commonroom.protocol.events import Event
 from commonroom.wire import aio
-from tests.service.conftest import LiveRoom, start_room
+from tests.service.conftest import LiveRoom, count_direct, start_room
 from tests.service.mcp_helpers import LEGACY, VERSION, initialize, legacy_rpc, rpc
 
 DOCUMENT = "commonroom://workspace/document"
-
-
-def count_direct(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Event ids the direct lane took (written, or had nothing to write for that stream)."""
-    taken: list[int] = []
-    real = notify.NotificationWriter.write_event_nowait
-
-    def counting(self: notify.NotificationWriter, event: Event, owe: Any) -> bool:
-        took = real(self, event, owe)
-        if took:
-            taken.append(event.event_id)
-        return took
-
-    monkeypatch.setattr(notify.NotificationWriter, "write_event_nowait", counting)
-    return taken
 
 
 async def open_streams(live: LiveRoom, bearer: str) -> tuple[aio.BodyChunks, aio.BodyChunks]:
@@ -53,14 +36,6 @@ async def open_streams(live: LiveRoom, bearer: str) -> tuple[aio.BodyChunks, aio
         assert status == 200
         streams.append(chunks)
     return streams[0], streams[1]
-
-
-async def commit(live: LiveRoom, marker: str) -> None:
-    text = live.path.read_text() + f"\n{marker}\n"
-    version = (await live.call("GET", "/workspace/status", live.host_session)).json()["version"]
-    answer = await live.call("POST", "/workspace/commit", live.host_session,
-                             {"content": text, "summary": marker, "base_version": version})
-    assert answer.status == 200, answer.body
 
 
 async def updates(chunks: aio.BodyChunks, count: int) -> list[str]:
@@ -80,15 +55,16 @@ async def churn(live: LiveRoom, bearer: str, seconds: float) -> None:
     """Events that change no watched resource's text (a lease taken and given back), nonstop."""
     with trio.move_on_after(seconds):
         while True:
-            lease = (await live.call("POST", "/workspace/checkout", bearer, {"region": "Goals"})).json()
-            await live.call("POST", "/workspace/release", bearer, {"lease_id": lease["lease_id"]})
+            lease = await live.call("POST", "/workspace/checkout", bearer, {"region": "Goals"})
+            assert lease.status == 200, lease.body
+            await live.call("POST", "/workspace/release", bearer, {"lease_id": lease.json()["lease_id"]})
 
 
 @pytest.mark.parametrize("partial", [False, True])
 async def test_both_eras_streams_take_the_direct_lane(
     live: LiveRoom, monkeypatch: pytest.MonkeyPatch, partial: bool
 ) -> None:
-    taken = count_direct(monkeypatch)
+    taken = count_direct(monkeypatch, notify.NotificationWriter)
     if partial:  # every socket write takes half its bytes at first: the pump owes the rest
         real = HardenedTCPServer.send_nowait
 
@@ -100,7 +76,7 @@ async def test_both_eras_streams_take_the_direct_lane(
     modern, legacy = await open_streams(live, watcher)
     async with modern, legacy:
         for i in range(5):
-            await commit(live, f"change {i}")
+            await live.host_appends(f"change {i}")
         assert await updates(modern, 5) == [DOCUMENT] * 5
         assert await updates(legacy, 5) == [DOCUMENT] * 5
     assert taken, "no notification took the direct lane"
@@ -110,7 +86,8 @@ async def test_keepalives_reach_the_client_while_the_room_is_busy_with_other_thi
     """Unrelated events keep a stream's room-side heartbeat from ever firing; the client must
     still hear a ping at least every heartbeat (here 0.4 s), on both eras' streams."""
     async with trio.open_nursery() as nursery:
-        live = await start_room(nursery, doc, heartbeat_seconds=0.4)
+        # The churn goes as fast as the room answers: more than the default 600 a minute.
+        live = await start_room(nursery, doc, heartbeat_seconds=0.4, requests_per_minute=100_000)
         busy = (await live.join("busy"))["session_id"]
         watcher = (await live.join("watcher"))["session_id"]
         modern, legacy = await open_streams(live, watcher)

@@ -90,10 +90,9 @@ def test_a_sweep_announces_an_arrival_when_the_clock_moves_between_readings(doc_
         agent = driver.join("ticking")
         engine.sweep()  # the host and the agent are announced
         driver.call("workspace.status", agent["session_id"])
-        events, due = engine.sweep()
+        _, due = engine.sweep()
         assert not engine.presence.pending(), "an arrival was left unannounced"
         assert due is None or due > clock.now + timedelta(seconds=1), (
             f"the sweeper is asked back at once ({due} for now {clock.now})")
-        del events
     finally:
         engine.close()

@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, Room  # noqa: E402
-from tests.e2e.conftest import start_room  # noqa: E402
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.e2e.conftest import Room, start_room  # noqa: E402
 
 # Stamps (wall clock, ms) the moment a queue row with this summary is in the page.
 _WATCH = """summary => {

@@ -113,7 +113,7 @@ PROPOSAL: Final = Machine(
         # The author revises in place: a new revision, back to pending.
         "revise": dict.fromkeys(vocabulary.PROPOSAL_REVISABLE, "pending"),
         # An applied rebase is a revision too; a reviewer may also rebase an approved one.
-        "rebase": dict.fromkeys((*vocabulary.PROPOSAL_REVISABLE, "approved"), "pending"),
+        "rebase": dict.fromkeys(vocabulary.PROPOSAL_REBASABLE, "pending"),
     },
     actor={
         "approve": "reviewer", "reject": "reviewer", "commit": "committer", "conflict": "room",

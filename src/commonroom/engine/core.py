@@ -39,7 +39,7 @@ opens the engine.
 
 The engine does no networking and reads time only from the injected clock. Its
 one use of threads is its writer pool: a new version's temp file is written and
-fsynced (and a big one hashed) there while the transaction goes on, and the
+fsynced there while the transaction goes on, and the
 transaction waits for it before COMMIT.
 """
 
@@ -84,9 +84,6 @@ if TYPE_CHECKING:
     from commonroom.engine.gitsync import GitSync
 
 SIDECAR_SUFFIX = ".commonroom.db"
-# From this size a new version's sha256 runs on a writer thread beside the rest
-# of the commit; below it, handing it over costs more than hashing in place.
-HASH_ASIDE_BYTES = 1 << 20
 
 
 class Engine:
@@ -200,9 +197,9 @@ class Engine:
         self.conn.close()
 
     def _doc_writer(self) -> ThreadPoolExecutor:
-        """The threads that write temp files of new versions and hash big ones (started on first use)."""
+        """The one thread that writes temp files of new versions (started on first use)."""
         if self._writer is None:
-            self._writer = ThreadPoolExecutor(max_workers=2, thread_name_prefix="commonroom-doc")
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-doc")
         return self._writer
 
     def _meta(self, key: str) -> str | None:
@@ -750,14 +747,12 @@ class Engine:
         *,
         outline: Outline | None = None,
         edit: tuple[int, int, int] | None = None,
-        digest: Future[str] | None = None,
     ) -> Snapshot:
         """Store `data` as the next version.
 
         `outline` is its outline when the caller has it; `edit` says which bytes
         changed against the current version (start, old end, new end), so only
-        the blocks around them are cut, hashed and stored again. `digest` is
-        `data`'s sha256 being computed on the writer threads, taken last.
+        the blocks around them are cut, hashed and stored again.
         """
         version = self.current_version + 1
         before = self._snapshots.get(self.current_version)
@@ -775,7 +770,7 @@ class Engine:
             previous if edit is not None else None,
         )
         store_index(tx.conn, version, index)
-        content_hash = sha256_hex(data) if digest is None else digest.result()
+        content_hash = sha256_hex(data)
         tx.conn.execute(
             "INSERT INTO versions (version, content_hash, size, manifest, summary, participant_id,"
             " region, source, proposal_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -886,19 +881,14 @@ class Engine:
             # Never write over a save in progress: the room waits for it, records
             # it, and runs this operation again (`room.core.Room.execute`).
             raise FileSettling(self.settle.deadline or tx.now)
-        digest: Future[str] | None = None
         if source != "external" and self.file_problem is None and tx.prepared is None:
-            # The temp file is written and fsynced on one writer thread while this
-            # one stores the blocks and the index; the transaction waits for it
-            # before COMMIT. A big document's sha256 (10 MB: 8 to 15 ms) runs on
-            # the other (hashlib lets go of the GIL), taken when the row is written.
-            writer = self._doc_writer()
-            tx.prepared = (data, writer.submit(self.doc.prepare, data))
-            if len(data) >= HASH_ASIDE_BYTES:
-                digest = writer.submit(sha256_hex, data)
+            # The temp file is written and fsynced on the writer thread while this
+            # one hashes the bytes and stores them; the transaction waits for it
+            # before COMMIT. (Hashing on a second writer thread was tried: no gain
+            # on two cores, the write itself is CPU in the kernel.)
+            tx.prepared = (data, self._doc_writer().submit(self.doc.prepare, data))
         snap = self._insert_version(
             tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit,
-            digest=digest,
         )
         if source != "external":
             tx.staged = StagedWrite(snap.version, data)

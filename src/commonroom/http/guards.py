@@ -1,35 +1,29 @@
 """The checks every request to a room passes before any view runs.
 
-The Host allow-list (DNS rebinding) and the Origin check (`request_refusal`;
-`host_and_origin` reads them from raw ASGI headers, for the checks that run
-before the app, say before a too-large body is refused) and the rate limits
-(`Gate`: which window each request is charged to). Both ports use the Host/Origin checks; the ingress (and `/mcp`, which
-is registered on the ingress app) also passes the gate.
+The Host allow-list (DNS rebinding) and the Origin check: one `HeaderRule`
+per listener (`INGRESS_HEADERS`, `OWNER_HEADERS`), read from the ASGI scope
+both by the listener's first guard and before a too-large body is refused.
+The rate limits: `Gate`, which window each request is charged to. The ingress
+(and `/mcp`, which is registered on the ingress app) passes both; the owner
+port only its header rule.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Container, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Container, Mapping
+from typing import Any, Final
+
+import attrs
 
 from commonroom.engine.facade import hash_secret
 from commonroom.http.common import rate_limited
 from commonroom.protocol.errors import CommonroomError
 from commonroom.ratelimit import RateLimiter, acquire_all
 
-__all__ = ["Gate", "host_allowed", "host_and_origin", "origin_allowed", "request_refusal", "scope_header_check"]
+__all__ = ["INGRESS_HEADERS", "OWNER_HEADERS", "Gate", "HeaderRule", "own_origin"]
 
-_HOST = re.compile(r"^(commonroom|localhost(:\d{1,5})?|127\.0\.0\.1(:\d{1,5})?)$", re.IGNORECASE)
-_ORIGIN = re.compile(r"^https?://(localhost|127\.0\.0\.1)(:\d{1,5})?$", re.IGNORECASE)
-
-
-def host_allowed(host: str | None) -> bool:
-    return host is not None and bool(_HOST.match(host))
-
-
-def origin_allowed(origin: str | None) -> bool:
-    return origin is None or bool(_ORIGIN.match(origin))
+_LOOPBACK_ORIGIN: Final = re.compile(r"https?://(localhost|127\.0\.0\.1)(:\d{1,5})?", re.IGNORECASE)
 
 
 class Gate:
@@ -108,25 +102,61 @@ def _charge(*charges: tuple[RateLimiter, object]) -> None:
         raise rate_limited(wait)
 
 
-def request_refusal(host: str | None, origin: str | None) -> CommonroomError | None:
-    """The Host allow-list (DNS rebinding) and the Origin check, before anything else."""
-    if not host_allowed(host):
-        return CommonroomError("permission_denied", "Host not allowed")
-    if not origin_allowed(origin):
-        return CommonroomError("permission_denied", "Origin not allowed")
-    return None
+@attrs.frozen
+class HeaderRule:
+    """Which `Host` and `Origin` one listener accepts, read from an ASGI scope.
+
+    The one check both listeners (and `/mcp`, on the ingress) run before any
+    view, and again before a too-large body is refused (`HEADER_CHECK`: 403
+    beats 413). Every value of a header is checked, so a second `Host` or
+    `Origin` cannot smuggle a foreign one past the first. A request with no
+    `Host` is refused (DNS rebinding: the name the browser resolved is the
+    only sign of it); one with no `Origin` passes (not a browser's
+    cross-origin call).
+    """
+
+    host: re.Pattern[str]
+    origin_allowed: Callable[[str, Mapping[str, Any]], bool]
+    origin_refused: str
+
+    def __call__(self, scope: Mapping[str, Any]) -> CommonroomError | None:
+        hosts: list[str] = []
+        origins: list[str] = []
+        for name, value in scope["headers"]:
+            lowered = name.lower()
+            if lowered == b"host":
+                hosts.append(value.decode("latin-1"))
+            elif lowered == b"origin":
+                origins.append(value.decode("latin-1"))
+        if not hosts or not all(self.host.fullmatch(host) for host in hosts):
+            return CommonroomError("permission_denied", "Host not allowed")
+        if not all(self.origin_allowed(origin, scope) for origin in origins):
+            return CommonroomError("permission_denied", self.origin_refused)
+        return None
 
 
-def host_and_origin(headers: Iterable[tuple[bytes, bytes]]) -> tuple[str | None, str | None]:
-    """The Host and Origin of raw ASGI headers (for checks that run before the app)."""
-    found: dict[bytes, str] = {}
-    for name, value in headers:
-        lowered = name.lower()
-        if lowered in (b"host", b"origin"):
-            found[lowered] = value.decode("latin-1")
-    return found.get(b"host"), found.get(b"origin")
+def own_origin(scope: Mapping[str, Any]) -> str | None:
+    """`http://127.0.0.1:<port>` of the listener serving `scope` (its ASGI `server`)."""
+    server = scope.get("server")
+    if not server or server[1] is None:
+        return None
+    return f"http://127.0.0.1:{int(server[1])}"
 
 
-def scope_header_check(scope: Mapping[str, Any]) -> CommonroomError | None:
-    """The ingress's `HEADER_CHECK`: Host and Origin of an ASGI scope."""
-    return request_refusal(*host_and_origin(scope["headers"]))
+INGRESS_HEADERS: Final = HeaderRule(
+    host=re.compile(r"commonroom|(localhost|127\.0\.0\.1)(:\d{1,5})?", re.IGNORECASE),
+    origin_allowed=lambda origin, _scope: _LOOPBACK_ORIGIN.fullmatch(origin) is not None,
+    origin_refused="Origin not allowed",
+)
+"""docs/spec/PROTOCOL.md section 11: Host `commonroom`, `localhost[:port]` or `127.0.0.1[:port]`;
+an Origin of `http(s)://` localhost or 127.0.0.1, any port."""
+
+OWNER_HEADERS: Final = HeaderRule(
+    host=re.compile(r"(localhost|127\.0\.0\.1)(:\d{1,5})?", re.IGNORECASE),
+    origin_allowed=lambda origin, scope: origin == own_origin(scope),
+    origin_refused="Origin not allowed: only this page's own",
+)
+"""The owner port (docs/protocol.md "Origin (issue 24 item 1)"): Host
+`localhost` or `127.0.0.1`, any port; an Origin only this listener's own,
+`http://127.0.0.1:<its port>` (another port, `localhost` or `null` is another
+origin)."""

@@ -31,7 +31,7 @@ from commonroom.http.common import (
     parse_json_object,
     stream_view,
 )
-from commonroom.http.guards import Gate, request_refusal, scope_header_check
+from commonroom.http.guards import INGRESS_HEADERS, Gate
 from commonroom.http.hardened_app import HEADER_CHECK
 from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.openapi import served_body as openapi_body
@@ -87,14 +87,14 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     )
     app.extensions["commonroom.gate"] = gate
     # Also before a too-large body is refused (http/hardened_app.py): 403 beats 413.
-    app.extensions[HEADER_CHECK] = scope_header_check
+    app.extensions[HEADER_CHECK] = INGRESS_HEADERS
 
     def client_address() -> str:
         return request.remote_addr or "unknown"
 
     @app.before_request
     async def guard() -> Response | None:
-        refusal = request_refusal(request.headers.get("Host"), request.headers.get("Origin"))
+        refusal = INGRESS_HEADERS(request.scope)
         if refusal is not None:
             return error_response(refusal)
         try:
@@ -188,7 +188,7 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
 
     async def over_websocket(name: str) -> Any:
         try:
-            refusal = request_refusal(websocket.headers.get("Host"), websocket.headers.get("Origin"))
+            refusal = INGRESS_HEADERS(websocket.scope)
             if refusal is not None:
                 raise refusal
             gate.admit(bearer_from_header(websocket.headers), websocket.remote_addr or "unknown")

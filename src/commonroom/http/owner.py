@@ -50,7 +50,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from importlib import resources
-from typing import Any, Final
+from typing import Final
 
 from quart import Response, g, request
 from quart_trio import QuartTrio
@@ -66,7 +66,7 @@ from commonroom.http.common import (
     parse_json_object,
     stream_view,
 )
-from commonroom.http.guards import host_and_origin
+from commonroom.http.guards import OWNER_HEADERS, own_origin
 from commonroom.http.hardened_app import HEADER_CHECK, after_send
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.operations import CALLS, OPERATIONS_BY_NAME, STREAMS
@@ -263,24 +263,6 @@ def owner_link(port: int, token: str) -> str:
     return f"http://127.0.0.1:{port}/#token={token}"  # the same shape `POST /owner/login-link` answers
 
 
-def own_origin(scope: Mapping[str, Any]) -> str | None:
-    """`http://127.0.0.1:<port>` of the listener serving `scope`."""
-    server = scope.get("server")
-    if not server or server[1] is None:
-        return None
-    return f"http://127.0.0.1:{int(server[1])}"
-
-
-def _refusal(host: str | None, origin: str | None, scope: Mapping[str, Any]) -> CommonroomError | None:
-    """Host (DNS rebinding) and Origin (only this listener's own) checks of the owner port."""
-    name, _, port = (host or "").partition(":")
-    if name not in ("127.0.0.1", "localhost") or not (port == "" or port.isdigit()):
-        return CommonroomError("permission_denied", "Host not allowed")
-    if origin is not None and origin != own_origin(scope):
-        return CommonroomError("permission_denied", "Origin not allowed: only this page's own")
-    return None
-
-
 def _not_logged_in() -> CommonroomError:
     return CommonroomError(
         "unauthorized", f"the owner API needs the page's {OWNER_HEADER} login; open a one-time"
@@ -291,15 +273,11 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
     app = QuartTrio("commonroom.owner", static_folder=None)  # our /static/ serves gui/static
     host_bearer_paths = (LOGIN_LINK_PATH, LOGOUT_ALL_PATH)
 
-    def header_check(scope: Mapping[str, Any]) -> CommonroomError | None:
-        """Host and Origin also before a too-large body is refused: 403 beats 413."""
-        return _refusal(*host_and_origin(scope["headers"]), scope)
-
-    app.extensions[HEADER_CHECK] = header_check
+    app.extensions[HEADER_CHECK] = OWNER_HEADERS  # also before a too-large body is refused
 
     @app.before_request
     async def guard() -> Response | None:
-        refusal = _refusal(request.headers.get("Host"), request.headers.get("Origin"), request.scope)
+        refusal = OWNER_HEADERS(request.scope)
         if refusal is not None:
             return error_response(refusal)
         path = request.path

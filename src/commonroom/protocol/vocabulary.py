@@ -26,6 +26,11 @@ PROPOSAL_TERMINAL: Final = tuple(
 PROPOSAL_REVIVABLE: Final = ("superseded",)
 PROPOSAL_REVISABLE: Final = ("pending", "changes_requested", "superseded")
 """What `workspace.proposal.revise` accepts (docs/spec/PROTOCOL.md section 17)."""
+PROPOSAL_REBASABLE: Final = (*PROPOSAL_REVISABLE, "approved")
+"""What `workspace.proposal.rebase` accepts: what its author may revise, and an approved
+one (a reviewer may rebase it before it is committed)."""
+PROPOSAL_OVERTAKEN: Final = ("superseded", "conflicted")
+"""Ended because the document moved past the proposal's base: another change landed first."""
 PROPOSAL_DECIDED: Final = tuple(s for s in PROPOSAL_STATUSES if s != "pending")
 """Reviewed, or ended instead of a review: a wait for the review ends on these."""
 PROPOSAL_ACCEPTED: Final = ("approved", "committed")

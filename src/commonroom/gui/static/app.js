@@ -30,6 +30,8 @@
   let EVENT_TYPES = [];
   const SAFE_SCHEMES = ["http:", "https:", "mailto:"];
   let OPEN = new Set(); // the proposal statuses that may still land
+  let OVERTAKEN = new Set(); // the proposal statuses that ended because the document moved past them
+  let VOCABULARY = null; // the whole `vocabulary` object, for threads.js
   const UNDO_MS = 8000; // how long a decision can be taken back before it is sent (mail's "undo send")
   const md = window.markdownit({ html: false, linkify: false, typographer: false });
 
@@ -583,7 +585,7 @@
 
   // The listed proposal carries the engine's `stale` for open ones; an open review's detail is fresher.
   function isStale(p) {
-    if (p.status === "superseded" || p.status === "conflicted") return true;
+    if (OVERTAKEN.has(p.status)) return true;
     const d = state.details.get(p.proposal_id);
     return !!(p.stale || (OPEN.has(p.status) && d && d.status === p.status && d.stale));
   }
@@ -713,7 +715,7 @@
     $("review-title").textContent = proposal.summary;
     $("review-title").setAttribute("tabindex", "-1");
     $("review-provenance").textContent = `${nameOf(detail.participant_id)} (${(state.names.get(detail.participant_id) || {}).kind || "?"}) · ${shortRegion(detail.region)} · base v${detail.base_version} · ${ago(detail.created_at)} · ${detail.status}` + leaseText(detail.region);
-    const stale = detail.stale || detail.status === "superseded" || detail.status === "conflicted";
+    const stale = detail.stale || OVERTAKEN.has(detail.status);
     $("review-stale").hidden = !stale;
     $("review-stale").textContent = stale ? `STALE: ${shortRegion(detail.region)} changed since v${detail.base_version} (now v${detail.current_version}) — this would no longer apply. Ask the author for a fresh proposal.` : "";
     const moved = base && base !== detail.current_version;
@@ -1453,8 +1455,10 @@
 
   async function loadVocabulary() {
     const { vocabulary } = await api("GET", "/owner/api/protocol");
+    VOCABULARY = vocabulary;
     EVENT_TYPES = vocabulary.events;
     OPEN = new Set(vocabulary.open_statuses.proposal);
+    OVERTAKEN = new Set(vocabulary.overtaken_statuses.proposal);
     ALL_CAPS = vocabulary.capabilities;
     AGENT_CAPS = vocabulary.default_agent_capabilities;
   }
@@ -1465,7 +1469,8 @@
     renderInviteForm(); wireReview(); wireMessages();
     if (window.commonroomBlame) window.commonroomBlame.attach({ api, el, clear, nameOf, state }); // hook: blame
     if (window.CommonroomThreads) { // hook: threads
-      threads = window.CommonroomThreads.init({ api, el, clear, nameOf, shortRegion, renderDiff, loadRoom });
+      threads = window.CommonroomThreads.init({ api, el, clear, nameOf, shortRegion, renderDiff, loadRoom,
+        vocabulary: VOCABULARY });
     }
     setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
     try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }

@@ -7,13 +7,13 @@
 // "Rebase preview" on a stale proposal. app.js calls this module through its hooks, each marked
 // `// hook: threads`: `init(ctx)` once, `refresh()` after each room load, `review(detail,
 // current)` after the review pane is drawn. It reads and writes only the owner API, and builds
-// every text as a DOM text node (never innerHTML).
+// every text as a DOM text node (never innerHTML). It keeps no list of event types or statuses:
+// app.js listens for every event type /protocol names and calls `refresh()` after the room
+// re-read each burst causes; the statuses it branches on come from `ctx.vocabulary` (the same
+// document's `vocabulary`).
 (() => {
   "use strict";
 
-  // Events that change what this module shows (app.js re-reads the room on each burst).
-  const EVENTS = ["thread.opened", "thread.replied", "thread.resolved", "thread.outdated",
-    "proposal.revised", "proposal.changes_requested"];
   const QUOTE_MAX = 500;
   let ctx = null;
   const mine = { threads: [], revisions: new Map(), rebase: null, reviewing: null };
@@ -26,7 +26,7 @@
     buildBlockingPanel();
     buildComposer();
     buildReviewParts();
-    return { refresh, review, EVENTS };
+    return { refresh, review };
   }
 
   async function refresh() {
@@ -327,8 +327,9 @@
     mine.current = current;
     if (changed) { mine.rebase = null; renderRebase(); }
     $("btn-request-changes").disabled = detail.status !== "pending";
-    const rebasable = ["pending", "approved", "changes_requested", "superseded"].includes(detail.status);
-    $("btn-rebase-preview").hidden = !(rebasable && (detail.stale || detail.status === "superseded"));
+    const { rebasable_statuses: rebasable, overtaken_statuses: overtaken } = ctx.vocabulary;
+    const behind = detail.stale || overtaken.proposal.includes(detail.status);
+    $("btn-rebase-preview").hidden = !(rebasable.proposal.includes(detail.status) && behind);
     await renderRevisionDiff(detail);
     renderReviewThreads();
   }
@@ -438,5 +439,5 @@
     } catch (failure) { showPaneError(failure); }
   }
 
-  window.CommonroomThreads = { init, EVENTS };
+  window.CommonroomThreads = { init };
 })();
