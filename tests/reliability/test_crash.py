@@ -3,8 +3,9 @@ and at 100 random moments; nothing acknowledged is lost (tools/fault/crash.py).
 
 One test per write point and four of 25 random kills, so xdist spreads them over the
 workers. Their restarts are forked from one process per worker that imported `ce serve`
-once (tools/fault/forkserver.py): a restart then costs ~0.3 s of CPU instead of ~1.3 s,
-nearly all of which was imports. The other tests here start exec'd `ce serve` processes.
+once (tools/fault/forkserver.py; the `fork_server` fixture, tests/reliability/conftest.py):
+a restart then costs ~0.3 s of CPU instead of ~1.3 s, nearly all of which was imports.
+The other tests here start exec'd `ce serve` processes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import hashlib
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,13 +30,6 @@ KILLS_PER_POINT = 5
 POINT_SEEDS = dict(zip(POINTS, range(20, 20 + len(POINTS)), strict=True))
 RANDOM_SEEDS = (15, 16, 17, 18)
 RANDOM_KILLS = 25  # per seed: 100 in all
-
-
-@pytest.fixture(scope="module")
-def fork_server() -> Iterator[ForkServer]:
-    server = ForkServer()
-    yield server
-    server.close()
 
 
 @pytest.mark.parametrize("point", POINTS)
