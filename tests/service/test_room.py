@@ -244,10 +244,10 @@ async def test_storage_faults_are_one_line_on_stderr_and_repeats_are_counted(
     faults: list[str] = []
     room, agent, proposal_id = await _watching_room(doc_path, autojump_clock, faults)
 
-    def full_disk(data: bytes) -> Path:
+    def full_disk(fd: int, data: bytes) -> None:
         raise OSError(28, "No space left on device")
 
-    room.engine.doc.prepare = full_disk  # type: ignore[method-assign]
+    room.engine.doc.fill_temp = full_disk  # type: ignore[method-assign]
     for _ in range(3):
         outcome = await room.execute("workspace.commit", agent, {"proposal_id": proposal_id})
         assert outcome.error is not None and outcome.error.code == "storage_unavailable"

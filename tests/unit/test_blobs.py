@@ -104,3 +104,8 @@ def test_changed_range_finds_the_stretch_that_differs(
     if start < old_end and start < new_end:
         assert before[start] != after[start]
         assert before[old_end - 1] != after[new_end - 1]
+    # told where the change lies (the head and tail it was made of), the same answer
+    within = (len(head), len(head) + len(old), len(head) + len(new))
+    assert blobs.changed_range(before, after, within) == (start, old_end, new_end)
+    assert blobs.changed_range(before.decode("latin-1"), after.decode("latin-1"), within) == (
+        start, old_end, new_end)

@@ -17,6 +17,7 @@ from commonroom.engine.dispatch import open_engine
 from commonroom.engine.ids import sha256_hex
 from commonroom.protocol.timefmt import ManualClock
 from commonroom.store import blobs
+from commonroom.store.document import DocumentFile
 from tests.conftest import SAMPLE, Driver
 from tests.editing import let_settle
 
@@ -186,7 +187,7 @@ def test_crash_between_sidecar_commit_and_rename_rolls_forward(
     engine = open_engine(doc_path, clock=clock)
     host = sessions.mint_host_session(engine)
 
-    def crash(temp: Path) -> None:
+    def crash(temp: Path, **_: object) -> None:
         raise SystemExit("simulated crash after commit")
 
     engine.doc.install = crash  # type: ignore[method-assign]
@@ -207,17 +208,58 @@ def test_failed_temp_write_commits_nothing(doc_path: Path, clock: ManualClock) -
     engine = open_engine(doc_path, clock=clock)
     host = sessions.mint_host_session(engine)
 
-    def full_disk(data: bytes) -> Path:
+    def full_disk(fd: int, data: bytes) -> None:
         raise OSError(28, "No space left on device")
 
-    engine.doc.prepare = full_disk  # type: ignore[method-assign]
+    engine.doc.fill_temp = full_disk  # type: ignore[method-assign]
     with contextlib.suppress(OSError):
         dispatch.execute(engine, "workspace.commit", host,
                        {"base_version": 1, "summary": "x", "content": "# Lost\n"})
     assert engine.current_version == 1
     assert engine.conn.execute("SELECT max(version) FROM versions").fetchone()[0] == 1
     assert doc_path.read_text() == SAMPLE
+    assert not list(doc_path.parent.glob(f".{doc_path.name}.*.tmp"))  # its temp file is gone
     engine.close()
+
+
+def test_install_hands_over_the_replaced_file_still_open(tmp_path: Path) -> None:
+    """The old file is freed when its descriptor closes, not inside the rename."""
+    doc = DocumentFile(tmp_path / "doc.md")
+    doc.write(b"old\n")
+    old_inode = os.stat(doc.path).st_ino
+    held: list[int] = []
+    doc.install(doc.prepare(b"new\n"), release=held.append)
+    assert doc.path.read_bytes() == b"new\n"
+    [fd] = held
+    replaced = os.fstat(fd)
+    assert (replaced.st_ino, replaced.st_nlink) == (old_inode, 0)  # the old file, unlinked
+    assert os.pread(fd, 10, 0) == b"old\n"
+    os.close(fd)
+
+
+def _deleted_files_held(folder: Path) -> list[str]:
+    held = []
+    for fd in Path("/proc/self/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith(str(folder)) and target.endswith(" (deleted)"):
+                held.append(target)
+    return held
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
+def test_commits_leave_no_replaced_file_open(doc_path: Path, clock: ManualClock) -> None:
+    engine = open_engine(doc_path, clock=clock)
+    host = sessions.mint_host_session(engine)
+    for n in range(3):
+        outcome = dispatch.execute(engine, "workspace.commit", host, {
+            "base_version": engine.current_version, "summary": f"edit {n}",
+            "content": f"# Edit {n}\n"})
+        assert outcome.error is None, outcome.error
+    engine.drain_writer()
+    assert _deleted_files_held(doc_path.parent) == []
+    engine.close()
+    assert doc_path.read_text() == "# Edit 2\n"
 
 
 def test_file_deleted_under_the_room_is_restored(room: Driver) -> None:

@@ -166,14 +166,17 @@ def _seed(rows: _Rows, outline: Outline, version: int) -> None:
         rows.save(version, sections.path(k), array("I", [version * 2] * sections.lines(k)))
 
 
-def _advance(rows: _Rows, before: Outline, after: Outline, version: int, amended: set[int]) -> None:
+def _advance(rows: _Rows, before: Outline, after: Outline, version: int, amended: set[int],
+             within: tuple[int, int, int] | None = None) -> None:
     """Write the rows of the sections `version` changed (`before` is version - 1's outline).
 
     `amended`: 0-based document lines of `after` a reviewer wrote (edit before approve).
+    `within`: a stretch known to hold the change (`Snapshot.edit`), so the texts are
+    compared around it only (a 10 MB document is not compared end to end).
     """
     old, new = Sections(before), Sections(after)
     old_text, new_text = old.text, new.text
-    start, old_end, new_end = blobs.changed_range(old_text, new_text)
+    start, old_end, new_end = blobs.changed_range(old_text, new_text, within)
     line_start = old_text.rfind("\n", 0, start) + 1
     if not (_at_line_end(old_text, line_start, old_end) and _at_line_end(new_text, line_start, new_end)):
         # take the rest of the line: the tail after both ends is common, so the same length
@@ -282,7 +285,7 @@ def record_version(tx: Tx, before: Snapshot, after: Snapshot, committed: str | N
     if done < before.version:
         _catch_up(tx, rows, done, before.version, (before,))
     amended, _ = _amended_lines(tx.conn, before.outline, after.outline, after.version)
-    _advance(rows, before.outline, after.outline, after.version, amended)
+    _advance(rows, before.outline, after.outline, after.version, amended, after.edit)
     tx.conn.execute(
         "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value ="
         " excluded.value", (_DONE_KEY, str(after.version)),

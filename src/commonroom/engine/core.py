@@ -38,9 +38,10 @@ is in the feature modules, which the dispatcher hands in as `Hooks` when it
 opens the engine.
 
 The engine does no networking and reads time only from the injected clock. Its
-one use of threads is its writer pool: a new version's temp file is written and
-fsynced there while the transaction goes on, and the
-transaction waits for it before COMMIT.
+one use of threads is its writer thread: a new version's temp file is written and
+fsynced there while the transaction goes on (the transaction waits for it before
+COMMIT), and the file a rename replaced is closed there after the answer, so
+freeing its blocks does not delay it.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ import os
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from functools import partial
@@ -67,7 +68,7 @@ from commonroom.engine.settle import FileSettling, Reading, Settle, Step
 from commonroom.engine.snapshot import SNAPSHOT_CACHE_BYTES, Snapshot
 from commonroom.engine.storage_errors import is_storage_fault, sidecar_refused, write_refused
 from commonroom.engine.text import decode_text, encode_text, is_text
-from commonroom.engine.tx import NO_HOOKS, CommitThenFail, Hooks, StagedWrite, Tx
+from commonroom.engine.tx import NO_HOOKS, CommitThenFail, Hooks, PreparedFile, StagedWrite, Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol.capabilities import HOST
 from commonroom.protocol.errors import CommonroomError
@@ -195,6 +196,12 @@ class Engine:
         if self.git is not None:
             self.git.close()
         self.conn.close()
+
+    def drain_writer(self) -> None:
+        """Wait until the writer thread has done what commits left it (closing replaced
+        files); benchmarks call it so that work does not run into what they time next."""
+        if self._writer is not None:
+            self._writer.submit(lambda: None).result()
 
     def _doc_writer(self) -> ThreadPoolExecutor:
         """The one thread that writes temp files of new versions (started on first use)."""
@@ -393,7 +400,7 @@ class Engine:
             try:
                 self._sync_journal()  # the version is durable before the file has it
                 self._raise_if_moved(tx.now)  # the last look before the rename
-                stamp = self.doc.install(tx.staged.temp_path)
+                stamp = self.doc.install(tx.staged.temp_path, release=self._close_later)
             except (OSError, FileSettling) as exc:
                 # Only an OSError is a refused write (and a moved file a write that
                 # must wait); anything else (a crash, SystemExit) leaves the version
@@ -435,23 +442,54 @@ class Engine:
         """The staged bytes' fsynced temp file: the one being written, or a new one."""
         prepared, tx.prepared = tx.prepared, None
         if prepared is not None:
-            prepared_data, future = prepared
-            if prepared_data is data:
-                return future.result()  # raises the write's OSError
-            self._discard_future(future)
+            if prepared.data is data:
+                try:
+                    prepared.filled.result()  # raises the write's OSError
+                except BaseException:
+                    self._drop_prepared(prepared)
+                    raise
+                os.close(prepared.fd)
+                return prepared.temp
+            self._drop_prepared(prepared)
         return self.doc.prepare(data)
 
     def _discard_prepared(self, tx: Tx) -> None:
         prepared, tx.prepared = tx.prepared, None
         if prepared is not None:
-            self._discard_future(prepared[1])
+            self._drop_prepared(prepared)
 
-    def _discard_future(self, future: Future[Path]) -> None:
+    def _drop_prepared(self, prepared: PreparedFile) -> None:
+        """Wait for the writer to be done with the temp file, then remove it."""
+        with suppress(OSError):
+            prepared.filled.result()
+        os.close(prepared.fd)
+        self.doc.discard(prepared.temp)
+
+    def _prepare_on_writer(self, data: bytes) -> PreparedFile | None:
+        """Start writing `data` to a temp file on the writer thread (`DocumentFile.fill_temp`).
+
+        None when the folder refuses the temp file: `_take_prepared` writes it again
+        before COMMIT, where the refusal is reported as a refused write.
+        """
         try:
-            temp = future.result()
+            fd, temp = self.doc.open_temp()
         except OSError:
-            return  # nothing was left behind: prepare removes its temp file on failure
-        self.doc.discard(temp)
+            return None
+        try:
+            filled = self._doc_writer().submit(self.doc.fill_temp, fd, data)
+        except BaseException:
+            os.close(fd)
+            self.doc.discard(temp)
+            raise
+        return PreparedFile(data, fd, temp, filled)
+
+    def _close_later(self, fd: int) -> None:
+        """Close `fd` on the writer thread: closing the last descriptor of a replaced
+        document frees its blocks, which need not delay the commit's answer."""
+        try:
+            self._doc_writer().submit(os.close, fd)
+        except RuntimeError:  # the writer is shut down: the engine is closing
+            os.close(fd)
 
     def _sync_journal(self) -> None:
         """fsync the sidecar's WAL: every transaction committed so far survives power loss.
@@ -747,12 +785,14 @@ class Engine:
         *,
         outline: Outline | None = None,
         edit: tuple[int, int, int] | None = None,
+        text_edit: tuple[int, int, int] | None = None,
     ) -> Snapshot:
         """Store `data` as the next version.
 
         `outline` is its outline when the caller has it; `edit` says which bytes
         changed against the current version (start, old end, new end), so only
-        the blocks around them are cut, hashed and stored again.
+        the blocks around them are cut, hashed and stored again; `text_edit` is the
+        same stretch in characters (`Snapshot.edit`).
         """
         version = self.current_version + 1
         before = self._snapshots.get(self.current_version)
@@ -783,7 +823,7 @@ class Engine:
             # the version it supersedes leaves memory with its text; read again, it
             # comes back as a stored outline (its heading index, a chunk at a time)
             self._snapshots.pop(before.version, None)
-        return self._remember(Snapshot(version, data, content_hash, outline, layout, index))
+        return self._remember(Snapshot(version, data, content_hash, outline, layout, index, text_edit))
 
     def write_version(
         self,
@@ -815,7 +855,7 @@ class Engine:
                 Span(WHOLE, start, old_end), new_text[start:new_end], text=new_text
             )
         return self._write_version(
-            tx, data, outline, edit, summary=summary, participant_id=participant_id,
+            tx, data, outline, edit, edit, summary=summary, participant_id=participant_id,
             region=region, source=source, proposal_id=proposal_id, reverts=reverts,
             restores=restores,
         )
@@ -856,7 +896,8 @@ class Engine:
         if outline is None:
             outline = before.outline.replaced(span, content, text=decode_text(data))
         return self._write_version(
-            tx, data, outline, (byte_start, byte_end, byte_start + len(raw)), summary=summary,
+            tx, data, outline, (byte_start, byte_end, byte_start + len(raw)),
+            (span.start, span.end, span.start + len(content)), summary=summary,
             participant_id=participant_id, region=region, source=source, proposal_id=proposal_id,
             reverts=reverts, restores=restores,
         )
@@ -867,6 +908,7 @@ class Engine:
         data: bytes,
         outline: Outline | None,
         edit: tuple[int, int, int] | None,
+        text_edit: tuple[int, int, int] | None,
         *,
         summary: str,
         participant_id: str | None,
@@ -876,6 +918,8 @@ class Engine:
         reverts: int | None = None,
         restores: int | None = None,
     ) -> Snapshot:
+        """Store and stage the new bytes; `edit` and `text_edit` hold the changed stretch
+        in bytes and in characters when the caller knows it (`_insert_version`)."""
         before = self.current()
         if source != "external" and self.settle.settling:
             # Never write over a save in progress: the room waits for it, records
@@ -886,9 +930,10 @@ class Engine:
             # one hashes the bytes and stores them; the transaction waits for it
             # before COMMIT. (Hashing on a second writer thread was tried: no gain
             # on two cores, the write itself is CPU in the kernel.)
-            tx.prepared = (data, self._doc_writer().submit(self.doc.prepare, data))
+            tx.prepared = self._prepare_on_writer(data)
         snap = self._insert_version(
             tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit,
+            text_edit=text_edit,
         )
         if source != "external":
             tx.staged = StagedWrite(snap.version, data)

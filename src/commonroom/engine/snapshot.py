@@ -24,7 +24,7 @@ class Snapshot:
     `data`/`text` load the whole version when asked.
     """
 
-    __slots__ = ("_data", "content_hash", "index", "layout", "outline", "version")
+    __slots__ = ("_data", "content_hash", "edit", "index", "layout", "outline", "version")
 
     def __init__(
         self,
@@ -34,6 +34,7 @@ class Snapshot:
         outline: Outline,
         layout: blobs.Layout | None = None,
         index: HeadingIndex | None = None,
+        edit: tuple[int, int, int] | None = None,
     ) -> None:
         self.version = version
         self._data = data
@@ -43,6 +44,9 @@ class Snapshot:
         """Where the blocks lie (the current version: new versions are stored against it)."""
         self.index = index
         """Its heading index (the current version: the next one's is built from it)."""
+        self.edit = edit
+        """A stretch of the text holding all it changed against version - 1, when its write
+        knew one: (start, old end, new end) in characters. Blame compares only there."""
 
     @property
     def data(self) -> bytes:

@@ -86,6 +86,18 @@ class StagedWrite:
     temp_path: Path | None = None
 
 
+@attrs.frozen
+class PreparedFile:
+    """A new version's temp file: opened on the committing thread, filled and fsynced on
+    the engine's writer thread (`filled`) while the committing thread hashes and stores
+    the bytes (`Engine._write_version`)."""
+
+    data: bytes
+    fd: int
+    temp: Path
+    filled: Future[None]
+
+
 class Tx:
     """What a handler sees: the connection, the clock reading, the actor, `emit`."""
 
@@ -97,9 +109,7 @@ class Tx:
         self.actor_or_none: Actor | None = None
         self.events: list[Event] = []
         self.staged: StagedWrite | None = None
-        # The new bytes' temp file, being written on the engine's writer thread
-        # while this thread hashes and stores them (`Engine._write_version`).
-        self.prepared: tuple[bytes, Future[Path]] | None = None
+        self.prepared: PreparedFile | None = None
         # What to go back to if the transaction does not stand (`_forget_uncommitted`).
         self.version_at_start: int = engine.current_version
         self.committed = False

@@ -320,16 +320,22 @@ def store_replacement(
 _Text = TypeVar("_Text", bytes, str)
 
 
-def changed_range(old: _Text, new: _Text) -> tuple[int, int, int]:
+def changed_range(
+    old: _Text, new: _Text, within: tuple[int, int, int] | None = None
+) -> tuple[int, int, int]:
     """(start, old end, new end): ``new`` is ``old`` with ``old[start:old_end]``
     replaced by ``new[start:new_end]``, the unchanged head and tail as long as can be.
 
     Compares 64 KiB slices at C speed, then narrows down inside the one that differs.
     Works on text too (engine/blame.py finds the changed lines of two versions with it).
+
+    `within` (start, old end, new end), when the caller knows a stretch that holds the
+    whole change (the head before it and the tail after it equal): the answer is the same,
+    but only the bytes around that stretch are compared.
     """
     size = min(len(old), len(new))
     step = 1 << 16
-    start = 0
+    start = 0 if within is None else min(within[0], size)
     while start < size:
         stop = min(start + step, size)
         if old[start:stop] != new[start:stop]:
@@ -345,7 +351,7 @@ def changed_range(old: _Text, new: _Text) -> tuple[int, int, int]:
         start = stop
     # the same from the end, never back past `start`
     room = size - start
-    tail = 0
+    tail = 0 if within is None else min(len(old) - within[1], room)
     while tail < room:
         take = min(step, room - tail)
         if old[len(old) - tail - take : len(old) - tail] != new[len(new) - tail - take : len(new) - tail]:

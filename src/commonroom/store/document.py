@@ -19,6 +19,7 @@ import hashlib
 import os
 import stat as stat_mod
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -112,24 +113,49 @@ class DocumentFile:
 
     def prepare(self, data: bytes) -> Path:
         """Write `data` to a fsynced temp file beside the document, with its permission bits."""
+        fd, temp = self.open_temp()
+        try:
+            self.fill_temp(fd, data)
+        except BaseException:
+            os.close(fd)
+            self.discard(temp)
+            raise
+        os.close(fd)
+        return temp
+
+    def open_temp(self) -> tuple[int, Path]:
+        """A new empty temp file beside the document with the document's permission bits:
+        its descriptor and path. The caller fills it (`fill_temp`), closes it, and
+        installs or discards it."""
         try:
             mode: int | None = stat_mod.S_IMODE(os.stat(self.path).st_mode)
         except FileNotFoundError:
             mode = None
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                faults.reached("after_temp_write")
-                if mode is not None:
-                    os.fchmod(handle.fileno(), mode)
-                os.fsync(handle.fileno())
-                faults.reached("after_fsync")
+            if mode is not None:
+                os.fchmod(fd, mode)
         except BaseException:
-            self.discard(Path(tmp))
+            os.close(fd)
+            self.discard(Path(name))
             raise
-        return Path(tmp)
+        return fd, Path(name)
+
+    @staticmethod
+    def fill_temp(fd: int, data: bytes) -> None:
+        """Write `data` into the temp file `fd` and fsync it.
+
+        Two system calls and almost no Python, so that run on the writer thread it needs
+        the interpreter lock only twice while the committing thread computes: a thread
+        that wants the lock back waits up to the switch interval (5 ms) each time, and the
+        old prepare's eight calls there made the 10 MB commit wait ~30 ms for its file.
+        """
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        faults.reached("after_temp_write")
+        os.fsync(fd)
+        faults.reached("after_fsync")
 
     def discard(self, temp: Path) -> None:
         """Remove a temp file that will not be installed; never raises.
@@ -147,21 +173,41 @@ class DocumentFile:
         except OSError:
             self._leftovers.append(temp)
 
-    def install(self, temp: Path) -> FileStamp:
+    def install(self, temp: Path, *, release: Callable[[int], object] | None = None) -> FileStamp:
         """Rename the prepared temp file over the document and fsync the folder; its stamp.
 
         Raises OSError only when the rename failed, i.e. the document is
         unchanged: once the rename happened the new bytes are the file, and
         calling that a failure would make the caller undo a write that landed.
+
+        With `release`, the file being replaced is held open across the rename and
+        its descriptor handed to `release` to close later: the old file's blocks and
+        cached pages are freed at that close instead of inside the rename (3.5 ms of a
+        10 MB commit here), off the path of the caller who waits for the answer.
         """
         stamp = FileStamp.of(os.stat(temp))  # the file once renamed: a rename keeps all three
-        os.replace(temp, self.path)
+        held = self._open_quietly() if release is not None else None
+        try:
+            os.replace(temp, self.path)
+        except BaseException:
+            if held is not None:
+                os.close(held)
+            raise
         faults.reached("after_rename")
         leftovers, self._leftovers = self._leftovers, []
         for leftover in leftovers:
             self.discard(leftover)  # the folder takes writes again
         self._sync_folder()
+        if held is not None and release is not None:
+            release(held)
         return stamp
+
+    def _open_quietly(self) -> int | None:
+        """A read-only descriptor of the document, or None (gone, unreadable)."""
+        try:
+            return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
 
     def _sync_folder(self) -> None:
         with contextlib.suppress(OSError):
