@@ -201,6 +201,8 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
             human_hold_minutes=options.human_hold_minutes,
             settle_ms=options.settle_ms,
             git=_git_options(options),
+            # Most writes run on the event loop (`Room._runs_here`); checkpoints do not.
+            caller_checkpoints=True,
         )
         engine = open_engine(doc, config, sidecar=sidecar, clock=options.clock)
         try:

@@ -35,6 +35,10 @@ class EngineConfig:
     """A changed file is read once it stayed still this long (`--settle-ms`)."""
     git: GitOptions | None = None
     """`ce serve --git` / `--git-all` (docs/spec/PROTOCOL.md 18): record versions as git commits."""
+    caller_checkpoints: bool = False
+    """The caller checkpoints the sidecar's WAL (`Engine.checkpoint` when
+    `Engine.checkpoint_due`), SQLite never does by itself: the room runs most writes on
+    its event loop and a checkpoint fsyncs, so it runs them on its store thread."""
 
 
 DEFAULT_CONFIG: Final = EngineConfig()

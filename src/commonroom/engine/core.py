@@ -85,6 +85,9 @@ if TYPE_CHECKING:
     from commonroom.engine.gitsync import GitSync
 
 SIDECAR_SUFFIX = ".commonroom.db"
+# A caller that checkpoints itself (`EngineConfig.caller_checkpoints`) is told to past this
+# size of the WAL file: SQLite's own point is 512 pages (about 2 MiB).
+WAL_CHECKPOINT_BYTES = 2 * 1024 * 1024
 
 
 class Engine:
@@ -101,6 +104,9 @@ class Engine:
         self.path = Path(path).resolve()
         self.hooks = hooks
         self.config = config
+        # With `config.caller_checkpoints`: the WAL outgrew WAL_CHECKPOINT_BYTES at the
+        # last write, the caller should run `checkpoint` (off its event loop).
+        self.checkpoint_due = False
         self.sidecar_path = sidecar or self.path.with_name(self.path.name + SIDECAR_SUFFIX)
         self.clock = clock
         self.doc = DocumentFile(self.path)
@@ -164,8 +170,9 @@ class Engine:
             self.conn.execute("PRAGMA synchronous=NORMAL")
             # The WAL is checkpointed at 512 pages (2 MiB, not SQLite's 4 MiB) and cut back to
             # 1 MiB after a checkpoint: a burst of large writes (issue 24: proposal churn)
-            # leaves at most about 2 MiB of journal beside the database.
-            self.conn.execute("PRAGMA wal_autocheckpoint=512")
+            # leaves at most about 2 MiB of journal beside the database. With
+            # `caller_checkpoints` the caller checkpoints at the same 2 MiB (`checkpoint_due`).
+            self.conn.execute(f"PRAGMA wal_autocheckpoint={0 if config.caller_checkpoints else 512}")
             self.conn.execute(f"PRAGMA journal_size_limit={1024 * 1024}")
             self.conn.execute("PRAGMA foreign_keys=ON")
             migrate(self.conn)
@@ -361,6 +368,7 @@ class Engine:
                     self._raise_if_moved(tx.now)
                 except OSError as exc:
                     raise write_refused(self.path, exc) from None
+            tx.trim_ring()
             self.conn.execute("COMMIT")
             tx.committed = True
             if tx.staged is not None:
@@ -369,6 +377,7 @@ class Engine:
             assert tx.staged is None, "a failing operation never changes the document"
             self.undo_log.disarm()
             try:
+                tx.trim_ring()
                 self.conn.execute("COMMIT")
             except sqlite3.OperationalError as exc:
                 if self.conn.in_transaction:
@@ -378,6 +387,7 @@ class Engine:
                 raise
             tx.committed = True
             self.undo_log.forget()
+            self._note_journal()
             for hook in tx.after_commit:
                 hook()
             raise deferred.error from None
@@ -424,8 +434,35 @@ class Engine:
                 )
             faults.reached("after_mark_written")
         self.undo_log.forget()
+        if write:
+            self._note_journal()
         for hook in tx.after_commit:
             hook()
+
+    def _note_journal(self) -> None:
+        """After a write's COMMIT: is a checkpoint due (`config.caller_checkpoints`)?"""
+        if self.config.caller_checkpoints:
+            self.checkpoint_due = self._journal_bytes() > WAL_CHECKPOINT_BYTES
+
+    def _journal_bytes(self) -> int:
+        """The size of the sidecar's WAL file: one stat. After a checkpoint SQLite cuts it
+        back to `journal_size_limit` (1 MiB) and writes it from the start again, so a WAL
+        over 2 MiB holds at least a megabyte of frames no checkpoint copied yet."""
+        try:
+            return os.stat(f"{self.sidecar_path}-wal").st_size
+        except OSError:
+            return 0
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database (PASSIVE: it never waits), as SQLite's own
+        automatic checkpoint would (`config.caller_checkpoints`); fsyncs both files."""
+        self.checkpoint_due = False
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.OperationalError as exc:
+            if is_storage_fault(exc):
+                raise sidecar_refused(self.sidecar_path, exc) from None
+            raise
 
     def _raise_if_moved(self, now: datetime) -> None:
         """Before a write lands: the file must still be the one its version was based on.

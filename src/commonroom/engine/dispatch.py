@@ -40,6 +40,7 @@ from commonroom.engine import (
 from commonroom.engine.config import DEFAULT_CONFIG, EngineConfig
 from commonroom.engine.core import Engine
 from commonroom.engine.operations import HANDLERS
+from commonroom.engine.operations import WRITES_DOCUMENT as WRITES_DOCUMENT  # the facade's, for the room
 from commonroom.engine.settle import FileSettling
 from commonroom.engine.tx import Hooks, Outcome
 from commonroom.protocol.capabilities import require
@@ -111,6 +112,9 @@ def execute(
                 # The capability rule; handlers add finer rules (holder, author, admin for raw commit).
                 require(tx.actor.capabilities, op.capability)
             result = HANDLERS[name](tx, params)
+            if tx.staged is not None and name not in WRITES_DOCUMENT:
+                # It would run on the room's event loop, fsyncs and all.
+                raise RuntimeError(f"{name} wrote the document but is not in WRITES_DOCUMENT")
         events.extend(tx.events)
         return Outcome(result, None, events)
     except CommonroomError as error:

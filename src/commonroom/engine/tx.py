@@ -131,13 +131,20 @@ class Tx:
         )
         event_id = cur.lastrowid
         assert event_id is not None
-        # The ring: one indexed range delete; only the row that fell off is
-        # left below the bound, so the cost does not grow with history.
-        self.conn.execute("DELETE FROM events WHERE event_id <= ?", (event_id - limits.EVENT_RING,))
         actor = self.actor_or_none
         event = ev.make(event_id, self.now_s, payload, actor.session_hash if actor else None)
         self.events.append(event)
         return event
+
+    def trim_ring(self) -> None:
+        """Before COMMIT: drop the events this transaction pushed past the ring's bound.
+
+        One indexed range delete per transaction (not per event); only the rows that
+        fell off are below the bound, so the cost does not grow with history.
+        """
+        if self.events:
+            self.conn.execute("DELETE FROM events WHERE event_id <= ?",
+                              (self.events[-1].event_id - limits.EVENT_RING,))
 
     def touch_presence(self, participant_id: str) -> None:
         """The participant made this request: present once the transaction committed

@@ -91,6 +91,7 @@ class Room:
         self.max_sweep_sleep = max_sweep_sleep
         self.hub = EventHub()
         self.limiter = trio.CapacityLimiter(1)
+        self._checkpoint_wakeup = trio.Event()
         self._sweep_wakeup = trio.Event()
         self._sweep_due: datetime | None = None  # when the sleeping sweeper wakes by itself
         self._deferred: list[Event] = []
@@ -101,11 +102,14 @@ class Room:
         self.faults = FaultLines(fault_sink or _to_stderr)
 
     async def run_sync(self, fn: Any, *args: Any) -> Any:
-        """Run `fn(*args)` on the store thread; the only way to the sidecar."""
+        """Run `fn(*args)` on the store thread; with `execute`, the only way to the sidecar."""
         if self.inline_store:
             await trio.lowlevel.checkpoint()
-            return fn(*args)
-        return await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+            result = fn(*args)
+        else:
+            result = await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
+        self._checkpoint_if_due()
+        return result
 
     async def execute(
         self, name: str, bearer: str | None, params: Mapping[str, Any], *,
@@ -122,6 +126,7 @@ class Room:
             if self._runs_here(name):
                 async with self.limiter:  # the store thread is not using the engine meanwhile
                     outcome = run()
+                self._checkpoint_if_due()
             else:
                 outcome = await self.run_sync(run)
             if publish:
@@ -141,19 +146,20 @@ class Room:
         return outcome
 
     def _runs_here(self, name: str) -> bool:
-        """A read-only call runs on the trio thread, holding the store's limiter.
+        """Most calls run on the trio thread, holding the store's limiter.
 
-        The thread hop costs more than a read itself (a status answer is about
-        0.1 ms of engine work); writes keep the store thread, they may fsync. A
-        read's refresh may record an external edit or an expiry first: no fsync
-        (only a commit syncs the sidecar), at worst a hash of the file.
+        The thread hop costs more than the work of a read or of a small write (a lease,
+        a proposal, a review: 0.4-1 ms of engine work, no fsync: the sidecar syncs only
+        for a version, and the WAL is checkpointed on the store thread,
+        `_checkpointer`). The store thread keeps what may write the document (a temp
+        file, fsyncs, a rename: `facade.WRITES_DOCUMENT`) and the large bodies
+        (attachments, `body_bytes`). A call's refresh may record an external edit or an
+        expiry first: no fsync, at worst a hash of the file.
         """
-        if self.inline_store:
+        if self.inline_store or name in facade.WRITES_DOCUMENT:
             return False
-        try:
-            return OPERATIONS_BY_NAME[name].read_only
-        except KeyError:
-            return False
+        spec = OPERATIONS_BY_NAME.get(name)
+        return spec is not None and spec.body_bytes is None
 
     async def call(
         self, name: str, bearer: str | None, params: Mapping[str, Any], *, from_query: bool = False
@@ -253,10 +259,29 @@ class Room:
                 self._streams = stream_pumps
                 nursery.start_soon(self._sweeper)
                 nursery.start_soon(self._watcher)
+                nursery.start_soon(self._checkpointer)
                 task_status.started()
                 await trio.sleep_forever()
         finally:
             self._streams = None
+
+    def _checkpoint_if_due(self) -> None:
+        if self.engine.checkpoint_due:
+            self._checkpoint_wakeup.set()
+
+    async def _checkpointer(self) -> None:
+        """Checkpoint the WAL on the store thread when the engine says it is due
+        (`EngineConfig.caller_checkpoints`): writes that run on the trio thread never do."""
+        while True:
+            await self._checkpoint_wakeup.wait()
+            self._checkpoint_wakeup = trio.Event()
+            try:
+                await self.run_sync(self.engine.checkpoint)
+            except CommonroomError as error:
+                log.info("the WAL checkpoint was refused (%s); retrying", error.code)
+                self.faults.report(error)
+                await trio.sleep(STORAGE_RETRY)
+                self._checkpoint_wakeup.set()
 
     async def _sweeper(self) -> None:
         while True:

@@ -295,6 +295,12 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     CREATE INDEX proposals_unpruned ON proposals (updated_at) WHERE pruned_at IS NULL;
 """,
+    # 9 -> 10: each participant's pending proposals. The limit check at every propose
+    # counted them through the author index, i.e. through every proposal the
+    # participant ever made.
+    """
+    CREATE INDEX proposals_pending ON proposals (participant_id) WHERE status = 'pending';
+""",
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
