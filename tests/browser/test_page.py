@@ -379,6 +379,8 @@ def test_keep_only_some_hunks_then_approve(page: Any, room: Room) -> None:
     proposal = room.propose(agent, "workspace", proposed, "two unrelated changes")
     page.locator(f"[data-proposal='{proposal['proposal_id']}']").click()
     page.locator("[data-view='unified']").click()
+    # The hunks render once the proposal's detail arrived: wait for them (count() does not).
+    page.get_by_label("Keep change 2 of 2").wait_for()
     keep = page.locator("#review-body .keep input")
     assert keep.count() == 2
     page.get_by_label("Keep change 2 of 2").uncheck()
