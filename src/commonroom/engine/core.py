@@ -832,6 +832,9 @@ class Engine:
         same stretch in characters (`Snapshot.edit`).
         """
         version = self.current_version + 1
+        # First: hashing releases the interpreter lock, so the writer thread, just handed
+        # the temp file (`_write_version`), takes it at once to start its write.
+        content_hash = sha256_hex(data)
         before = self._snapshots.get(self.current_version)
         if edit is not None and before is not None and before.layout is not None:
             layout = blobs.store_replacement(tx.conn, before.layout, data, *edit)
@@ -847,7 +850,6 @@ class Engine:
             previous if edit is not None else None,
         )
         store_index(tx.conn, version, index)
-        content_hash = sha256_hex(data)
         tx.conn.execute(
             "INSERT INTO versions (version, content_hash, size, manifest, summary, participant_id,"
             " region, source, proposal_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
