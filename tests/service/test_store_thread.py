@@ -101,3 +101,30 @@ async def test_the_wal_is_checkpointed_on_the_store_thread_and_stays_bounded(
     assert threading.get_ident() not in checkpoints_on
     assert largest < 4 * 1024 * 1024, largest  # 2 MiB, and what arrived while one was queued
     engine.close()
+
+
+async def test_writes_on_a_large_document_keep_the_store_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    doc = tmp_path / "big.md"
+    doc.write_text("# Big\n\n" + "".join(f"## Part {i}\n\n{'x' * 2000}\n\n" for i in range(600)))
+    assert doc.stat().st_size > room_core.INLINE_WRITES_MAX_BYTES
+    engine = _engine(doc)
+    ran_on: dict[str, set[int]] = {}
+    real_execute = facade.execute
+
+    def recording(engine: Engine, name: str, *args: Any, **kwargs: Any) -> Any:
+        ran_on.setdefault(name, set()).add(threading.get_ident())
+        return real_execute(engine, name, *args, **kwargs)
+
+    monkeypatch.setattr(room_core.facade, "execute", recording)
+    room = Room(engine)
+    host = sessions.mint_host_session(engine)
+    agent = await _agent(room, host)
+    lease = await room.call("workspace.checkout", agent, {"region": "Big/Part 7"})
+    await room.call("workspace.status", agent, {})
+    await room.call("workspace.release", agent, {"lease_id": lease["lease_id"]})
+    loop = threading.get_ident()
+    assert loop not in ran_on["workspace.checkout"] | ran_on["workspace.release"]
+    assert ran_on["workspace.status"] == {loop}  # reads stay on the loop
+    engine.close()
