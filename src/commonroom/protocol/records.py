@@ -403,7 +403,12 @@ class Surface:
 
 @attrs.frozen
 class SurfaceData:
-    """`surface.read`: `published` false (and the rest null) when there is none."""
+    """`surface.read`: `published` false (and the rest null) when there is none.
+
+    Not a subclass of `Surface` (as `ProposalDetail` is of `Proposal`): its shared fields
+    are nullable where `Surface`'s are not, and `Surface` cannot carry `published` and
+    `data_base64` without changing the publish answer on the wire.
+    """
 
     participant_id: str
     published: bool
