@@ -85,9 +85,12 @@ if TYPE_CHECKING:
     from commonroom.engine.gitsync import GitSync
 
 SIDECAR_SUFFIX = ".commonroom.db"
-# A caller that checkpoints itself (`EngineConfig.caller_checkpoints`) is told to past this
-# size of the WAL file: SQLite's own point is 512 pages (about 2 MiB).
-WAL_CHECKPOINT_BYTES = 2 * 1024 * 1024
+# A caller that checkpoints itself (`EngineConfig.caller_checkpoints`) is told to once the
+# WAL file is past this size. After a checkpoint SQLite cuts the file back to
+# `journal_size_limit` (the same 1 MiB) and writes it from the start again, so a file past
+# it holds at least 1 MiB of frames: checkpoints come as often as SQLite's own would at 256
+# pages, and the WAL is never larger than with its 512.
+WAL_CHECKPOINT_BYTES = 1024 * 1024
 
 
 class Engine:
@@ -171,7 +174,7 @@ class Engine:
             # The WAL is checkpointed at 512 pages (2 MiB, not SQLite's 4 MiB) and cut back to
             # 1 MiB after a checkpoint: a burst of large writes (issue 24: proposal churn)
             # leaves at most about 2 MiB of journal beside the database. With
-            # `caller_checkpoints` the caller checkpoints at the same 2 MiB (`checkpoint_due`).
+            # `caller_checkpoints` the caller checkpoints instead (`checkpoint_due`).
             self.conn.execute(f"PRAGMA wal_autocheckpoint={0 if config.caller_checkpoints else 512}")
             self.conn.execute(f"PRAGMA journal_size_limit={1024 * 1024}")
             self.conn.execute("PRAGMA foreign_keys=ON")
@@ -445,9 +448,7 @@ class Engine:
             self.checkpoint_due = self._journal_bytes() > WAL_CHECKPOINT_BYTES
 
     def _journal_bytes(self) -> int:
-        """The size of the sidecar's WAL file: one stat. After a checkpoint SQLite cuts it
-        back to `journal_size_limit` (1 MiB) and writes it from the start again, so a WAL
-        over 2 MiB holds at least a megabyte of frames no checkpoint copied yet."""
+        """The size of the sidecar's WAL file: one stat (see `WAL_CHECKPOINT_BYTES`)."""
         try:
             return os.stat(f"{self.sidecar_path}-wal").st_size
         except OSError:
