@@ -34,18 +34,24 @@ async def _agent(room: Room, host: str) -> str:
     return str(joined["session_id"])
 
 
-async def test_small_writes_run_on_the_event_loop_and_a_commit_on_the_store_thread(
-    doc_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    engine = _engine(doc_path)
-    ran_on: dict[str, set[int]] = {}
+@pytest.fixture
+def ran_on(monkeypatch: pytest.MonkeyPatch) -> dict[str, set[int]]:
+    """Operation name -> the threads the room ran it on."""
+    threads: dict[str, set[int]] = {}
     real_execute = facade.execute
 
     def recording(engine: Engine, name: str, *args: Any, **kwargs: Any) -> Any:
-        ran_on.setdefault(name, set()).add(threading.get_ident())
+        threads.setdefault(name, set()).add(threading.get_ident())
         return real_execute(engine, name, *args, **kwargs)
 
     monkeypatch.setattr(room_core.facade, "execute", recording)
+    return threads
+
+
+async def test_small_writes_run_on_the_event_loop_and_a_commit_on_the_store_thread(
+    doc_path: Path, ran_on: dict[str, set[int]]
+) -> None:
+    engine = _engine(doc_path)
     room = Room(engine)
     host = sessions.mint_host_session(engine)
     async with trio.open_nursery() as nursery:
@@ -60,10 +66,9 @@ async def test_small_writes_run_on_the_event_loop_and_a_commit_on_the_store_thre
         await room.call("workspace.release", agent, {"lease_id": lease["lease_id"]})
         nursery.cancel_scope.cancel()
     loop = threading.get_ident()
-    for name in ("workspace.checkout", "workspace.propose", "workspace.review",
-                 "workspace.release", "session.join", "workspace.status"):
-        if name in ran_on:
-            assert ran_on[name] == {loop}, name
+    for name in ("session.join", "workspace.checkout", "workspace.propose", "workspace.review",
+                 "workspace.release"):
+        assert ran_on[name] == {loop}, name
     assert loop not in ran_on["workspace.commit"]
     assert doc_path.read_text().count("- ship\n") == 1
     engine.close()
@@ -104,20 +109,12 @@ async def test_the_wal_is_checkpointed_on_the_store_thread_and_stays_bounded(
 
 
 async def test_writes_on_a_large_document_keep_the_store_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, ran_on: dict[str, set[int]]
 ) -> None:
     doc = tmp_path / "big.md"
     doc.write_text("# Big\n\n" + "".join(f"## Part {i}\n\n{'x' * 2000}\n\n" for i in range(600)))
     assert doc.stat().st_size > room_core.INLINE_WRITES_MAX_BYTES
     engine = _engine(doc)
-    ran_on: dict[str, set[int]] = {}
-    real_execute = facade.execute
-
-    def recording(engine: Engine, name: str, *args: Any, **kwargs: Any) -> Any:
-        ran_on.setdefault(name, set()).add(threading.get_ident())
-        return real_execute(engine, name, *args, **kwargs)
-
-    monkeypatch.setattr(room_core.facade, "execute", recording)
     room = Room(engine)
     host = sessions.mint_host_session(engine)
     agent = await _agent(room, host)

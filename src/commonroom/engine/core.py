@@ -498,10 +498,13 @@ class Engine:
 
     def _drop_prepared(self, prepared: PreparedFile) -> None:
         """Wait for the writer to be done with the temp file, then remove it."""
-        with suppress(OSError):
+        try:
             prepared.filled.result()
-        os.close(prepared.fd)
-        self.doc.discard(prepared.temp)
+        except OSError:
+            pass  # the write's own failure: the file goes all the same
+        finally:
+            os.close(prepared.fd)
+            self.doc.discard(prepared.temp)
 
     def _prepare_on_writer(self, data: bytes) -> PreparedFile | None:
         """Start writing `data` to a temp file on the writer thread (`DocumentFile.fill_temp`).
