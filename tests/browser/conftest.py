@@ -88,3 +88,23 @@ def run_axe(page: Any) -> list[dict[str, Any]]:
         {"id": v["id"], "impact": v["impact"], "nodes": [n.get("target") for n in v.get("nodes", [])][:5]}
         for v in result if v.get("impact") in ("serious", "critical")
     ]
+
+
+_BOXES_JS = """targets => targets.map(([selector, text]) => {
+  const found = [...document.querySelectorAll(selector)]
+    .find(el => text === null || el.textContent.includes(text));
+  if (!found) return null;
+  const r = found.getBoundingClientRect();
+  return {x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height};
+})"""
+
+
+def boxes(page: Any, *targets: str | tuple[str, str]) -> list[dict[str, float]]:
+    """The boxes of the first element matching each target (a CSS selector, or a selector and
+    a text it contains), in page coordinates and measured in one go: two separate
+    `bounding_box()` calls are viewport-relative and a scroll or a live update between them
+    moves one and not the other."""
+    pairs = [(t, None) if isinstance(t, str) else t for t in targets]
+    found: list[dict[str, float] | None] = page.evaluate(_BOXES_JS, pairs)
+    assert all(box is not None for box in found), (targets, found)
+    return [box for box in found if box is not None]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.browser.conftest import ARTIFACTS, open_page, pass_undo_window, run_axe
+from tests.browser.conftest import ARTIFACTS, boxes, open_page, pass_undo_window, run_axe
 from tests.browser.test_page import PROBLEM
 from tests.e2e.conftest import Http, Room
 
@@ -170,8 +170,7 @@ def test_handoff_buttons_for_the_host(page: Any, room: Room) -> None:
     second.get_by_role("button", name="Decline the handoff “pick a name”").click()
     second.locator(".handoff-status", has_text="declined").wait_for()
     # Room text sits beside the handoffs: the next panel, on the same row.
-    handoffs = page.locator("#handoffs-panel").bounding_box()
-    text = page.locator("#messages-panel").bounding_box()
+    handoffs, text = boxes(page, "#handoffs-panel", "#messages-panel")
     assert abs(handoffs["y"] - text["y"]) < 2 and text["x"] > handoffs["x"]
 
 
@@ -282,8 +281,7 @@ def test_favicon_and_phone_width_queue_first(browser: Any, room: Room) -> None:
         agent = room.agent()
         room.propose(agent, "Problem", PROBLEM, "seen first on a phone")
         tab.locator("#queue-list [data-proposal]").wait_for()
-        queue_box = tab.locator(".queue-col").bounding_box()
-        doc_box = tab.locator(".doc-col").bounding_box()
+        queue_box, doc_box = boxes(tab, ".queue-col", ".doc-col")
         assert queue_box["y"] + queue_box["height"] <= doc_box["y"] + 1  # the queue first
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390
         ARTIFACTS.mkdir(parents=True, exist_ok=True)

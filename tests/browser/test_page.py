@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from commonroom.credentials import read_credentials
-from tests.browser.conftest import ARTIFACTS, open_page, pass_undo_window, run_axe
+from tests.browser.conftest import ARTIFACTS, boxes, open_page, pass_undo_window, run_axe
 from tests.e2e.conftest import Http, Room, RoomProcess, ce, start_room
 from tests.editing import save_like_an_editor
 
@@ -321,8 +321,7 @@ def test_phone_width_is_one_column(browser: Any, room: Room) -> None:
         tab = context.new_page()
         tab.goto(room.url)
         tab.wait_for_selector("body[data-ready='true']")
-        doc_box = tab.locator(".doc-col").bounding_box()
-        queue_box = tab.locator(".queue-col").bounding_box()
+        doc_box, queue_box = boxes(tab, ".doc-col", ".queue-col")
         assert doc_box["y"] >= queue_box["y"] + queue_box["height"] - 1  # stacked, the queue first
         assert doc_box["width"] <= 390
         assert tab.evaluate("document.documentElement.scrollWidth") <= 390  # nothing wider than the phone

@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any
 
-from tests.browser.conftest import ARTIFACTS, open_page
+from tests.browser.conftest import ARTIFACTS, boxes, open_page
 from tests.e2e.conftest import Http, Room
 from tests.e2e.review_support import mcp_tool
 from tests.editing import save_like_an_editor
@@ -66,8 +66,9 @@ def test_a_blocking_question_over_mcp_is_answered_in_the_page(room: Room, page: 
     margin = page.locator("#document .thread-margin[aria-label='Threads on Problem']")
     assert "Which libraries do you mean?" in margin.inner_text()
     # The margin (taller than its short section) stays beside it: the next section starts below.
-    beside, after = margin.bounding_box(), page.locator("#document h2", has_text="Who it is for").bounding_box()
-    assert beside is not None and after is not None and after["y"] >= beside["y"] + beside["height"]
+    beside, after = boxes(page, "#document .thread-margin[aria-label='Threads on Problem']",
+                          ("#document h2", "Who it is for"))
+    assert after["y"] >= beside["y"] + beside["height"]
     # Nobody else is held while the asker waits: the bystander works as usual.
     started = time.monotonic()
     bystander.ok("GET", f"/workspace/read?region={PROBLEM.replace(' ', '%20')}")
