@@ -7,7 +7,10 @@ phone-width screenshot.
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from playwright.sync_api import expect
 
 from tests.browser.conftest import ARTIFACTS, boxes, open_page, pass_undo_window, run_axe
 from tests.browser.test_page import PROBLEM
@@ -43,7 +46,7 @@ def test_enter_on_a_link_follows_it_and_decides_nothing(page: Any, room: Room) -
     link = page.locator("#outline a", has_text="Problem")
     link.focus()
     page.keyboard.press("Enter")
-    page.wait_for_function("location.hash.startsWith('#sec-')")  # the link was followed
+    expect(page).to_have_url(re.compile(r"#sec-"))  # the link was followed
     for key in ("a", "r", "Enter"):  # and no key on a link decides anything
         link.focus()
         page.keyboard.press(key)
@@ -86,7 +89,7 @@ def test_r_needs_a_comment_and_a_second_step(page: Any, room: Room) -> None:
     page.keyboard.press("Control+Enter")
     page.locator(".toast", has_text="Rejecting “first”").wait_for()
     # Focus goes to the next undecided item in the queue, never into a field.
-    page.wait_for_function(f"document.activeElement.dataset.proposal === '{second['proposal_id']}'")
+    expect(page.locator(":focus")).to_have_attribute("data-proposal", second["proposal_id"])
     page.locator("#review-title", has_text="second").wait_for()
     assert status_of(room, first) == "pending"  # held for the undo window
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

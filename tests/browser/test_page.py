@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from playwright.sync_api import expect
+
 from commonroom.credentials import read_credentials
 from tests.browser.conftest import ARTIFACTS, boxes, open_page, pass_undo_window, run_axe
 from tests.e2e.conftest import Http, Room, RoomProcess, ce, start_room
@@ -280,8 +282,9 @@ def test_invitations_and_participants_panels(page: Any, room: Room) -> None:
     # The MCP URL, and each client's setup snippet for this invitation (from the room; the
     # URL arrives with the room's answer after the result shows, so wait for it to be there).
     mcp_url = f"http://127.0.0.1:{room.host.port}/mcp"
-    page.wait_for_function("document.getElementById('invite-mcp-url').textContent !== '…'")
-    assert page.locator("#invite-mcp-url").inner_text() == mcp_url
+    # (Polled by Playwright's expect, not wait_for_function: that evals its predicate in the
+    # page, and the page's CSP forbids eval.)
+    expect(page.locator("#invite-mcp-url")).to_have_text(mcp_url)
     clients = page.locator("#invite-client option").evaluate_all("os => os.map(o => o.value)")
     assert "claude-desktop" in clients and "vscode" in clients
     page.locator("#invite-client").select_option("claude-desktop")
@@ -397,3 +400,12 @@ def test_keep_only_some_hunks_then_approve(page: Any, room: Room) -> None:
     assert "libraries are FAR away" in text and "WEB version" not in text and "web version" in text
     detail = agent.ok("GET", f"/workspace/proposal?proposal_id={proposal['proposal_id']}")
     assert detail["original_content"] == proposed
+
+
+def test_no_browser_test_waits_on_a_predicate_the_page_must_eval() -> None:
+    # Playwright's wait_for_function polls its predicate with the page's own eval, which the
+    # page's CSP (script-src 'self') refuses: such a wait passes when the predicate already
+    # holds and fails when it has to poll (a CI run did). Wait with expect(...) instead.
+    waits = "wait_for" + "_function("
+    offenders = [path.name for path in Path(__file__).parent.glob("*.py") if waits in path.read_text()]
+    assert offenders == []
