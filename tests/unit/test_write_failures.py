@@ -227,3 +227,22 @@ def test_a_folder_made_immutable_between_commit_and_rename_commits_nothing(
     assert room.call("workspace.commit", agent, proposal_id=proposal_id)["version"] == version + 1
     # The temp file the immutable folder kept went with the next write.
     assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_only_a_transaction_that_may_write_the_document_stages_a_write(room: Driver) -> None:
+    # Only `writes_document` transactions record their inverse (the undo log), so any other
+    # that stages a write is refused before COMMIT: its rename could not be undone.
+    before = _state(room.engine)
+    _, span = room.engine.resolve("Goals")
+    with pytest.raises(RuntimeError, match="writes_document"), \
+            room.engine.transaction(room.clock()) as tx:
+        room.engine.write_replacement(tx, span, "## Goals\n\n- sneaked in\n", summary="sneak",
+                                      participant_id=None, region="Goals", source="agent")
+    assert _state(room.engine) == before  # no version, no event, the file untouched
+    assert room.engine.current_version == 1
+    assert [p.name for p in room.engine.path.parent.iterdir() if p.name.endswith(".tmp")] == []
+    # The same write where it may be made lands.
+    with room.engine.transaction(room.clock(), writes_document=True) as tx:
+        room.engine.write_replacement(tx, span, "## Goals\n\n- landed\n", summary="land",
+                                      participant_id=None, region="Goals", source="agent")
+    assert "- landed" in room.engine.path.read_text() and room.engine.current_version == 2

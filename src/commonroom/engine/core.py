@@ -341,7 +341,9 @@ class Engine:
     # ---------------------------------------------------------- transactions
 
     @contextmanager
-    def transaction(self, now: datetime, *, write: bool = True) -> Iterator[Tx]:
+    def transaction(
+        self, now: datetime, *, write: bool = True, writes_document: bool = False
+    ) -> Iterator[Tx]:
         """One SQLite transaction; read operations (`write=False`) begin DEFERRED and
         so take no write lock.
 
@@ -349,17 +351,22 @@ class Engine:
         renamed over the file after it (the order docs/spec/PROTOCOL.md section 15 needs:
         a crash in between is rolled forward on reopen). A rename that *fails*
         is reported, so it must not land later: the committed transaction is
-        undone (`UndoLog`) and the client gets `storage_unavailable`. A handler
-        that raises `tx.fail_after_commit(error)` has its writes committed and
-        then fails with `error`.
+        undone (`UndoLog`) and the client gets `storage_unavailable`. Only a
+        transaction opened with `writes_document` may stage a write: only it
+        records its inverse (the undo triggers cost every row they watch, and a
+        lease or a review has no rename to undo). A handler that raises
+        `tx.fail_after_commit(error)` has its writes committed and then fails with `error`.
         """
         tx = Tx(self, self.conn, now)
         self.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
-        if write:
+        if writes_document:
             self.undo_log.arm()
         try:
             yield tx
             if tx.staged is not None:
+                if not writes_document:
+                    raise RuntimeError("a transaction staged a document write without"
+                                       " writes_document: its rename could not be undone")
                 if self.file_problem is not None:
                     raise CommonroomError(
                         "storage_unavailable",

@@ -106,15 +106,15 @@ def execute(
         params = parse_params(op.params, raw_params, from_query=from_query)
         now = engine.clock()
         engine.refresh(now, events)  # committed steps stay in `events` if a later one fails
-        with engine.transaction(now, write=not op.read_only) as tx:
+        # Only WRITES_DOCUMENT may stage a write (the engine refuses any other): the
+        # room runs everything else on its event loop, where fsyncs must not be.
+        with engine.transaction(now, write=not op.read_only,
+                                writes_document=name in WRITES_DOCUMENT) as tx:
             if op.capability is not None:
                 tx.actor_or_none = sessions.authenticate(tx, bearer)
                 # The capability rule; handlers add finer rules (holder, author, admin for raw commit).
                 require(tx.actor.capabilities, op.capability)
             result = HANDLERS[name](tx, params)
-            if tx.staged is not None and name not in WRITES_DOCUMENT:
-                # It would run on the room's event loop, fsyncs and all.
-                raise RuntimeError(f"{name} wrote the document but is not in WRITES_DOCUMENT")
         events.extend(tx.events)
         return Outcome(result, None, events)
     except CommonroomError as error:

@@ -118,16 +118,21 @@ def is_wide(outline: Outline, span: Span) -> bool:
     return outline.is_root(span) or outline.subsections(span) > limits.WIDE_LEASE_SUBSECTIONS
 
 
-def blocking_lease(tx: Tx, region: str, participant_id: str) -> Lease | None:
-    """Another participant's active lease on `region`, an ancestor or a descendant."""
-    for lease in active_leases(tx):
+def blocking_lease(
+    tx: Tx, region: str, participant_id: str, leases: list[Lease] | None = None
+) -> Lease | None:
+    """Another participant's active lease on `region`, an ancestor or a descendant
+    (among `leases`, the active leases read once by a caller that needs them again)."""
+    for lease in active_leases(tx) if leases is None else leases:
         if lease.participant_id != participant_id and related(lease.region, region):
             return lease
     return None
 
 
-def raise_if_blocked(tx: Tx, region: str, participant_id: str) -> None:
-    lease = blocking_lease(tx, region, participant_id)
+def raise_if_blocked(
+    tx: Tx, region: str, participant_id: str, leases: list[Lease] | None = None
+) -> None:
+    lease = blocking_lease(tx, region, participant_id, leases)
     if lease is not None:
         details: dict[str, Any] = {
             "participant_id": lease.participant_id, "expires_at": lease.expires_at,
@@ -228,13 +233,13 @@ def require_wide_lease(tx: Tx, snap: Snapshot, span: Span) -> None:
 def checkout(tx: Tx, p: CheckoutParams) -> Lease:
     snap, span = tx.engine.resolve(p.region)
     pid = tx.actor.participant_id
-    raise_if_blocked(tx, span.region, pid)
+    leases = active_leases(tx)
+    raise_if_blocked(tx, span.region, pid, leases)
     require_wide_lease(tx, snap, span)
-    for lease in active_leases(tx):
+    for lease in leases:
         if lease.participant_id == pid and lease.region == span.region and lease.reason is None:
             return _renew(tx, lease, p.minutes)
-    held = sum(1 for lease in active_leases(tx)
-               if lease.participant_id == pid and lease.reason is None)
+    held = sum(1 for lease in leases if lease.participant_id == pid and lease.reason is None)
     if held >= limits.MAX_OPEN_LEASES:
         raise CommonroomError(
             "limit_exceeded",
