@@ -20,7 +20,10 @@ request (``Connection: close``); then checkout -> propose -> (host) approve ->
 commit -> release cycles of one agent over keep-alive, and their floor
 (``write_cycle_vs_floor``: the cycle's median time ÷ 5 bare keep-alive round
 trips on one connection + the commit's durable writes timed alone on the
-same disk, `durable_writes_ms`). The servers run on
+same disk, `durable_writes_ms`), the same cycles on the engine alone in process
+(``write_cycle_engine_ms``, `loadgen.run_engine_cycles`) and the ratio's bound
+with a request path as cheap as the bare app's (``write_cycle_bound_vs_floor``:
+5 bare round trips + the engine alone, ÷ the floor). The servers run on
 core 0 and the load on core 1 when pinning works. The bare app and the room
 run side by side and their measurements are interleaved for ``--rounds``
 rounds, the write cycles too (one run per round), so a burst of other work on
@@ -163,8 +166,20 @@ def main() -> None:
                                               server_pid=bare.pid, conns=1, seconds=args.seconds,
                                               warmup=args.warmup, cpu=load_cpu)
                 writes_ms = durable_writes_ms(Path(tmp), doc.read_bytes())
+                # The room's own work for the same cycle: the engine alone, in process on
+                # the room's core (no HTTP, no event loop). With it, the least the ratio
+                # could be if the room's request path cost no more than the bare app's.
+                engine = loadgen.run_child_json(
+                    ["engine-cycle", str(doc), "--region", SCRATCH_REGION, "--seconds",
+                     str(args.seconds), "--warmup", str(args.warmup), *loadgen.cpu_args(room_cpu)],
+                    timeout=args.seconds + args.warmup + 60)
+                floor_ms = 5 * float(single["p50_ms"]) + writes_ms
                 floors.append({"bare_round_trip_ms": single["p50_ms"], "durable_writes_ms": writes_ms,
-                               "floor_ms": 5 * float(single["p50_ms"]) + writes_ms})
+                               "floor_ms": floor_ms,
+                               "engine_cycle_ms": engine["cycle_median_ms"],
+                               "engine_step_mean_ms": engine["step_mean_ms"],
+                               "bound_vs_floor": round((5 * float(single["p50_ms"])
+                                                        + float(engine["cycle_median_ms"])) / floor_ms, 3)})
                 _show(f"round {round_} write_cycle_floor", floors[-1])
 
     def per_round(name: str, mode: str) -> list[float]:
@@ -192,6 +207,10 @@ def main() -> None:
     ]
     by_round["write_cycle_median_ms"] = [float(c["cycle_median_ms"]) for c in cycles]
     by_round["write_cycle_floor_ms"] = [round(f["floor_ms"], 3) for f in floors]
+    by_round["write_cycle_engine_ms"] = [float(f["engine_cycle_ms"]) for f in floors]
+    # (5 × the bare round trip + the engine alone) ÷ the floor: the ratio with a free
+    # request path. Above 1.5, no change outside the engine can meet the target.
+    by_round["write_cycle_bound_vs_floor"] = [float(f["bound_vs_floor"]) for f in floors]
     for key, results in rounds.items():
         by_round[f"{key}_rps"] = [r["rps"] for r in results]
 
@@ -205,6 +224,8 @@ def main() -> None:
         "write_cycle_vs_floor": median(by_round["write_cycle_vs_floor"]),
         "write_cycle_median_ms": median(by_round["write_cycle_median_ms"]),
         "write_cycle_floor_ms": median(by_round["write_cycle_floor_ms"]),
+        "write_cycle_engine_ms": median(by_round["write_cycle_engine_ms"]),
+        "write_cycle_bound_vs_floor": median(by_round["write_cycle_bound_vs_floor"]),
         "bare_keepalive_rps": median(by_round["bare_keepalive_rps"]),
         "bare_close_rps": median(by_round["bare_close_rps"]),
         "stock_hypercorn_keepalive_rps": figures["stock_hypercorn_keepalive"]["rps"],

@@ -14,6 +14,8 @@ subscribers never share a process:
 * ``loadgen.py load``: the raw-socket HTTP/1.1 generator (`run_load`).
 * ``loadgen.py cycle``: checkout -> propose -> approve -> commit -> release
   cycles (`run_cycles`).
+* ``loadgen.py engine-cycle FILE``: the same cycles on the engine alone, in
+  process, no HTTP (`run_engine_cycles`): what the room's own work costs.
 * ``loadgen.py subscribe``: many SSE subscribers in one ``selectors`` loop
   (`run_subscribers`).
 
@@ -43,7 +45,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -584,53 +586,48 @@ def measure_load(
 # ---------------------------------------------------------------------------- write cycles
 
 
-def run_cycles(
-    port: int, agent: str, host: str, region: str, *, seconds: float, warmup: float
-) -> dict[str, Any]:
-    """checkout -> propose -> (host) approve -> commit -> release, back to back."""
-    agent_http = Http(port)
-    host_http = Http(port)
-    version = int(agent_http.call("GET", "/workspace/status", bearer=agent)["version"])
-    steps = ("checkout", "propose", "approve", "commit", "release")
-    step_time = dict.fromkeys(steps, 0.0)
+CYCLE_STEPS = ("checkout", "propose", "approve", "commit", "release")
+# A cycle step calls an operation as the agent (or, `as_host`, as the host) with
+# its params; it answers the result's wire JSON.
+Step = Callable[[str, dict[str, Any], bool], dict[str, Any]]
+
+
+def _timed_cycles(call: Step, version: int, region: str, *, seconds: float,
+                  warmup: float) -> dict[str, Any]:
+    """checkout -> propose -> (host) approve -> commit -> release, back to back, through `call`."""
+    step_time = dict.fromkeys(CYCLE_STEPS, 0.0)
     cycle_times: list[float] = []
     cycles = 0
     n = 0
     start = time.perf_counter()
     measure_from = start + warmup
     stop_at = measure_from + seconds
+    title = region.rsplit("/", 1)[-1]
     while True:
         t0 = time.perf_counter()
         if t0 >= stop_at:
             break
         n += 1
-        lease = agent_http.call("POST", "/workspace/checkout", {"region": region}, bearer=agent)
+        lease = call("workspace.checkout", {"region": region}, False)
         t1 = time.perf_counter()
-        title = region.rsplit("/", 1)[-1]
-        proposal = agent_http.call("POST", "/workspace/propose", {
+        proposal = call("workspace.propose", {
             "region": region, "base_version": version, "summary": f"cycle {n}",
             "content": f"## {title}\n\nCycle {n} wrote this line.\n\n",
-        }, bearer=agent)
+        }, False)
         t2 = time.perf_counter()
-        host_http.call("POST", "/workspace/proposal/review", {
-            "proposal_id": proposal["proposal_id"], "decision": "approve"}, bearer=host)
+        call("workspace.review", {"proposal_id": proposal["proposal_id"], "decision": "approve"}, True)
         t3 = time.perf_counter()
-        committed = agent_http.call(
-            "POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]}, bearer=agent)
-        version = int(committed["version"])
+        version = int(call("workspace.commit", {"proposal_id": proposal["proposal_id"]}, False)["version"])
         t4 = time.perf_counter()
-        agent_http.call("POST", "/workspace/release", {"lease_id": lease["lease_id"]},
-                        bearer=agent)
+        call("workspace.release", {"lease_id": lease["lease_id"]}, False)
         t5 = time.perf_counter()
         if t0 >= measure_from:
             cycles += 1
             cycle_times.append(t5 - t0)
-            for step, (a, b) in zip(steps, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)),
+            for name, (a, b) in zip(CYCLE_STEPS, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5)),
                                     strict=True):
-                step_time[step] += b - a
+                step_time[name] += b - a
     elapsed = time.perf_counter() - measure_from
-    agent_http.close()
-    host_http.close()
     return {
         "cycles_per_s": round(cycles / elapsed, 1),
         "cycles": cycles,
@@ -639,6 +636,65 @@ def run_cycles(
         "cycle_median_ms": round(statistics.median(cycle_times) * 1000, 3) if cycle_times else None,
         "final_version": version,
     }
+
+
+def run_cycles(
+    port: int, agent: str, host: str, region: str, *, seconds: float, warmup: float
+) -> dict[str, Any]:
+    """The write cycle over HTTP: one keep-alive connection for the agent, one for the host."""
+    from commonroom.protocol.operations import OPERATIONS_BY_NAME
+
+    agent_http = Http(port)
+    host_http = Http(port)
+
+    def call(name: str, params: dict[str, Any], as_host: bool) -> dict[str, Any]:
+        http, bearer = (host_http, host) if as_host else (agent_http, agent)
+        return http.call("POST", OPERATIONS_BY_NAME[name].path, params, bearer=bearer)
+
+    try:
+        version = int(agent_http.call("GET", "/workspace/status", bearer=agent)["version"])
+        return _timed_cycles(call, version, region, seconds=seconds, warmup=warmup)
+    finally:
+        agent_http.close()
+        host_http.close()
+
+
+def run_engine_cycles(path: Path, region: str, *, seconds: float, warmup: float) -> dict[str, Any]:
+    """The same cycle on the engine alone, in this process: no HTTP, no room, no threads
+    but the engine's own writer. A copy of `path` in a temp folder, with the room's
+    engine settings; the WAL is checkpointed between cycles when due, as the room does."""
+    import tempfile
+
+    from commonroom.engine.facade import EngineConfig, execute, mint_host_session, open_engine
+    from commonroom.protocol.invitation import TransportHint
+    from commonroom.protocol.records import to_wire
+
+    with tempfile.TemporaryDirectory(prefix="commonroom-engine-cycle-") as tmp:
+        doc = Path(tmp) / path.name
+        doc.write_bytes(path.read_bytes())
+        engine = open_engine(doc, EngineConfig(caller_checkpoints=True))
+        try:
+            # An invitation needs a transport to name (the room sets its own).
+            engine.set_transport("loopback", TransportHint(
+                type="loopback", encrypted=False, mode="local", address="127.0.0.1", port=1))
+            host = mint_host_session(engine)
+
+            def call(name: str, params: dict[str, Any], as_host: bool) -> dict[str, Any]:
+                outcome = execute(engine, name, host if as_host else agent, params)
+                if outcome.error is not None:
+                    raise RuntimeError(f"{name}: {outcome.error.code}: {outcome.error}")
+                if engine.checkpoint_due:
+                    engine.checkpoint()
+                answer: dict[str, Any] = to_wire(outcome.result)
+                return answer
+
+            agent = ""
+            invitation = call("workspace.invite", {}, True)["invitation"]
+            agent = call("session.join", {"invite": invitation, "name": "bench"}, True)["session_id"]
+            version = int(call("workspace.status", {}, False)["version"])
+            return _timed_cycles(call, version, region, seconds=seconds, warmup=warmup)
+        finally:
+            engine.close()
 
 
 # ---------------------------------------------------------------------------- SSE subscribers
@@ -840,13 +896,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     cycle.add_argument("--seconds", type=float, default=10.0)
     cycle.add_argument("--warmup", type=float, default=2.0)
 
+    engine_cycle = sub.add_parser("engine-cycle")
+    engine_cycle.add_argument("file", type=Path)
+    engine_cycle.add_argument("--region", required=True)
+    engine_cycle.add_argument("--seconds", type=float, default=10.0)
+    engine_cycle.add_argument("--warmup", type=float, default=2.0)
+
     subscribe = sub.add_parser("subscribe")
     subscribe.add_argument("--port", type=int, required=True)
     subscribe.add_argument("--bearer", required=True)
     subscribe.add_argument("--count", type=int, default=1000)
     subscribe.add_argument("--batch", type=int, default=100)
 
-    for each in (bare, room, load, cycle, subscribe):
+    for each in (bare, room, load, cycle, engine_cycle, subscribe):
         each.add_argument("--cpu", type=int)
     args = parser.parse_args(argv)
     pin(args.cpu)
@@ -865,6 +927,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.command == "cycle":
         print(json.dumps(run_cycles(args.port, args.agent, args.host_bearer, args.region,
                                     seconds=args.seconds, warmup=args.warmup)), flush=True)
+    elif args.command == "engine-cycle":
+        print(json.dumps(run_engine_cycles(args.file.resolve(), args.region, seconds=args.seconds,
+                                           warmup=args.warmup)), flush=True)
     elif args.command == "subscribe":
         run_subscribers(args.port, args.bearer, args.count, args.batch)
 
