@@ -96,7 +96,9 @@ def test_control_characters_are_refused_in_every_free_text_field(served: Room) -
     assert room.call("POST", "/workspace/message", bearer, {"text": "a\tb\nc"})[0] == 200
     status, _ = room.call("POST", "/workspace/proposal/withdraw", bearer, {"proposal_id": pending})
     assert status == 200
-    crlf = room.read(bearer, "Risks")["content"].replace("\n", "\r\n")
+    # (A CRLF text into this LF file is stored with LF, docs/protocol.md "Line endings", so the
+    # text must also change something to be a proposal.)
+    crlf = (room.read(bearer, "Risks")["content"] + "One more line.\n").replace("\n", "\r\n")
     status, answer = room.call("POST", "/workspace/propose", bearer, {
         "region": "Risks", "base_version": version, "summary": "CRLF", "content": crlf,
     })

@@ -34,7 +34,7 @@ from commonroom.engine.ids import new_id
 from commonroom.engine.leases import raise_if_blocked
 from commonroom.engine.regions import WHOLE, Outline
 from commonroom.engine.snapshot import Snapshot
-from commonroom.engine.text import encode_text
+from commonroom.engine.text import encode_text, line_ending, with_line_endings
 from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits, vocabulary
@@ -96,6 +96,14 @@ def region_text(snap: Snapshot, region: str) -> str:
     if not snap.outline.has_path(region):
         return ""
     return snap.outline.region_text(snap.outline.resolve(region))
+
+
+def in_region_line_endings(snap: Snapshot, region: str, content: str) -> str:
+    """`content` with the line breaks of the region it replaces, when that region keeps to
+    one kind (docs/protocol.md, "Line endings"): an agent's LF text in a CRLF file (or a
+    page's textarea, which always gives LF) would leave the file mixed, and its diff would
+    show every line changed."""
+    return with_line_endings(content, line_ending(region_text(snap, region)))
 
 
 def unified_diff(before: str, after: str, from_label: str, to_label: str) -> str:
@@ -262,6 +270,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     base, span = engine.resolve(p.region, p.base_version)
     digest = region_digest(base, span.region)
     assert digest is not None
+    content = in_region_line_endings(base, span.region, p.content)
     # PROTOCOL section 7: a base whose region text has moved on is refused
     # with the recovery fields, and no proposal is created; an old base whose
     # region is unchanged is fine (it commits by the region-disjoint rule).
@@ -269,18 +278,18 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
         engine.current(), span.region
     ) != digest:
         raise stale_error(tx, span.region, p.base_version, None)
-    if region_text(base, span.region) == p.content:
+    if region_text(base, span.region) == content:
         # PROTOCOL section 7: a proposal that changes nothing is refused, not queued.
         error = invalid_request(
             f"the proposed text of {span.region!r} equals its text at version {p.base_version}:"
             " there is nothing to review", "content")
         error.details.update(reason="no_change", region=span.region)
         raise error
-    check_outline(engine.current(), span.region, p.content)
+    check_outline(engine.current(), span.region, content)
     pid = tx.actor.participant_id
     raise_if_blocked(tx, span.region, pid)
     check_pending_limit(tx, pid)
-    size = len(encode_text(p.content))
+    size = len(encode_text(content))
     if pid != engine.host_participant_id:
         _make_room(tx, pid, size)
     proposal = Proposal(
@@ -290,12 +299,12 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     tx.conn.execute(
         f"INSERT INTO proposals ({_COLUMNS}, content, base_region_hash, content_bytes)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (*_stored(proposal), p.content, digest, size),
+        (*_stored(proposal), content, digest, size),
     )
     tx.emit(ev.ProposalCreated(proposal.proposal_id, pid, proposal.region,
                                proposal.base_version, summary))
     # provenance (docs/spec/PROTOCOL.md section 18): a matching auto-approve policy reviews it now
-    policy_id = policies.approving_policy(tx, pid, proposal.region, p.content)
+    policy_id = policies.approving_policy(tx, pid, proposal.region, content)
     if policy_id is not None:
         reviewer = policies.REVIEWER_PREFIX + policy_id
         proposal = _move(tx, proposal, "approve", reviewer_id=reviewer)
@@ -427,11 +436,13 @@ def _amend(tx: Tx, proposal: Proposal, p: ReviewParams) -> None:
     if proposal.status != "pending":
         _move(tx, proposal, "approve")  # raises proposal_conflict naming the status
     _check_size(p.content)
+    content = in_region_line_endings(
+        tx.engine.snapshot(proposal.base_version), proposal.region, p.content)
     # The first amendment keeps the author's text; a later one never overwrites it.
     tx.conn.execute(
         "UPDATE proposals SET original_content = coalesce(original_content, content), content = ?"
         " WHERE proposal_id = ?",
-        (p.content, proposal.proposal_id),
+        (content, proposal.proposal_id),
     )
     tx.conn.execute(
         "UPDATE proposals SET content_bytes = length(CAST(content AS BLOB))"

@@ -24,3 +24,24 @@ def is_text(data: bytes) -> bool:
 
 def encode_text(text: str) -> bytes:
     return text.encode("utf-8", "surrogateescape")
+
+
+def line_ending(text: str) -> str | None:
+    """`"\\r\\n"` or `"\\n"` when every line break of `text` is that one; None when it has
+    no line break or mixes both."""
+    breaks = text.count("\n")
+    if breaks == 0:
+        return None
+    crlf = text.count("\r\n")
+    if crlf == breaks:
+        return "\r\n"
+    return "\n" if crlf == 0 else None
+
+
+def with_line_endings(text: str, ending: str | None) -> str:
+    """`text` with every line break made `ending` (None: `text` unchanged). A lone CR
+    (not before an LF) is not a line break and stays."""
+    if ending is None:
+        return text
+    lf = text.replace("\r\n", "\n")
+    return lf if ending == "\n" else lf.replace("\n", "\r\n")

@@ -129,8 +129,10 @@ class ProposeParams:
     base_version: int = attrs.field(metadata={"min": 1})
     summary: str = attrs.field(metadata={"doc": f"1-{limits.SUMMARY_MAX} characters",
                                          "pattern": NONBLANK, "max_length": limits.SUMMARY_MAX})
-    content: str = attrs.field(metadata={"doc": "replaces the whole region span, heading included",
-                                         "document": True})
+    content: str = attrs.field(metadata={
+        "doc": "replaces the whole region span, heading included; its line breaks become the"
+               " region's when the region keeps to one kind (CRLF or LF)",
+        "document": True})
 
 
 @attrs.frozen
