@@ -1,4 +1,4 @@
-"""The body depth bound (http/common.py): never lets the parser recurse, never counts string text."""
+"""The JSON depth bound (protocol/jsondepth.py): never lets the parser recurse, never counts string text."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from commonroom.http.common import MAX_JSON_DEPTH, nests_deeper_than, parse_json_object
+from commonroom.http.common import parse_json_object
 from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.jsondepth import MAX_JSON_DEPTH, nests_deeper_than
 
 
 @pytest.mark.parametrize(("body", "deep"), [

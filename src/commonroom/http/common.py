@@ -6,16 +6,15 @@ A view only translates: HTTP request -> (operation name, bearer, params) ->
 
 from __future__ import annotations
 
-import functools
 import json
-import re
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, cast
+from typing import Any, cast
 
 from quart import Response, request
 
 from commonroom.http.hardened_app import after_send
 from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.protocol.jsondepth import MAX_JSON_DEPTH, nests_deeper_than
 from commonroom.protocol.operations import OperationSpec
 from commonroom.protocol.params import json_int
 from commonroom.protocol.records import to_wire
@@ -65,12 +64,6 @@ async def read_params(op: OperationSpec) -> tuple[dict[str, Any], bool]:
     return parse_json_object(raw), False
 
 
-# An operation's parameters are flat (strings, integers, booleans, lists of
-# strings): deeper JSON is refused before it is parsed, so it can never reach
-# the parser's recursion limit.
-MAX_JSON_DEPTH: Final = 16
-
-
 def parse_json_object(raw: bytes) -> dict[str, Any]:
     """A request body as a JSON object, or `invalid_request` saying what is wrong with it.
 
@@ -86,48 +79,6 @@ def parse_json_object(raw: bytes) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise invalid_request("the body must be a JSON object", "body")
     return body
-
-
-_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)
-_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
-
-
-@functools.cache
-def _opener_run(length: int) -> re.Pattern[bytes]:
-    return re.compile(rb"[\[{]{%d}" % length)
-
-
-def nests_deeper_than(raw: bytes, limit: int) -> bool:
-    """Whether a JSON parser could nest the arrays/objects of `raw` more than `limit` deep.
-
-    Brackets inside strings do not count. Every step is a C-speed pass (a
-    body with few brackets costs two `count`s): strings are cut out, all but
-    brackets deleted, then `[]` and `{}` pairs are removed by `bytes.replace`,
-    which peels at most one level per call. After k calls that changed
-    something, the openers left are unclosed (or mismatched), each one more
-    level the parser would enter, so k + those openers bounds the depth from
-    above (mixing both kinds can count a level twice: depth 8 always passes).
-    """
-    if raw.count(b"[") + raw.count(b"{") <= limit:
-        return False
-    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKET)
-    # limit + 1 openers in a row (empty siblings between them peeled away) are that
-    # many levels the parser enters: certainly too deep, found in one pass. The
-    # usual deep body is such a run; without this it cost a peeling pass a level.
-    too_deep = _opener_run(limit + 1)
-    levels = 0
-    while brackets and levels <= limit:
-        before = brackets
-        for pair in (b"[]", b"{}"):
-            peeled = brackets.replace(pair, b"")
-            if peeled != brackets:
-                levels += 1
-                brackets = peeled
-        if brackets == before:
-            break
-        if too_deep.search(brackets):
-            return True
-    return levels + brackets.count(b"[") + brackets.count(b"{") > limit
 
 
 def bearer_from_header(headers: Any = None) -> str | None:

@@ -41,7 +41,7 @@ from typing import Any, Final
 import attrs
 
 from commonroom import __version__
-from commonroom.http.common import MAX_JSON_DEPTH, nests_deeper_than
+from commonroom.protocol.jsondepth import MAX_JSON_DEPTH, nests_deeper_than
 from commonroom.protocol.params import json_int
 
 PROTOCOL_VERSION: Final = "2026-07-28"

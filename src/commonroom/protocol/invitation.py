@@ -16,6 +16,7 @@ from typing import Any, Final
 import attrs
 
 from commonroom.protocol.errors import CommonroomError, invalid_request
+from commonroom.protocol.jsondepth import MAX_JSON_DEPTH, nests_deeper_than
 from commonroom.protocol.timefmt import parse_ts
 
 PREFIX: Final = "commonroom://join/"
@@ -117,13 +118,13 @@ def decode(text: str) -> Invitation:
         raise invalid_request("invitation is not base64url", "invitation") from None
     if not raw or len(raw) > MAX_RAW_BYTES:
         raise invalid_request(f"invitation JSON is empty or over {MAX_RAW_BYTES} bytes", "invitation")
+    # Before the parser: its own limit (RecursionError) depends on the Python version.
+    if nests_deeper_than(raw, MAX_JSON_DEPTH):
+        raise invalid_request("invitation payload is nested too deeply", "invitation")
     try:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise invalid_request("invitation payload is not JSON", "invitation") from None
-    except RecursionError:
-        # 8192 bytes of `[` nest deeper than the JSON parser recurses.
-        raise invalid_request("invitation payload is nested too deeply", "invitation") from None
     if not isinstance(obj, dict):
         raise invalid_request("invitation payload is not a JSON object", "invitation")
     # The version is checked first: a future version may change every other key.
