@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ from playwright.sync_api import expect
 
 from commonroom.credentials import read_credentials
 from tests.browser.conftest import ARTIFACTS, boxes, open_page, pass_undo_window, run_axe
-from tests.e2e.conftest import Http, Room, RoomProcess, ce, start_room
+from tests.e2e.conftest import Http, Room, RoomProcess, ce, serving, start_room
 from tests.editing import save_like_an_editor
 
 PROBLEM = (
@@ -409,3 +410,20 @@ def test_no_browser_test_waits_on_a_predicate_the_page_must_eval() -> None:
     waits = "wait_for" + "_function("
     offenders = [path.name for path in Path(__file__).parent.glob("*.py") if waits in path.read_text()]
     assert offenders == []
+
+
+def test_a_long_outline_scrolls_and_the_document_stays_in_view(page: Any, tmp_path: Path) -> None:
+    # A 600-section file: its outline was a wall of links pushing the text a screen down.
+    doc = tmp_path / "long.md"
+    doc.write_text("# Long notes\n\nIntro.\n\n" + "".join(
+        f"## Section {i}\n\nText of section {i}.\n\n" for i in range(600)))
+    with serving(doc) as room:
+        open_page(page, room)
+        outline, text = boxes(page, "#outline", "#document")
+        assert outline["height"] < 200 and text["y"] < 400, (outline, text)
+        # Every link is still there, reachable by scrolling the outline.
+        last = page.locator("#outline a", has_text="Section 599")
+        last.scroll_into_view_if_needed()
+        last.click()
+        expect(page).to_have_url(re.compile(r"#sec-"))
+        assert run_axe(page) == []
