@@ -96,7 +96,10 @@ def connect(hint: Mapping[str, Any], timeout: float) -> Stream:
     except TimeoutError:
         raise http11.TimedOut(f"the room could not be reached within {timeout:g} seconds") from None
     except OSError as exc:
-        raise http11.ConnectionLost(f"cannot reach the room: {reason(exc)}") from None
+        # Refused on loopback: nothing listens on the room's port, so the room is closed.
+        closed = (" (is the room still open? its host opens it with `ce serve FILE`)"
+                  if isinstance(exc, ConnectionRefusedError) else "")
+        raise http11.ConnectionLost(f"cannot reach the room: {reason(exc)}{closed}") from None
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return Stream(sock)
 
