@@ -405,6 +405,30 @@ def test_unknown_region(name: str) -> None:
     assert caught.value.http_status == 400
 
 
+@pytest.mark.parametrize(("name", "meant"), [
+    ("goals", ["A/Goals", "B/Goals", "B/Goals#2"]),  # a title two headings share: their paths
+    ("intro", ["Intro"]),  # a unique title is suggested as the title
+    ("b/ goals", ["B/Goals"]),  # case and blanks in a path
+    ("Intro/", ["Intro"]),
+    ("Goal", ["A/Goals", "B/Goals", "B/Goals#2"]),  # no same name: a prefix either way
+    ("Introduction", ["Intro"]),
+])
+def test_an_unknown_region_suggests_what_it_may_have_meant(name: str, meant: list[str]) -> None:
+    outline = Outline("# Intro\n# A\n## Goals\n# B\n## Goals\n## Goals\n")
+    with pytest.raises(CommonroomError) as caught:
+        outline.resolve(name)
+    assert caught.value.code == "invalid_region"
+    assert caught.value.details == {"suggestions": meant}
+    assert "did you mean" in caught.value.message
+    assert [outline.resolve(each).region for each in meant]  # each suggestion resolves
+
+
+def test_no_suggestion_when_nothing_is_near() -> None:
+    with pytest.raises(CommonroomError) as caught:
+        Outline("# Intro\n## Goals\n").resolve("zzz")
+    assert caught.value.details == {} and "did you mean" not in caught.value.message
+
+
 @pytest.mark.parametrize("name", ["", "   ", "section:", "section:  "])
 def test_empty_region_is_invalid(name: str) -> None:
     with pytest.raises(CommonroomError) as caught:

@@ -329,6 +329,7 @@ class StoredOutline(Outline):
         self._paths_at = _HEADER.size + count
         self._titles_at = self._paths_at + paths_len
         self._by_title = None
+        self._by_folded = None
         self._headings = None
         self._last: tuple[int, str] = (-1, "")  # the last path looked up and its index
 

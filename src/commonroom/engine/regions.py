@@ -86,6 +86,17 @@ _WHOLE_ALIASES: Final = frozenset({WHOLE, "*"})
 # Never a heading's path: a top-level heading titled "workspace" is
 # "workspace#2", an empty top-level title ("#" alone) is "#2".
 _RESERVED: Final = frozenset({WHOLE, "*", ""})
+# At most this many regions an unknown name may have meant (`Outline._no_match`).
+MAX_SUGGESTIONS: Final = 5
+# Folded name -> the names it may mean, and the folded names sorted (`Outline._folded_index`).
+_FoldedIndex = tuple[dict[str, list[str]], list[str]]
+
+
+def _folded(name: str) -> str:
+    """A region name as compared for suggestions: no case, one blank between words, none
+    around a slash, no slash at either end."""
+    return "/".join(" ".join(part.casefold().split()) for part in name.strip().strip("/").split("/"))
+
 
 # -- the public API ----------------------------------------------------------
 
@@ -135,6 +146,7 @@ class Outline:
     """
 
     __slots__ = (
+        "_by_folded",
         "_by_path",
         "_by_title",
         "_changed",
@@ -213,6 +225,7 @@ class Outline:
         self._paths = paths
         self._by_path = by_path
         self._by_title: dict[str, list[str]] | None = None
+        self._by_folded: _FoldedIndex | None = None
 
     @property
     def headings(self) -> tuple[Heading, ...]:
@@ -316,6 +329,7 @@ class Outline:
             outline._paths = self._paths
             outline._by_path = self._by_path
             outline._by_title = self._by_title
+            outline._by_folded = self._by_folded
         else:
             outline._set_paths()
         return outline
@@ -449,10 +463,48 @@ class Outline:
                     region=region,
                 )
             if not candidates:
-                raise CommonroomError("invalid_region", f"no heading matches region {name!r}", region=region)
+                raise self._no_match(name, region)
             index = self._lookup(candidates[0])
             assert index is not None
         return self._span(index)
+
+    def _no_match(self, name: str, region: str) -> CommonroomError:
+        """`invalid_region` for a name no heading has, with what it may have meant
+        (`details.suggestions`, each one that resolves): an agent that wrote `problem`
+        for `Problem`, or `Risk` for `Risks`, learns the region's name from the answer.
+        A few dict and bisect steps over an index built once per set of headings, so a
+        stream of bad names costs no scan of a long outline."""
+        names, keys = self._folded_index()
+        wanted = _folded(name)
+        found = list(names.get(wanted, ()))
+        if not found and len(wanted) >= 4:
+            # A name that begins with it (`Risk` for `Risks`), or that it begins with.
+            at = bisect_left(keys, wanted)
+            while at < len(keys) and keys[at].startswith(wanted) and len(found) < MAX_SUGGESTIONS:
+                found.extend(names[keys[at]])
+                at += 1
+            for cut in range(len(wanted) - 1, 3, -1):
+                found.extend(names.get(wanted[:cut], ()))
+        suggestions = list(dict.fromkeys(found))[:MAX_SUGGESTIONS]
+        if not suggestions:
+            return CommonroomError("invalid_region", f"no heading matches region {name!r}", region=region)
+        return CommonroomError(
+            "invalid_region",
+            f"no heading matches region {name!r}; did you mean {' or '.join(map(repr, suggestions))}?",
+            {"suggestions": suggestions}, region=region,
+        )
+
+    def _folded_index(self) -> _FoldedIndex:
+        """Folded title or path -> the names that resolve to it (a unique title as the
+        title, else the paths), and the folded keys sorted for prefix search."""
+        if self._by_folded is None:
+            names: dict[str, list[str]] = {}
+            for title, paths in self._titles_index().items():
+                names.setdefault(_folded(title), []).extend([title] if len(paths) == 1 else paths)
+                for path in paths:
+                    names.setdefault(_folded(path), []).append(path)
+            self._by_folded = (names, sorted(names))
+        return self._by_folded
 
     # what `resolve` needs; a stored outline answers them from its index
     def _lookup(self, path: str) -> int | None:
