@@ -101,3 +101,14 @@ def test_with_line_endings_makes_every_break_one_kind(text: str, ending: str) ->
     assert out.replace("\r\n", "\n") == text.replace("\r\n", "\n")  # only the breaks changed
     assert line_ending(out) in (None if "\n" not in out else ending,)
     assert with_line_endings(text, None) == text
+
+
+def test_a_quote_across_lines_is_found_in_a_crlf_region(room: Driver) -> None:
+    # A selection in the page (or an agent's quote) has LF breaks; the CRLF text has CRLF.
+    agent = room.join(caps=["read", "message"])["session_id"]
+    thread = room.call("thread.open", agent, region="Goals", body="which one first?",
+                       quote="## Goals\n\n- ship it")
+    assert thread["quote"] == "## Goals\r\n\r\n- ship it"
+    # It stays anchored: the thread is open on the region's text as it is.
+    listed = room.call("workspace.threads", agent)["threads"]
+    assert [t["thread_id"] for t in listed] == [thread["thread_id"]]

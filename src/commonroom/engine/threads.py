@@ -28,7 +28,7 @@ from commonroom.engine._state import THREAD, move
 from commonroom.engine.ids import new_id
 from commonroom.engine.regions import WHOLE
 from commonroom.engine.snapshot import Snapshot
-from commonroom.engine.text import encode_text
+from commonroom.engine.text import encode_text, line_ending, with_line_endings
 from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits, vocabulary
@@ -67,14 +67,17 @@ def check_body(body: str, field: str = "body") -> str:
     return body
 
 
+def _region_text(snap: Snapshot, region: str) -> str:
+    return snap.text if region == WHOLE else snap.outline.region_text(snap.outline.resolve(region))
+
+
 def _anchored(snap: Snapshot, region: str, quote: str | None) -> bool:
     """Does the region still exist by its heading path, and its quote inside its text?"""
     if not snap.outline.has_path(region):
         return False
     if quote is None:
         return True
-    text = snap.text if region == WHOLE else snap.outline.region_text(snap.outline.resolve(region))
-    return quote in text
+    return quote in _region_text(snap, region)
 
 
 def _comments(tx: Tx, thread_ids: list[str]) -> dict[str, list[Comment]]:
@@ -144,6 +147,8 @@ def open_thread(tx: Tx, p: OpenThreadParams) -> Thread:
         if len(quote) > limits.THREAD_QUOTE_MAX:
             raise invalid_request(
                 f"quote is {len(quote)} characters; at most {limits.THREAD_QUOTE_MAX}", "quote")
+        # A selection across lines has LF breaks: quote the region's own (CRLF) ones.
+        quote = with_line_endings(quote, line_ending(_region_text(current, span.region)))
         if not _anchored(current, span.region, quote):
             error = invalid_request(
                 f"the quote does not occur in {span.region!r} at version {current.version}:"
