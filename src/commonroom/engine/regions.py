@@ -88,8 +88,9 @@ _WHOLE_ALIASES: Final = frozenset({WHOLE, "*"})
 _RESERVED: Final = frozenset({WHOLE, "*", ""})
 # At most this many regions an unknown name may have meant (`Outline._no_match`).
 MAX_SUGGESTIONS: Final = 5
-# Folded name -> the names it may mean, and the folded names sorted (`Outline._folded_index`).
-_FoldedIndex = tuple[dict[str, list[str]], list[str]]
+# Folded name -> the names it may mean, the folded names sorted, and the longest's length
+# (`Outline._folded_index`).
+_FoldedIndex = tuple[dict[str, list[str]], list[str], int]
 
 
 def _folded(name: str) -> str:
@@ -474,16 +475,18 @@ class Outline:
         for `Problem`, or `Risk` for `Risks`, learns the region's name from the answer.
         A few dict and bisect steps over an index built once per set of headings, so a
         stream of bad names costs no scan of a long outline."""
-        names, keys = self._folded_index()
+        names, keys, longest = self._folded_index()
         wanted = _folded(name)
         found = list(names.get(wanted, ()))
         if not found and len(wanted) >= 4:
-            # A name that begins with it (`Risk` for `Risks`), or that it begins with.
+            # A name that begins with it (`Risk` for `Risks`), or that it begins with: only
+            # prefixes as long as the longest name are looked up, so a megabyte of region
+            # name costs one fold, not a slice per character.
             at = bisect_left(keys, wanted)
             while at < len(keys) and keys[at].startswith(wanted) and len(found) < MAX_SUGGESTIONS:
                 found.extend(names[keys[at]])
                 at += 1
-            for cut in range(len(wanted) - 1, 3, -1):
+            for cut in range(min(len(wanted) - 1, longest), 3, -1):
                 found.extend(names.get(wanted[:cut], ()))
         suggestions = list(dict.fromkeys(found))[:MAX_SUGGESTIONS]
         if not suggestions:
@@ -496,14 +499,15 @@ class Outline:
 
     def _folded_index(self) -> _FoldedIndex:
         """Folded title or path -> the names that resolve to it (a unique title as the
-        title, else the paths), and the folded keys sorted for prefix search."""
+        title, else the paths), the folded keys sorted for prefix search, and the length
+        of the longest."""
         if self._by_folded is None:
             names: dict[str, list[str]] = {}
             for title, paths in self._titles_index().items():
                 names.setdefault(_folded(title), []).extend([title] if len(paths) == 1 else paths)
                 for path in paths:
                     names.setdefault(_folded(path), []).append(path)
-            self._by_folded = (names, sorted(names))
+            self._by_folded = (names, sorted(names), max(map(len, names), default=0))
         return self._by_folded
 
     # what `resolve` needs; a stored outline answers them from its index
