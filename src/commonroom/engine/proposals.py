@@ -98,12 +98,12 @@ def region_text(snap: Snapshot, region: str) -> str:
     return snap.outline.region_text(snap.outline.resolve(region))
 
 
-def in_region_line_endings(snap: Snapshot, region: str, content: str) -> str:
-    """`content` with the line breaks of the region it replaces, when that region keeps to
-    one kind (docs/protocol.md, "Line endings"): an agent's LF text in a CRLF file (or a
+def in_region_line_endings(region_text: str, content: str) -> str:
+    """`content` with the line breaks of `region_text`, the text it replaces, when that keeps
+    to one kind (docs/protocol.md, "Line endings"): an agent's LF text in a CRLF file (or a
     page's textarea, which always gives LF) would leave the file mixed, and its diff would
     show every line changed."""
-    return with_line_endings(content, line_ending(region_text(snap, region)))
+    return with_line_endings(content, line_ending(region_text))
 
 
 def unified_diff(before: str, after: str, from_label: str, to_label: str) -> str:
@@ -270,7 +270,8 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     base, span = engine.resolve(p.region, p.base_version)
     digest = region_digest(base, span.region)
     assert digest is not None
-    content = in_region_line_endings(base, span.region, p.content)
+    base_text = region_text(base, span.region)
+    content = in_region_line_endings(base_text, p.content)
     # PROTOCOL section 7: a base whose region text has moved on is refused
     # with the recovery fields, and no proposal is created; an old base whose
     # region is unchanged is fine (it commits by the region-disjoint rule).
@@ -278,7 +279,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
         engine.current(), span.region
     ) != digest:
         raise stale_error(tx, span.region, p.base_version, None)
-    if region_text(base, span.region) == content:
+    if base_text == content:
         # PROTOCOL section 7: a proposal that changes nothing is refused, not queued.
         error = invalid_request(
             f"the proposed text of {span.region!r} equals its text at version {p.base_version}:"
@@ -437,7 +438,7 @@ def _amend(tx: Tx, proposal: Proposal, p: ReviewParams) -> None:
         _move(tx, proposal, "approve")  # raises proposal_conflict naming the status
     _check_size(p.content)
     content = in_region_line_endings(
-        tx.engine.snapshot(proposal.base_version), proposal.region, p.content)
+        region_text(tx.engine.snapshot(proposal.base_version), proposal.region), p.content)
     # The first amendment keeps the author's text; a later one never overwrites it.
     tx.conn.execute(
         "UPDATE proposals SET original_content = coalesce(original_content, content), content = ?"

@@ -148,8 +148,9 @@ def open_thread(tx: Tx, p: OpenThreadParams) -> Thread:
             raise invalid_request(
                 f"quote is {len(quote)} characters; at most {limits.THREAD_QUOTE_MAX}", "quote")
         # A selection across lines has LF breaks: quote the region's own (CRLF) ones.
-        quote = with_line_endings(quote, line_ending(_region_text(current, span.region)))
-        if not _anchored(current, span.region, quote):
+        text = _region_text(current, span.region)
+        quote = with_line_endings(quote, line_ending(text))
+        if quote not in text:
             error = invalid_request(
                 f"the quote does not occur in {span.region!r} at version {current.version}:"
                 " quote an exact span of the region's current text", "quote")
