@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from commonroom.engine._state import THREAD, move
 from commonroom.engine.ids import new_id
+from commonroom.engine.proposals import region_text
 from commonroom.engine.regions import WHOLE
 from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.text import encode_text, line_ending, with_line_endings
@@ -67,17 +68,13 @@ def check_body(body: str, field: str = "body") -> str:
     return body
 
 
-def _region_text(snap: Snapshot, region: str) -> str:
-    return snap.text if region == WHOLE else snap.outline.region_text(snap.outline.resolve(region))
-
-
 def _anchored(snap: Snapshot, region: str, quote: str | None) -> bool:
     """Does the region still exist by its heading path, and its quote inside its text?"""
     if not snap.outline.has_path(region):
         return False
     if quote is None:
         return True
-    return quote in _region_text(snap, region)
+    return quote in region_text(snap, region)
 
 
 def _comments(tx: Tx, thread_ids: list[str]) -> dict[str, list[Comment]]:
@@ -148,7 +145,7 @@ def open_thread(tx: Tx, p: OpenThreadParams) -> Thread:
             raise invalid_request(
                 f"quote is {len(quote)} characters; at most {limits.THREAD_QUOTE_MAX}", "quote")
         # A selection across lines has LF breaks: quote the region's own (CRLF) ones.
-        text = _region_text(current, span.region)
+        text = region_text(current, span.region)
         quote = with_line_endings(quote, line_ending(text))
         if quote not in text:
             error = invalid_request(
