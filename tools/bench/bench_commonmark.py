@@ -33,7 +33,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
 
 from markdown_it import MarkdownIt  # noqa: E402
-
 from tools.bench.bench_engine import FIGURES, machine, make_document, report  # noqa: E402
 
 from commonroom.engine.regions import Outline  # noqa: E402
