@@ -320,3 +320,15 @@ def test_a_region_with_sub_sections_ends_where_its_last_sub_section_ends() -> No
         "## A\n\nNew intro.\n### A1\n\nOne.\n\n\n")
     assert fit_region(child_text, "### A1\n\nTwo.\n") == "### A1\n\nTwo.\n\n\n"
     assert not outline.changes_outside(child, fit_region(child_text, "### A1\n\nTwo."))
+
+
+def test_a_text_that_starts_with_a_sub_heading_misses_the_sections_heading(room: Driver) -> None:
+    error = _refused(room, _agent(room), "Goals", "### Details\n\n- ship it\n")
+    assert (error.details["cause"], error.details["line"]) == ("heading_missing", 1), error.message
+    assert "`## Goals`" in error.message
+
+
+def test_no_change_says_the_text_was_fitted(room: Driver) -> None:
+    error = room.error("workspace.propose", _agent(room), region="Goals", base_version=1,
+                       summary="same", content="## Goals\n\n- ship it")
+    assert error.details["reason"] == "no_change" and "once fitted" in error.message

@@ -115,7 +115,7 @@ def misfit(outline: Outline, span: Span, content: str, new: Outline) -> Misfit:
     # The text, and after it the first line of the heading that follows the region: a block
     # that contains that line runs out of the region.
     following = outline.first_heading_from(span.end)
-    has_following = span.end < len(text) and following < len(outline.paths())
+    has_following = span.end < len(text)  # a span ends where a heading starts, or at the end
     probe = content
     if has_following and content.endswith(tuple(_BREAKS)):
         probe += text[span.end : after_line(text, span.end)]
@@ -160,6 +160,10 @@ def misfit(outline: Outline, span: Span, content: str, new: Outline) -> Misfit:
             f"the text starts with {first} blank line(s): it must start with the section's"
             f" heading line `{heading}`"))
     level, _, title = own_headings[0]
+    if level > head.level and title.casefold() != head.title.casefold():
+        return Misfit(HEADING_MISSING, 1, (
+            f"the text starts with the sub-heading `{_shown(line_text(0))}`: it must start with"
+            f" the section's heading line `{heading}`; send the whole section, heading included"))
     if level != head.level:
         return Misfit(HEADING_LEVEL_CHANGED, 1, (
             f"the heading on line 1 is level {level} and the section's is level {head.level}:"
@@ -188,10 +192,14 @@ def misfit(outline: Outline, span: Span, content: str, new: Outline) -> Misfit:
                     f" level than the section after this one (`{_shown(first_line(after.start))}`), so"
                     f" it would take that section in: make it level {after.level} or deeper, or"
                     " propose on the whole document"))
-        taken = set(outline.paths()[following:])
+        # A heading of the text that takes the path of a section after the region.
         content_end = span.start + len(content)
-        for h in new.headings:
-            if span.start <= h.start < content_end and h.path in taken:
+        count = new.heading_count()
+        at = new.first_heading_from(span.start)
+        while at < count and (h := new.heading(at)).start < content_end:
+            at += 1
+            taken = outline.index_of(h.path)
+            if taken is not None and taken >= following:
                 line = h.line - head.line + 1
                 if line == 1:
                     return Misfit(HEADING_MISSING, 1, (

@@ -287,9 +287,12 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
         raise stale_error(tx, span.region, p.base_version, None)
     if base_text == content:
         # PROTOCOL section 7: a proposal that changes nothing is refused, not queued.
+        fitted_note = "" if content == p.content else (
+            " once fitted (the region's line endings, final line break and blank lines before"
+            " the next heading)")
         error = invalid_request(
-            f"the proposed text of {span.region!r} equals its text at version {p.base_version}:"
-            " there is nothing to review", "content")
+            f"the proposed text of {span.region!r} equals its text at version {p.base_version}"
+            f"{fitted_note}: there is nothing to review", "content")
         error.details.update(reason="no_change", region=span.region)
         raise error
     check_outline(engine.current(), span.region, content)

@@ -254,6 +254,9 @@ class Outline:
         """The index of the heading whose canonical path is `path`."""
         return self._lookup(path)
 
+    def heading_count(self) -> int:
+        return len(self._starts)
+
     def first_heading_from(self, offset: int) -> int:
         """The index of the first heading that starts at or after `offset` (the count of
         headings when none does)."""
