@@ -14,7 +14,7 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from commonroom.engine.dispatch import open_engine
-from commonroom.engine.fitting import CAUSES, fit_region, fit_whole, split_tail
+from commonroom.engine.fitting import CAUSES, fit_region, fit_whole, misfit, split_tail
 from commonroom.engine.regions import Outline
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
@@ -139,6 +139,23 @@ def test_a_text_accepted_as_sent_is_accepted_fitted_with_the_same_outline_outsid
     kept = {(h.level, h.title, h.path) for h in outside}
     assert kept <= {(h.level, h.title, h.path) for h in before.headings}
     assert kept <= {(h.level, h.title, h.path) for h in after.headings}
+
+
+@given(document=documents(), pick=st.integers(0, 3), first=st.sampled_from(
+           ["", "## S0", "## S1", "### S1", "# S1", "## Renamed", "```markdown", "Text", "\n## S1"]),
+       body=_BODY, ending=st.sampled_from(["", "\n", "\n\n"]))
+def test_every_refused_text_gets_one_cause_and_a_line_of_its_own(
+        document: tuple[str, list[str]], pick: int, first: str, body: list[str], ending: str) -> None:
+    text, names = document
+    outline = Outline(text)
+    span = outline.resolve(outline.headings[1 + pick % len(names)].path)
+    content = fit_region(text[span.start:span.end], "\n".join([first, *body]) + ending)
+    new = outline.replaced(span, content)
+    assume(outline.changes_outside(span, content, new))
+    why = misfit(outline, span, content, new)
+    assert why.cause in CAUSES
+    assert 1 <= why.line <= max(1, len(content.splitlines())), (why, content)
+    assert why.message
 
 
 # -- each cause, against a real engine --------------------------------------------------------
@@ -332,3 +349,10 @@ def test_no_change_says_the_text_was_fitted(room: Driver) -> None:
     error = room.error("workspace.propose", _agent(room), region="Goals", base_version=1,
                        summary="same", content="## Goals\n\n- ship it")
     assert error.details["reason"] == "no_change" and "once fitted" in error.message
+
+
+def test_an_underlined_heading_that_joins_the_section_before(room: Driver) -> None:
+    """"Notes" ends with no blank line: an underlined (setext) "Last" would continue its list."""
+    error = _refused(room, _agent(room), "Last", "Last\n----\n\nThe end.\n")
+    assert (error.details["cause"], error.details["line"]) == ("heading_missing", 1), error.message
+    assert "would join the text before the section" in error.message

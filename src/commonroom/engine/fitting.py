@@ -209,6 +209,13 @@ def misfit(outline: Outline, span: Span, content: str, new: Outline) -> Misfit:
                 return Misfit(ADOPTS_FOLLOWING_SECTIONS, line, (
                     f"line {line} repeats the heading of a section after this one"
                     f" (`{_shown(line_text(line - 1))}`): end the text before it"))
+    at = new.first_heading_from(span.start)
+    if at >= new.heading_count() or new.heading(at).start != span.start:
+        # The text's first heading is a setext one whose first line joins the paragraph the
+        # section before ends with: in the document the text starts with no heading.
+        return Misfit(HEADING_MISSING, 1, (
+            f"the text's first line would join the text before the section (an underlined"
+            f" heading needs a blank line before it): start with the heading line `{heading}`"))
     last = max((i for i in range(lines) if not blank(i)), default=0)
     if has_following:
         return Misfit(ADOPTS_FOLLOWING_SECTIONS, last + 1, (
