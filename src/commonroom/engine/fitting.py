@@ -6,9 +6,10 @@ without the blank line before the next heading, with a blank line too many. Befo
 (propose, revise, a reviewer's amended text) a region proposal's text is fitted to the
 region it replaces (`fit_region`): the region's line endings, and the region's own tail (the
 line break after its last line and the blank lines after that, the separator before the next
-heading) in place of the text's own. Nothing else changes: trailing blanks on a text line stay
-(a markdown hard break), and a blank text (deleting the region) stays as sent. A whole-document
-proposal only gets the document's final line break when it lacks one (`fit_whole`).
+heading) in place of the text's own (but the blank line that ends an HTML block). Nothing
+else changes: trailing blanks on a text line stay (a markdown hard break), and a blank text
+(deleting the region) stays as sent. A whole-document proposal only gets the document's final
+line break when it lacks one (`fit_whole`).
 
 A region text that would still change the outline outside its region is refused with one
 cause (`misfit`): the first of the start of the text (fenced whole, text before the heading,
@@ -18,6 +19,7 @@ heading that adopts the sections after it). Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from typing import Final
 
@@ -40,6 +42,8 @@ CAUSES: Final = (UNCLOSED_FENCE, UNCLOSED_HTML_BLOCK, HEADING_MISSING, HEADING_L
 
 _BLANKS: Final = " \t"
 _BREAKS: Final = "\r\n"
+_BREAK_ONLY: Final = frozenset({"\n", "\r\n", "\r"})
+_LINE_BREAK: Final = re.compile(r"\r\n|\r|\n")
 # A line of the text quoted in a refusal is cut to this many characters.
 _SHOWN_MAX: Final = 60
 
@@ -62,14 +66,29 @@ def fit_region(region_text: str, content: str) -> str:
     The region's line endings when it keeps to one kind; then, unless the text is blank, the
     region's own tail in place of the text's: the next heading keeps its separator, and a text
     that differs from the region only in trailing blank lines equals it. The last region of a
-    file has the file's end as its tail (none when the file ends without a line break).
+    file has the file's end as its tail (none when the file ends without a line break). One
+    exception: where the region has no blank line before the next heading but the text does
+    and ends with a block only a blank line ends (an HTML block), one blank line stays.
     Idempotent."""
     content = with_line_endings(content, line_ending(region_text))
-    body, _ = split_tail(content)
+    body, tail = split_tail(content)
     if not body:
         return content
     # (A region's text starts with its heading; were it blank, its tail starts at a break.)
-    return body + split_tail(region_text)[1].lstrip(_BLANKS)
+    region_tail = split_tail(region_text)[1].lstrip(_BLANKS)
+    if (region_tail in _BREAK_ONLY and len(_LINE_BREAK.findall(tail)) > 1
+            and _needs_a_blank_line(body)):
+        # The region has no blank line before the next heading, and the text ends with a
+        # block only a blank line ends (an HTML block): the author's blank line stays.
+        return body + region_tail * 2
+    return body + region_tail
+
+
+def _needs_a_blank_line(body: str) -> bool:
+    """Would the last block of `body` run on into a heading line right after it?"""
+    probe = blocks(body + "\n# end\n")
+    last = len(probe.starts) - 2  # the heading line
+    return not any(line == last for _, line, _ in probe.headings)
 
 
 def fit_whole(document: str, content: str) -> str:
