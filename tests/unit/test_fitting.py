@@ -10,9 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, example, given
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 
+from commonroom.engine.commonmark import blocks
 from commonroom.engine.dispatch import open_engine
 from commonroom.engine.fitting import CAUSES, fit_region, fit_whole, misfit, split_tail
 from commonroom.engine.regions import Outline
@@ -20,6 +22,7 @@ from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import ManualClock
 from tests.conftest import Driver
+from tests.unit.test_regions import document
 
 # -- the fitting itself ---------------------------------------------------------------------
 
@@ -97,6 +100,16 @@ def test_fitting_is_idempotent(region: str, content: str) -> None:
     assert fit_region(region, once) == once
     whole = fit_whole(region, content)
     assert fit_whole(region, whole) == whole
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=document())
+def test_the_fences_and_html_blocks_noted_are_markdown_its(text: str) -> None:
+    """`commonmark.blocks`, which `misfit` reads, against markdown-it-py's top-level tokens."""
+    theirs = [("fence" if token.type == "fence" else "html", *token.map)
+              for token in MarkdownIt("commonmark").parse(text)
+              if token.level == 0 and token.type in ("fence", "html_block") and token.map]
+    assert [tuple(block) for block in blocks(text).blocks] == theirs
 
 
 # -- fitting never makes an accepted text refused ---------------------------------------------
