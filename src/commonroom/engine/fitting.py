@@ -130,7 +130,7 @@ def misfit(outline: Outline, span: Span, content: str, new: Outline) -> Misfit:
     head = outline.heading(index)
     text = outline.text
     own = text[head.start : after_line(text, head.start)]
-    heading = _shown(own) if ATX_LINE.match(own) else f"{'#' * head.level} {head.title}"
+    heading = _shown(own).rstrip() if ATX_LINE.match(own) else f"{'#' * head.level} {head.title}"
     # The text, and after it the first line of the heading that follows the region: a block
     # that contains that line runs out of the region.
     following = outline.first_heading_from(span.end)
