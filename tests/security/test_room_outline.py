@@ -46,17 +46,22 @@ def test_other_ways_out_of_a_region_are_refused_and_its_own_changes_are_not(serv
     risks = room.read(agent, "Risks")["content"]
     body = risks.split("\n", 1)[1]
     refused = {
-        "no newline before the next heading": risks.rstrip("\n"),
-        "a higher heading adopts the next sections": risks + "# Appendix\n\n",
-        "text before its heading joins the region before it": "Sneaked in.\n\n" + risks,
-        "demoted under its previous sibling": "### Risks\n" + body,
-        "an HTML block left open": risks + "<div>\n",
-        "a title that takes a later sibling's path": "## Open questions\n" + body,
+        "a higher heading adopts the next sections": (risks + "# Appendix\n\n",
+                                                      "adopts_following_sections"),
+        "text before its heading joins the region before it": ("Sneaked in.\n\n" + risks,
+                                                               "text_before_heading"),
+        "demoted under its previous sibling": ("### Risks\n" + body, "heading_level_changed"),
+        "an HTML block left open": (risks + "<!--\n", "unclosed_html_block"),
+        "a title that takes a later sibling's path": ("## Open questions\n" + body,
+                                                      "heading_missing"),
     }
-    for why, content in refused.items():
+    for why, (content, cause) in refused.items():
         status, answer = _propose(room, agent, "Risks", content)
         assert status == 400 and answer["details"].get("reason") == OUTSIDE, (why, answer)
+        assert answer["details"]["cause"] == cause, (why, answer)
     accepted = {
+        # fitted (PROTOCOL section 7): the region's own separator follows the text
+        "no newline before the next heading": risks.rstrip("\n") + " More.",
         "a closed fence": risks + "```\nmore risks\n```\n\n",
         "a new sub-section": risks + "### Legal\n\nNone known.\n\n",
         "a renamed heading": "## Dangers\n" + body,

@@ -203,7 +203,8 @@ def test_rebase_clean_previews_then_applies_as_a_new_revision(room: Driver) -> N
     assert (detail["status"], detail["stale"]) == ("superseded", False)
     preview = room.call("workspace.proposal.rebase", author, proposal_id=pid)
     assert preview["clean"] is True and preview["applied"] is False
-    assert preview["content"] == "## Goals\n\nWhy we do this.\n\n- ship it\n- ship it well\n"
+    # (the text was sent without the blank line before "## Risks": fitted, it keeps it)
+    assert preview["content"] == "## Goals\n\nWhy we do this.\n\n- ship it\n- ship it well\n\n"
     assert preview["base_version"] == room.version
     assert room.call("workspace.proposal", author, proposal_id=pid)["revision"] == 1
     applied = room.call("workspace.proposal.rebase", room.host, proposal_id=pid, apply=True)

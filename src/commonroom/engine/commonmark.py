@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from itertools import accumulate, repeat
 from operator import add, sub
-from typing import Final
+from typing import Final, NamedTuple
 
 # markdown-it's `state.md.options.maxNesting` in the commonmark preset.
 _MAX_NESTING: Final = 20
@@ -844,6 +844,56 @@ class _Scanner:
             self.found.append((setext, line, title))
 
 
+class _BlockRecorder(_Scanner):
+    """A `_Scanner` that also notes the top-level fenced code and HTML blocks, the two
+    blocks that can run past the text they start in (`blocks`). It explains why a text
+    does not fit its region (`engine/fitting.py`); the outline's scans keep the plain one."""
+
+    __slots__ = ("blocks",)
+
+    def __init__(self, src: str, b: list[int], e: list[int], t: list[int], s: list[int]) -> None:
+        super().__init__(src, b, e, t, s)
+        self.blocks: list[Block] = []
+
+    def _fence(self, line: int, end: int, silent: bool) -> bool:
+        found = super()._fence(line, end, silent)
+        if found and not silent and self.level == 0:
+            self.blocks.append(Block("fence", line, self.line))
+        return found
+
+    def _html(self, line: int, end: int, silent: bool) -> bool:
+        found = super()._html(line, end, silent)
+        if found and not silent and self.level == 0:
+            self.blocks.append(Block("html", line, self.line))
+        return found
+
+
+class Block(NamedTuple):
+    """A top-level fenced code block (`kind` "fence") or HTML block ("html") of a scan:
+    its first line index and the index of the line after it."""
+
+    kind: str
+    first: int
+    after: int
+
+
+class Blocks(NamedTuple):
+    """What `blocks` finds in a text: top-level headings (level, line index, title), the
+    fenced code and HTML blocks, and the line starts (the last one is the text's length)."""
+
+    headings: list[tuple[int, int, str]]
+    blocks: list[Block]
+    starts: list[int]
+
+
+def blocks(text: str) -> Blocks:
+    """The top-level headings, fenced code and HTML blocks of `text`, a stretch that starts
+    at a top-level block boundary inside a document (a region's text)."""
+    scanner = _scanned(text, False, _BlockRecorder)
+    assert isinstance(scanner, _BlockRecorder)
+    return Blocks(scanner.found, scanner.blocks, scanner.b)
+
+
 def _front_matter_end(src: str, b: list[int], e: list[int]) -> int:
     """Index of the first line after YAML front matter, 0 when there is none."""
     n = len(b) - 1
@@ -862,6 +912,12 @@ def _scan(text: str, document: bool = True) -> tuple[list[tuple[int, int, str]],
     inside a document (the incremental outline): no byte order mark, no front
     matter.
     """
+    scanner = _scanned(text, document, _Scanner)
+    return scanner.found, scanner.b
+
+
+def _scanned(text: str, document: bool, kind: type[_Scanner]) -> _Scanner:
+    """A scanner of `kind` that has tokenized `text` (see `_scan`)."""
     src = text.replace("\0", "\ufffd") if "\0" in text else text  # as markdown-it
     widths: list[int] | None = None  # line ending lengths, when not all 1
     if "\r" not in src:
@@ -906,9 +962,9 @@ def _scan(text: str, document: bool = True) -> tuple[list[tuple[int, int, str]],
     e.append(len(src))
     t.append(0)
     s.append(0)
-    scanner = _Scanner(src, b, e, t, s)
+    scanner = kind(src, b, e, t, s)
     scanner.tokenize(_front_matter_end(src, b, e) if document else 0, scanner.n)
-    return scanner.found, b
+    return scanner
 
 
 # -- incremental re-scan -------------------------------------------------------

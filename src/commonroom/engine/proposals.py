@@ -30,11 +30,12 @@ import attrs
 
 from commonroom.engine import policies
 from commonroom.engine._state import PROPOSAL, move
+from commonroom.engine.fitting import fit_region, fit_whole, misfit
 from commonroom.engine.ids import new_id
 from commonroom.engine.leases import raise_if_blocked
 from commonroom.engine.regions import WHOLE, Outline
 from commonroom.engine.snapshot import Snapshot
-from commonroom.engine.text import encode_text, line_ending, with_line_endings
+from commonroom.engine.text import encode_text
 from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits, vocabulary
@@ -98,12 +99,15 @@ def region_text(snap: Snapshot, region: str) -> str:
     return snap.outline.region_text(snap.outline.resolve(region))
 
 
-def in_region_line_endings(region_text: str, content: str) -> str:
-    """`content` with the line breaks of `region_text`, the text it replaces, when that keeps
-    to one kind (docs/protocol.md, "Line endings"): an agent's LF text in a CRLF file (or a
-    page's textarea, which always gives LF) would leave the file mixed, and its diff would
-    show every line changed."""
-    return with_line_endings(content, line_ending(region_text))
+def fitted(region: str, region_text: str, content: str) -> str:
+    """A proposal's `content` fitted to what it replaces, before any check (PROTOCOL section 7,
+    "Agent text fits the document"; `engine/fitting.py`): the line breaks of `region_text`
+    when it keeps to one kind (an agent's LF text in a CRLF file would leave the file mixed,
+    and its diff would show every line changed), and for a region its own trailing blank
+    lines (the next heading never glues to the text)."""
+    if region == WHOLE:
+        return fit_whole(region_text, content)
+    return fit_region(region_text, content)
 
 
 def unified_diff(before: str, after: str, from_label: str, to_label: str) -> str:
@@ -232,13 +236,15 @@ def check_outline(current: Snapshot, region: str, content: str) -> Outline | Non
     span = outline.resolve(region)
     replaced = outline.replaced(span, content)
     if outline.changes_outside(span, content, replaced):
+        # One cause, its line in the text and its fix (PROTOCOL section 7), so an agent
+        # knows what to change instead of guessing.
+        why = misfit(outline, span, content, replaced)
         error = invalid_request(
-            f"the proposed text of {region!r} changes the document's headings outside it"
-            " (an unclosed code fence or HTML block, a missing newline at its end, a heading"
-            " that adopts the sections after it, or text before its heading): keep the change"
-            " inside the region, or propose on the whole document", "content",
+            f"the proposed text of {region!r} changes the document's headings outside it:"
+            f" {why.message}", "content",
         )
-        error.details.update(reason=OUTLINE_OUTSIDE_REGION, region=region)
+        error.details.update(reason=OUTLINE_OUTSIDE_REGION, region=region, cause=why.cause,
+                             line=why.line)
         raise error
     return replaced
 
@@ -271,7 +277,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     digest = region_digest(base, span.region)
     assert digest is not None
     base_text = region_text(base, span.region)
-    content = in_region_line_endings(base_text, p.content)
+    content = fitted(span.region, base_text, p.content)
     # PROTOCOL section 7: a base whose region text has moved on is refused
     # with the recovery fields, and no proposal is created; an old base whose
     # region is unchanged is fine (it commits by the region-disjoint rule).
@@ -281,9 +287,12 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
         raise stale_error(tx, span.region, p.base_version, None)
     if base_text == content:
         # PROTOCOL section 7: a proposal that changes nothing is refused, not queued.
+        fitted_note = "" if content == p.content else (
+            " once fitted (the region's line endings, final line break and blank lines before"
+            " the next heading)")
         error = invalid_request(
-            f"the proposed text of {span.region!r} equals its text at version {p.base_version}:"
-            " there is nothing to review", "content")
+            f"the proposed text of {span.region!r} equals its text at version {p.base_version}"
+            f"{fitted_note}: there is nothing to review", "content")
         error.details.update(reason="no_change", region=span.region)
         raise error
     check_outline(engine.current(), span.region, content)
@@ -437,8 +446,8 @@ def _amend(tx: Tx, proposal: Proposal, p: ReviewParams) -> None:
     if proposal.status != "pending":
         _move(tx, proposal, "approve")  # raises proposal_conflict naming the status
     _check_size(p.content)
-    content = in_region_line_endings(
-        region_text(tx.engine.snapshot(proposal.base_version), proposal.region), p.content)
+    content = fitted(proposal.region, region_text(tx.engine.snapshot(proposal.base_version),
+                                                  proposal.region), p.content)
     # The first amendment keeps the author's text; a later one never overwrites it.
     tx.conn.execute(
         "UPDATE proposals SET original_content = coalesce(original_content, content), content = ?"

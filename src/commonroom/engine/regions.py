@@ -245,6 +245,23 @@ class Outline:
             )
         return self._headings
 
+    def heading(self, index: int) -> Heading:
+        """The `index`-th heading (in document order), without building them all."""
+        return Heading(self._levels[index], self._titles[index], self._paths[index],
+                       self._lines[index] + 1, self._starts[index], self._ends[index])
+
+    def index_of(self, path: str) -> int | None:
+        """The index of the heading whose canonical path is `path`."""
+        return self._lookup(path)
+
+    def heading_count(self) -> int:
+        return len(self._starts)
+
+    def first_heading_from(self, offset: int) -> int:
+        """The index of the first heading that starts at or after `offset` (the count of
+        headings when none does)."""
+        return bisect_left(self._starts, offset)
+
     def replaced(self, span: Span, content: str, *, text: str | None = None) -> Outline:
         """The outline of ``replace(span, content)``, re-scanning only around the change.
 

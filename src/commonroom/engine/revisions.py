@@ -150,7 +150,7 @@ def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_ve
             "invalid_region", f"{proposal.region!r} does not exist at version {base_version}",
             region=proposal.region,
         )
-    content = pr.in_region_line_endings(pr.region_text(base, proposal.region), content)
+    content = pr.fitted(proposal.region, pr.region_text(base, proposal.region), content)
     current = engine.current()
     # The same rule as a propose: a base whose region text moved on is refused.
     if base_version < current.version and pr.region_digest(current, proposal.region) != digest:

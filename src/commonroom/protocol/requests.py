@@ -130,8 +130,8 @@ class ProposeParams:
     summary: str = attrs.field(metadata={"doc": f"1-{limits.SUMMARY_MAX} characters",
                                          "pattern": NONBLANK, "max_length": limits.SUMMARY_MAX})
     content: str = attrs.field(metadata={
-        "doc": "replaces the whole region span, heading included; its line breaks become the"
-               " region's when the region keeps to one kind (CRLF or LF)",
+        "doc": "replaces the whole region span, starting with its heading line; the room gives"
+               " it the region's line breaks and trailing blank lines",
         "document": True})
 
 
