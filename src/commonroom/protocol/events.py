@@ -424,6 +424,45 @@ class GuardTripped(Payload):
     retry_after_seconds: int
 
 
+# -- task surfaces (docs/spec/PROTOCOL.md 20) -------------------------------------
+
+
+@attrs.frozen
+class TaskLiveView(Payload):
+    """A task's live view was published or replaced (`revision`), or went (`reason`:
+    `cleared` by its agent, `task_ended` 60 minutes after the task ended)."""
+
+    TYPE: ClassVar[str] = "task.live_view"
+    task_id: str
+    surface_id: str | None
+    revision: int | None
+    participant_id: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class TaskAppPublished(Payload):
+    """A task's app was published or replaced (`revision`), or went (`reason`: `task_ended`)."""
+
+    TYPE: ClassVar[str] = "task.app"
+    task_id: str
+    revision: int | None
+    title: str | None
+    participant_id: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class TaskAppState(Payload):
+    """A task's app state moved to `revision` (a compare-and-set, or a new bundle's initialState)."""
+
+    TYPE: ClassVar[str] = "task.app_state"
+    task_id: str
+    app_revision: int
+    revision: int
+    participant_id: str
+
+
 # -- the catalogue --------------------------------------------------------------
 
 
@@ -498,6 +537,10 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(ThreadReplied, (_T,)),
         _spec(ThreadResolved, (_T,)),
         _spec(ThreadOutdated, (_T,)),
+        # -- task surfaces (docs/spec/PROTOCOL.md 20): shown in the task's card, with its handoff
+        _spec(TaskLiveView, (_H,)),
+        _spec(TaskAppPublished, (_H,)),
+        _spec(TaskAppState, (_H,)),
     )
 }
 
