@@ -39,10 +39,17 @@ ingress. Task apps' requests (docs/spec/PROTOCOL.md 20, `room/app_hosts.py`): a 
 runs apps opens one `GET /owner/app-host?ticket=...` event stream (its first
 event names its `host_id`; then one `app_request` event per request), says
 which tasks' apps it runs with `POST /owner/app-host/apps` and answers with
-`POST /owner/app-host/reply`; the stream's end ends its hosting. Every answer carries a strict Content-Security-Policy (scripts and
-styles from this origin only, no inline script, no remote images): a second
-wall behind the page's rule of never turning a string into HTML. `/mcp` here
-is 404.
+`POST /owner/app-host/reply`; the stream's end ends its hosting.
+
+Every answer carries a strict Content-Security-Policy (scripts and styles from
+this origin only, no remote images): a second wall behind the page's rule of
+never turning a string into HTML. The page itself adds one nonce, new for each
+answer of `GET /`, which the page's own code reads from a meta tag: a task
+app's `<iframe srcdoc>` inherits this policy (Chromium, per CSP 3), so its one
+inline style and scripts carry the nonce; its own meta policy then allows no
+network, and this policy's `frame-src` (through `default-src 'none'`) refuses
+the frame any navigation (a srcdoc frame loads without a fetch, so it is not
+refused). `/mcp` here is 404.
 """
 
 from __future__ import annotations
@@ -104,6 +111,9 @@ CSP: Final = (
     " connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none';"
     " frame-ancestors 'none'"
 )
+# The page's answer: the same, and its task apps' inline code by the answer's nonce.
+PAGE_CSP: Final = CSP.replace("script-src 'self';", "script-src 'self' 'nonce-{nonce}';").replace(
+    "style-src 'self';", "style-src 'self' 'nonce-{nonce}';")
 FAVICON_PATH: Final = "/favicon.ico"
 _STATIC_TYPES: Final = {
     ".html": "text/html; charset=utf-8",
@@ -309,7 +319,9 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
 
     @app.after_request
     async def harden(response: Response) -> Response:
-        response.headers["Content-Security-Policy"] = CSP
+        nonce = g.get("frame_nonce")
+        response.headers["Content-Security-Policy"] = (
+            CSP if nonce is None else PAGE_CSP.format(nonce=nonce))
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["X-Frame-Options"] = "DENY"
@@ -319,7 +331,9 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
     async def page() -> Response:
         template = _static_file("index.html")
         assert template is not None, "the packaged page is missing"
-        body = template.decode().replace("{{FILE}}", html.escape(room.engine.path.name))
+        g.frame_nonce = secrets.token_urlsafe(18)
+        body = template.decode().replace("{{FILE}}", html.escape(room.engine.path.name)).replace(
+            "{{NONCE}}", g.frame_nonce)
         response = Response(body, content_type="text/html; charset=utf-8")
         response.headers["Cache-Control"] = "no-store"
         return response
