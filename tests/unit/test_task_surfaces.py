@@ -19,7 +19,7 @@ from commonroom.protocol.params import NumberTooLarge
 from tests.conftest import Driver
 
 
-def checklist(revision: int = 1, done: int = 0, **extra: Any) -> dict[str, Any]:
+def checklist(revision: int = 1, done: Any = 0, **extra: Any) -> dict[str, Any]:
     """A checklist with a counter, as an agent would publish it."""
     return {
         "surface_id": "progress", "revision": revision,
