@@ -64,6 +64,9 @@ class Task:
         self.task_id = accepted["task_id"]
 
     def publish(self, surface: dict[str, Any] | None, who: str = "bob") -> Any:
+        if surface is None:
+            return self.room.call("task.live_view", self.bearer(who), task_id=self.task_id,
+                                  clear=True)
         return self.room.call("task.live_view", self.bearer(who), task_id=self.task_id,
                               surface=surface)
 
@@ -126,6 +129,11 @@ def test_clearing_removes_it_and_a_new_one_starts_again(task: Task) -> None:
     assert [e["reason"] for e in events_of(task.room, "task.live_view")] == [None, "cleared"]
     task.publish({**checklist(1), "surface_id": "other"})
     assert task.surfaces()["live_view"]["surface_id"] == "other"
+    # Neither a surface nor clear, or both: refused, nothing changed.
+    for params in ({}, {"clear": True, "surface": checklist(2)}, {"surface": None}):
+        error = task.refused("task.live_view", **params)
+        assert error.code == "invalid_request" and error.details["field"] == "surface"
+    assert task.surfaces()["live_view"]["revision"] == 1
 
 
 @pytest.mark.parametrize("who", ["alice", "carol", "host"])

@@ -8,7 +8,7 @@ The rules (docs/protocol.md "Task surfaces"):
 - A live view is checked whole at the edge (`protocol/task_surfaces.py`); one
   current snapshot per task. A replacement needs the same `surface_id` and a
   higher `revision` (else `invalid_request` naming `revision` or
-  `surface_id`); `surface: null` clears it.
+  `surface_id`); `clear: true` (and no surface) clears it.
 - One app per task; a new bundle replaces it (`revision` + 1) and resets the
   shared state to its `initialState`: state revision 0 for the first bundle,
   the next state revision for a replacement, so a `setState` of the replaced
@@ -39,7 +39,7 @@ from commonroom.engine import handoffs
 from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits, vocabulary
-from commonroom.protocol.errors import CommonroomError
+from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import (
     AppPublished,
     AppState,
@@ -134,6 +134,9 @@ def publish_live_view(tx: Tx, p: LiveViewParams) -> LiveViewAnswer:
     _require_primary_agent(tx, handoff, p.task_id)
     _require_open(handoff, p.task_id, "live views")
     pid = tx.actor.participant_id
+    if p.clear != (p.surface is None):
+        raise invalid_request("send a surface to publish, or clear: true (and no surface) to"
+                              " remove the live view", "surface")
     if p.surface is None:
         row = tx.conn.execute(
             "SELECT view_surface_id FROM task_surfaces WHERE task_id = ? AND view_json IS NOT NULL",

@@ -264,7 +264,7 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         r.LiveViewAnswer,
         "Your task's agent only: publish or replace its live view, a small declarative view"
         " (Text, Value, Button, Input, Row, Column, Card; local increment/set actions) the host's"
-        " page draws, e.g. a checklist with counts; a higher revision replaces it, null clears."
+        " page draws, e.g. a checklist with counts; a higher revision replaces it, clear: true removes it."
         " Plain text and attachments are the default: use it for structured progress."),
     _spec("task.app", "POST", "/workspace/task/app", "handoff", rq.AppParams, r.AppPublished,
         "Your task's agent only: publish or replace its one generated app (<= 48 KiB html/css/js,"

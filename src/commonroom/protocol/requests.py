@@ -420,11 +420,12 @@ class RebaseParams:
 @attrs.frozen
 class LiveViewParams:
     task_id: str
-    surface: dict[str, Any] | None = attrs.field(metadata={
+    surface: dict[str, Any] | None = attrs.field(default=None, metadata={
         "doc": "{surface_id, revision, root, data}: a declarative view of Text, Value, Button,"
                " Input, Row, Column and Card nodes (<= 16 KiB JSON, depth <= 8, <= 200 nodes);"
-               " start at revision 1, replace with a higher one and the same surface_id;"
-               " null clears the task's live view"})
+               " start at revision 1, replace with a higher one and the same surface_id"})
+    clear: bool = attrs.field(default=False, metadata={
+        "doc": "true (and no surface): remove the task's live view"})
 
 
 @attrs.frozen
