@@ -43,6 +43,8 @@ RESOURCES: Final[tuple[str, ...]] = (
     "messages",
     # -- the review conversation (issue 22): threads, for the page and subscriptions/listen
     "threads",
+    # -- task surfaces (docs/spec/PROTOCOL.md 20): live views and apps, for the page's task cards
+    "task_surfaces",
 )
 
 
@@ -486,7 +488,7 @@ def _spec(payload: type[Payload], resources: tuple[str, ...] = (), *, ends_strea
     return EventSpec(payload.TYPE, payload, frozenset(resources), ends_streams)
 
 
-_S, _D, _PR, _L, _PA, _H, _M, _T = RESOURCES
+_S, _D, _PR, _L, _PA, _H, _M, _T, *_LATER = RESOURCES
 
 EVENTS: Final[dict[str, EventSpec]] = {
     spec.name: spec
@@ -537,10 +539,10 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(ThreadReplied, (_T,)),
         _spec(ThreadResolved, (_T,)),
         _spec(ThreadOutdated, (_T,)),
-        # -- task surfaces (docs/spec/PROTOCOL.md 20): shown in the task's card, with its handoff
-        _spec(TaskLiveView, (_H,)),
-        _spec(TaskAppPublished, (_H,)),
-        _spec(TaskAppState, (_H,)),
+        # -- task surfaces (docs/spec/PROTOCOL.md 20): only the page's task cards show them
+        _spec(TaskLiveView, ("task_surfaces",)),
+        _spec(TaskAppPublished, ("task_surfaces",)),
+        _spec(TaskAppState, ("task_surfaces",)),
     )
 }
 

@@ -1365,7 +1365,7 @@
         const id = Number(event.lastEventId);
         if (id) state.latestEvent = Math.max(state.latestEvent, id);
         if (type === "proposal.created") showArrived(event.data);
-        if (tasks) tasks.onEvent(type, event.data); // hook: tasks
+        if (tasks && tasks.onEvent(type, event.data)) return; // hook: tasks (its events change its cards only)
         scheduleRefresh(type);
       });
     }
@@ -1475,7 +1475,7 @@
       threads = window.CommonroomThreads.init({ api, el, clear, nameOf, shortRegion, renderDiff, loadRoom,
         vocabulary: VOCABULARY });
     }
-    if (window.CommonroomTasks) tasks = window.CommonroomTasks.init({ api, el, clear, nameOf, ago }); // hook: tasks
+    if (window.CommonroomTasks) tasks = await window.CommonroomTasks.init({ api, el, clear, nameOf, ago }); // hook: tasks
     setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
     try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     connect();

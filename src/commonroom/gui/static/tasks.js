@@ -1,6 +1,7 @@
 // Task surfaces on the host's page (docs/spec/PROTOCOL.md §20): a task's live view and its
 // generated app, one card per task. app.js calls `init` once, `refresh` when its panels are
-// read again, and `onEvent` for each task.* event (the hooks marked `// hook: tasks`).
+// read again, and `onEvent` for each event: the ones whose resource is `task_surfaces` (the
+// protocol document says which) are this file's alone (the hooks marked `// hook: tasks`).
 //
 // Rules this file keeps:
 // - A live view is data: every node is built here with createElement and textContent,
@@ -80,7 +81,14 @@
       + `<script nonce="${nonce}">${rawText(bundle.js || "", "script")}</script></body></html>`;
   }
 
-  function init({ api, el, clear, nameOf, ago }) {
+  async function init({ api, el, clear, nameOf, ago }) {
+    // The events that change task surfaces only: the protocol document's, by their resource.
+    let own = new Set();
+    try {
+      const { events } = await api("GET", "/owner/api/protocol");
+      own = new Set(events.filter((e) => e.resources.includes("task_surfaces")).map((e) => e.type));
+    } catch (_) { own = new Set(); }
+
     const section = el("section", { class: "panel task-surfaces", id: "tasks-panel", "aria-labelledby": "tasks-heading", hidden: true },
       el("h2", { id: "tasks-heading", text: "Task surfaces" }),
       el("ul", { id: "task-cards", class: "rows" }));
@@ -124,11 +132,14 @@
       declareHosting();
     }
 
+    // One of our events: that task's card is read again, and nothing else of the page need be
+    // (true). Any other event: false (a handoff's end reaches the cards through `refresh`).
     function onEvent(type, data) {
-      if (!type.startsWith("task.")) return;
+      if (!own.has(type)) return false;
       let taskId = null;
       try { taskId = JSON.parse(data).payload.task_id; } catch (_) { taskId = null; }
       refresh(typeof taskId === "string" ? taskId : null);
+      return true;
     }
 
     // ------------------------------------------------------------------ cards
