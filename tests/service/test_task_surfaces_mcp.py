@@ -1,12 +1,15 @@
-"""Task surfaces over MCP (docs/spec/PROTOCOL.md 20): the tools come from the table, an agent
-publishes its task's live view and app with them, a refusal is the same error object with its
-path, and an app request with no page hosting the app is refused at once."""
+"""Task surfaces over MCP and the Python client (docs/spec/PROTOCOL.md 20): the tools come from
+the table, an agent publishes its task's live view and app with them, a refusal is the same
+error object with its path, and an app request with no page hosting the app is refused at once."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import pytest
+
+import commonroom
 from commonroom.mcp.tools import tool as tool_of
 from commonroom.protocol.operations import OPERATIONS_BY_NAME
 from tests.service.conftest import LiveRoom
@@ -72,3 +75,33 @@ async def test_the_agent_publishes_and_asks_with_the_tools(live: LiveRoom) -> No
     read = await tool(live, tool_name("task.surfaces"), bearer, task_id=task_id)
     [surfaces] = read["structuredContent"]["surfaces"]
     assert surfaces["live_view"]["data"] == {"done": 2} and surfaces["app_state"]["state"] == 1
+
+
+async def test_the_python_client_publishes_sets_and_asks(live: LiveRoom) -> None:
+    invitation = live.ready.invitation
+    host = commonroom.AsyncClient(invitation, session=live.host_session)
+    async with await commonroom.AsyncClient.join(invitation, name="bot") as bot:
+        assert bot.joined is not None
+        handoff = await host.request_handoff(bot.joined.participant_id, "Goals")
+        task_id = (await bot.respond_handoff(handoff.handoff_id, "accept")).task_id
+        view = {"surface_id": "steps", "revision": 1, "data": {"done": 0},
+                "root": {"type": "Value", "path": "done"}}
+        published = await bot.publish_live_view(task_id, view)
+        assert published.live_view is not None and published.live_view.revision == 1
+        with pytest.raises(commonroom.InvalidRequest) as refused:
+            await bot.publish_live_view(task_id, view)
+        assert refused.value.details["path"] == "revision"
+        assert (await bot.publish_live_view(task_id, clear=True)).cleared is True
+        app = await bot.publish_app(task_id, {"version": 1, "manifest": {"title": "A", "networkOrigins": []},
+                                              "html": "", "css": "", "js": "", "initialState": [1]})
+        assert app.revision == 1 and app.state_revision == 0
+        state = await host.set_app_state(task_id, 0, {"picked": "A"})
+        assert state.revision == 1 and state.state == {"picked": "A"}
+        with pytest.raises(commonroom.StaleVersion):
+            await bot.set_app_state(task_id, 0, {"picked": "B"})
+        with pytest.raises(commonroom.TransportUnavailable) as asked:
+            await bot.ask_app(task_id, {"question": "A?"})
+        assert asked.value.details["reason"] == "no_app_host"
+        [surfaces] = (await bot.task_surfaces(task_id)).surfaces
+        assert surfaces.live_view is None and surfaces.app_state is not None
+        assert surfaces.app_state.state == {"picked": "A"}
