@@ -205,3 +205,22 @@ async def test_the_owner_line_routes_refuse_what_they_do_not_know(live: LiveRoom
     assert anonymous.status == 401
     ingress = await live.call("GET", "/owner/app-host", live.host_session)
     assert ingress.status == 404  # the page's line exists only on the owner listener
+
+
+async def test_a_page_has_at_most_32_requests_waiting(
+    doc_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    tr = await task_room(doc_path, autojump_clock)
+    tr.page()
+    outcomes: list[str] = []
+
+    async def ask() -> None:
+        try:
+            await tr.ask()
+        except CommonroomError as error:
+            outcomes.append(error.details.get("reason") or error.details.get("scope") or error.code)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(33):
+            nursery.start_soon(ask)
+    assert sorted(outcomes) == ["app_requests"] + ["app_timeout"] * 32

@@ -18,6 +18,9 @@ that task's app last (the newest tab). The page answers through
 - `app_timeout`: no answer within 15 s;
 - `app_error`: the app had no `onRequest` handler, its handler failed, or its
   reply was not JSON within `APP_REPLY_MAX_BYTES` (docs/protocol.md).
+
+A page has at most `LINE_BUFFER` requests waiting on it; one more is 429
+`limit_exceeded` (`details.scope: "app_requests"`), never queued.
 """
 
 from __future__ import annotations
@@ -139,16 +142,20 @@ class AppHosts:
         if line is None:
             raise unavailable(NO_APP_HOST, task_id,
                               "no page hosts the task's app now: the host has to open it")
+        if len(line.pending) >= LINE_BUFFER:
+            raise CommonroomError(
+                "limit_exceeded", f"the page hosting the task's app has {LINE_BUFFER} requests"
+                " waiting already; ask again when one is answered",
+                {"scope": "app_requests", "task_id": task_id},
+                retry_after_seconds=int(self.timeout_seconds))
         request_id = "apr_" + secrets.token_urlsafe(12)
         pending = _Pending(line.host_id, task_id)
         line.pending[request_id] = pending
         try:
             try:
+                # Never blocks: a line holds at most LINE_BUFFER requests, all of them pending.
                 line.send.send_nowait(AppRequestItem(request_id, task_id, start.app_revision,
                                                      start.payload))
-            except trio.WouldBlock:
-                raise unavailable(APP_TIMEOUT, task_id, "the page hosting the task's app has too"
-                                  " many requests waiting") from None
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 raise unavailable(NO_APP_HOST, task_id,
                                   "the page hosting the task's app went away") from None
