@@ -24,6 +24,7 @@
   const CHANNEL = "commonroom-app";
   const FRAME_CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'";
   const NONCE = (document.querySelector('meta[name="commonroom-frame-nonce"]') || {}).content || "";
+  const BRIDGE_CALLS = 4; // getState/setState calls of one app in flight at once
   const FROM_APP = {
     getState: ["channel", "kind", "id"],
     setState: ["channel", "kind", "id", "revision", "state"],
@@ -173,10 +174,14 @@
 
     function renderHead(card) {
       const s = card.surfaces;
-      clear(card.head);
       const latest = [s.live_view, s.app].filter(Boolean)
         .sort((a, b) => (a.published_at < b.published_at ? 1 : -1))[0];
       const who = latest ? `${nameOf(latest.participant_id)}, ${ago(latest.published_at)}` : "";
+      // Drawn again only when it says something else: a focused Close stays focused.
+      const key = JSON.stringify([s.summary, who, s.open, !!card.closed]);
+      if (key === card.headKey) return;
+      card.headKey = key;
+      clear(card.head);
       card.head.append(
         el("h3", { class: "task-title", text: s.summary }),
         el("p", { class: "task-by muted", text: `published by ${who}${s.open ? "" : " · the task ended; shown until it is removed"}` }),
@@ -217,10 +222,12 @@
       card.view = { revision: view.revision, surfaceId: view.surface_id, node, data };
     }
 
-    function shown(value) {
-      if (value === null || value === undefined) return "—";
+    // A data value as text: what a Value shows ("—" for nothing) and an Input holds ("").
+    function asText(value) {
+      if (value === null || value === undefined) return "";
       return typeof value === "string" ? value : JSON.stringify(value);
     }
+    function shown(value) { return asText(value) || "—"; }
 
     function build(spec, data, bound, show) {
       switch (spec.type) {
@@ -234,15 +241,13 @@
         }
         case "Input": {
           const input = el("input", { type: "text", class: "lv-input" });
-          input.value = data[spec.path] === null || data[spec.path] === undefined ? "" : String(data[spec.path]);
+          input.value = asText(data[spec.path]);
           input.addEventListener("input", () => {
             data[spec.path] = typeof data[spec.path] === "number" && input.value.trim() !== "" && Number.isFinite(Number(input.value))
               ? Number(input.value) : input.value;
             show();
           });
-          bound.push([spec.path, () => {
-            if (document.activeElement !== input) input.value = shown(data[spec.path]) === "—" ? "" : shown(data[spec.path]);
-          }]);
+          bound.push([spec.path, () => { if (document.activeElement !== input) input.value = asText(data[spec.path]); }]);
           return el("label", { class: "lv-field" }, spec.label ? el("span", { class: "lv-label", text: spec.label }) : null, input);
         }
         case "Button":
@@ -278,7 +283,7 @@
       const node = el("figure", { class: "task-app-box" },
         el("figcaption", { class: "muted", text: `App: ${app.title} (revision ${app.revision})` }), frame);
       const old = card.app;
-      card.app = { revision: app.revision, frame, node, requests: new Set(), loaded: false };
+      card.app = { revision: app.revision, frame, node, requests: new Set(), loaded: false, calls: 0 };
       frame.addEventListener("load", () => {
         if (card.app && card.app.frame === frame) { card.app.loaded = true; declareHosting(); }
       });
@@ -312,6 +317,9 @@
       const taskId = card.taskId; // the frame's own task, whatever the message says
       if (message.kind === "getState" || message.kind === "setState") {
         if (!Number.isSafeInteger(message.id)) return;
+        // An app that floods the bridge gets "busy", not a flood of room calls.
+        if (app.calls >= BRIDGE_CALLS) { toApp(card, { kind: "result", id: message.id, error: "busy" }); return; }
+        app.calls += 1;
         try {
           if (message.kind === "getState") {
             const answer = await api("GET", "/task/surfaces", { task_id: taskId });
@@ -326,7 +334,7 @@
         } catch (error) {
           const code = (error && error.body && error.body.error) || (error && error.message) || "failed";
           toApp(card, { kind: "result", id: message.id, error: String(code) });
-        }
+        } finally { app.calls -= 1; }
       } else if (message.kind === "reply") {
         if (typeof message.request_id !== "string" || !app.requests.has(message.request_id)) return; // not one we gave it
         app.requests.delete(message.request_id);
