@@ -13,7 +13,7 @@ from __future__ import annotations
 import http.server
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -86,6 +86,11 @@ def card(page: Any, task_id: str) -> Any:
     return page.locator(f".task-card[data-task='{task_id}']")
 
 
+def hosting_declared(page: Any) -> Any:
+    """Waits for the page to tell the room which apps it runs now (`/owner/app-host/apps`)."""
+    return page.expect_response(lambda response: response.url.endswith("/owner/app-host/apps"))
+
+
 def test_live_view_then_app_and_an_app_request_answered_by_the_host(page: Any, room: Room) -> None:
     agent, task_id = accepted_task(room)
     open_page(page, room)
@@ -121,7 +126,8 @@ def test_live_view_then_app_and_an_app_request_answered_by_the_host(page: Any, r
     assert refused["details"]["path"] == "revision"
 
     # The app: a two-option chooser, run in the sandbox.
-    published = agent.ok("POST", "/workspace/task/app", {"task_id": task_id, "bundle": CHOOSER})
+    with hosting_declared(page):
+        published = agent.ok("POST", "/workspace/task/app", {"task_id": task_id, "bundle": CHOOSER})
     assert published["revision"] == 1
     frame_node = card(page, task_id).locator("iframe.task-app")
     frame_node.wait_for()
@@ -133,7 +139,8 @@ def test_live_view_then_app_and_an_app_request_answered_by_the_host(page: Any, r
 
     # The agent asks; the host clicks an option; the agent receives it.
     with ThreadPoolExecutor(1) as pool:
-        asked = ask_until_hosted(pool, agent, task_id, {"question": "Which draft reads better?"})
+        asked = pool.submit(agent.call, "POST", "/workspace/task/app/request",
+                            {"task_id": task_id, "payload": {"question": "Which draft reads better?"}})
         app.locator("#question", has_text="Which draft reads better?").wait_for()
         app.locator("#pick-b").click()
         status, answer, _ = asked.result(timeout=30)
@@ -154,37 +161,15 @@ def test_live_view_then_app_and_an_app_request_answered_by_the_host(page: Any, r
     assert refused["details"]["reason"] == "no_app_host"
 
 
-def ask_until_hosted(pool: ThreadPoolExecutor, agent: Http, task_id: str,
-                     payload: dict[str, Any]) -> Future[tuple[int, Any, dict[str, str]]]:
-    """The agent's app request, sent once the page says it hosts the app (it does so when the
-    frame has loaded; before that the room answers `no_app_host` at once, as it should)."""
-    for _ in range(200):
-        asked = pool.submit(agent.call, "POST", "/workspace/task/app/request",
-                            {"task_id": task_id, "payload": payload})
-        status, answer, _ = asked.result(timeout=30) if _peek_refused(asked) else (0, None, {})
-        if status == 0:
-            return asked
-        assert status == 503 and answer["details"]["reason"] == "no_app_host", answer
-        threading.Event().wait(0.05)
-    raise AssertionError("the page never hosted the app")
-
-
-def _peek_refused(asked: Future[Any]) -> bool:
-    """True when the request came back at once (refused); False while it waits on the app."""
-    try:
-        asked.result(timeout=1.0)
-    except TimeoutError:
-        return False
-    return True
-
-
 def test_a_closed_card_stops_hosting_and_opens_again_for_a_newer_revision(page: Any, room: Room) -> None:
     agent, task_id = accepted_task(room)
     agent.ok("POST", "/workspace/task/app", {"task_id": task_id, "bundle": CHOOSER})
     agent.ok("POST", "/workspace/task/live_view", {"task_id": task_id, "surface": checklist(1, 0)})
-    open_page(page, room)
+    with hosting_declared(page):
+        open_page(page, room)
     card(page, task_id).locator("iframe.task-app").wait_for()
-    card(page, task_id).get_by_role("button", name="Close the surfaces of Rewrite Goals").click()
+    with hosting_declared(page):
+        card(page, task_id).get_by_role("button", name="Close the surfaces of Rewrite Goals").click()
     assert card(page, task_id).locator("iframe.task-app").count() == 0
     status, refused, _ = agent.call("POST", "/workspace/task/app/request",
                                     {"task_id": task_id, "payload": {}})
@@ -269,14 +254,26 @@ def test_a_hostile_app_gets_nothing(page: Any, room: Room, listener: tuple[int, 
     agent, task_id = accepted_task(room)
     open_page(page, room)
     owner = f"http://127.0.0.1:{room.owner_port}"
-    agent.ok("POST", "/workspace/task/app",
-             {"task_id": task_id, "bundle": hostile_app(f"http://127.0.0.1:{port}", owner)})
+    with hosting_declared(page):
+        agent.ok("POST", "/workspace/task/app",
+                 {"task_id": task_id, "bundle": hostile_app(f"http://127.0.0.1:{port}", owner)})
     card(page, task_id).locator("iframe.task-app").wait_for()
     app = card(page, task_id).frame_locator("iframe.task-app")
     app.locator("#reported").wait_for(state="attached")
-    # The frame navigating itself away: this page's CSP (frame-src, through default-src) refuses it.
-    with page.expect_console_message(lambda message: "Framing" in message.text):
+    # It never called onRequest: a request to it is answered at once, app_error.
+    status, refused, _ = agent.call("POST", "/workspace/task/app/request",
+                                    {"task_id": task_id, "payload": {"q": 1}})
+    assert status == 503 and refused["details"]["reason"] == "app_error", refused
+    assert "no onRequest handler" in refused["message"]
+    # The frame navigating itself away: this page's CSP (frame-src, through default-src) refuses it,
+    # and the page stops the app (its frame holds an error page now): it hosts it no more.
+    with page.expect_console_message(lambda message: "Framing" in message.text), hosting_declared(page):
         app.locator("#go").click(no_wait_after=True)
+    card(page, task_id).locator(".task-app-stopped").wait_for()
+    assert card(page, task_id).locator("iframe.task-app").count() == 0
+    status, refused, _ = agent.call("POST", "/workspace/task/app/request",
+                                    {"task_id": task_id, "payload": {"q": 2}})
+    assert status == 503 and refused["details"]["reason"] == "no_app_host", refused
     state = agent.ok("GET", f"/workspace/task/surfaces?task_id={task_id}")["surfaces"][0]["app_state"]
     # Only the app's own setState landed: none of the forged ones.
     assert state["revision"] == 1, state

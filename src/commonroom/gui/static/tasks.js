@@ -285,9 +285,24 @@
       const old = card.app;
       card.app = { revision: app.revision, frame, node, requests: new Set(), loaded: false, calls: 0 };
       frame.addEventListener("load", () => {
-        if (card.app && card.app.frame === frame) { card.app.loaded = true; declareHosting(); }
+        if (!card.app || card.app.frame !== frame) return;
+        if (!card.app.loaded) { card.app.loaded = true; declareHosting(); return; }
+        // A second load: the app navigated its own frame, which this page's CSP refused, so the
+        // frame holds an error page now, not the app. Stopped (not hosted) until the host runs it again.
+        stopApp(card);
       });
       if (old) old.node.replaceWith(node); else card.body.append(node);
+    }
+
+    function stopApp(card) {
+      const app = card.app;
+      app.stopped = true;
+      app.frame.remove();
+      app.node.append(el("p", { class: "task-app-stopped", role: "status" },
+        "The app tried to leave its frame and was stopped. ",
+        el("button", { type: "button", text: "Run it again", onclick: () => {
+          app.node.remove(); card.app = null; render(card.surfaces); } })));
+      declareHosting();
     }
 
     function appOfSource(source) {
@@ -311,6 +326,7 @@
 
     window.addEventListener("message", async (event) => {
       const card = appOfSource(event.source);
+      if (card && card.app.stopped) return;
       if (!card || !exactShape(event.data)) return; // not one of our apps, or not the bridge's shape
       const message = event.data;
       const app = card.app;
@@ -348,7 +364,8 @@
     // ------------------------------------------------------------------ the app-host line
 
     function hostedTasks() {
-      return [...cards.values()].filter((c) => c.app && c.app.loaded && !c.closed && c.surfaces.open).map((c) => c.taskId);
+      return [...cards.values()].filter((c) => c.app && c.app.loaded && !c.app.stopped && !c.closed && c.surfaces.open)
+        .map((c) => c.taskId);
     }
 
     function declareHosting() {
