@@ -12,6 +12,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from commonroom.protocol import limits
 from commonroom.protocol.events import EVENTS
@@ -180,6 +182,9 @@ def _set(surface: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     ("root.children[1].path", "nope", None),
     ("root.children[3].path", "done.x", None),
     ("root.children[0].type", "Script", None),
+    ("root.children[0].type", {"a": 1}, None),
+    ("root.children[0].type", ["Text"], None),
+    ("root.children[2].children[0].action.type", ["set"], None),
     ("root.children[0].html", "<b>x</b>", None),
     ("root.children[0].text", 5, None),
     ("root.children[0].text", "a\x1bb", None),
@@ -355,3 +360,40 @@ def test_surfaces_go_60_minutes_after_the_task_ended(task: Task) -> None:
 
 def test_the_events_are_in_the_catalogue() -> None:
     assert {"task.live_view", "task.app", "task.app_state"} <= set(EVENTS)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8)
+    | st.sampled_from(["Text", "Value", "Button", "Input", "Row", "Column", "Card", "increment",
+                       "set", "done", "note"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["type", "text", "path", "label", "action", "children", "title", "value",
+                         "amount", "surface_id", "revision", "root", "data", "version", "manifest",
+                         "networkOrigins", "html", "css", "js", "x"]), inner, max_size=5),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON, _JSON, _JSON)
+def test_any_json_is_checked_or_refused_never_an_exception(root: Any, data: Any, other: Any) -> None:
+    """Whatever JSON comes in, the shapes answer with a value or `invalid_request`, nothing else."""
+    from commonroom.protocol.errors import CommonroomError
+    from commonroom.protocol.task_surfaces import check_bundle, check_live_view
+
+    candidates = [
+        {"surface_id": "s", "revision": 1, "root": root, "data": data},
+        {"surface_id": "s", "revision": 1, "root": root, "data": {"done": 1, "note": ""}},
+        root if isinstance(root, dict) else {"root": root},
+    ]
+    for surface in candidates:
+        try:
+            check_live_view(surface)
+        except CommonroomError as error:
+            assert error.code == "invalid_request" and "path" in error.details
+    bundle = {"version": 1, "manifest": other, "html": "", "css": "", "js": "", "initialState": data}
+    for candidate in (bundle, other if isinstance(other, dict) else {"x": other}):
+        try:
+            check_bundle(candidate)
+        except CommonroomError as error:
+            assert error.code == "invalid_request" and "path" in error.details

@@ -191,7 +191,7 @@ def _check_live_view(surface: dict[str, Any]) -> None:
         if not isinstance(node, dict):
             raise Fault(path, "a node must be a JSON object")
         kind = node.get("type")
-        if kind not in _FIELDS:
+        if not isinstance(kind, str) or kind not in _FIELDS:
             raise Fault(_join(path, "type"),
                         f"unknown component {kind!r}; one of {', '.join(COMPONENTS)}")
         required, optional = _FIELDS[kind]
@@ -225,7 +225,7 @@ def _action(action: Any, path: str, data: dict[str, Any]) -> None:
     if not isinstance(action, dict):
         raise Fault(path, "an action must be a JSON object")
     kind = action.get("type")
-    if kind not in _ACTION_FIELDS:
+    if not isinstance(kind, str) or kind not in _ACTION_FIELDS:
         raise Fault(_join(path, "type"), f"unknown action {kind!r}; one of {', '.join(ACTIONS)}")
     required, optional = _ACTION_FIELDS[kind]
     _exact_fields(action, path, required, optional, f"an {kind} action")
