@@ -240,7 +240,7 @@
           return el("div", { class: "lv-value" }, spec.label ? el("span", { class: "lv-label", text: `${spec.label}: ` }) : null, output);
         }
         case "Input": {
-          const input = el("input", { type: "text", class: "lv-input" });
+          const input = el("input", { type: "text", class: "lv-input", "aria-label": spec.label ? null : spec.path });
           input.value = asText(data[spec.path]);
           input.addEventListener("input", () => {
             data[spec.path] = typeof data[spec.path] === "number" && input.value.trim() !== "" && Number.isFinite(Number(input.value))
