@@ -332,3 +332,20 @@ def test_oversized_and_deep_views_and_bundles_are_refused_with_the_path(room: Ro
     bad_binding["root"]["children"][2]["children"][0]["action"]["path"] = "nowhere"
     status, refused, _ = agent.call("POST", "/workspace/task/live_view", {"task_id": task_id, "surface": bad_binding})
     assert status == 400 and refused["details"]["path"] == "root.children[2].children[0].action.path"
+
+
+def test_room_text_does_not_read_the_surfaces_again_but_a_task_end_does(page: Any, room: Room) -> None:
+    agent, task_id = accepted_task(room)
+    agent.ok("POST", "/workspace/task/live_view", {"task_id": task_id, "surface": checklist(1, 0)})
+    open_page(page, room)
+    card(page, task_id).locator(".live-view").wait_for()
+    reads: list[str] = []
+    page.on("request", lambda request: reads.append(request.url) if "/task/surfaces" in request.url else None)
+    agent.ok("POST", "/workspace/message", {"text": "still on it"})
+    page.locator("#messages li", has_text="still on it").wait_for()
+    assert reads == []  # a message is no news for the task cards
+    handoff = agent.ok("GET", "/workspace/handoffs")["handoffs"][0]
+    agent.ok("POST", "/workspace/handoff/result",
+             {"handoff_id": handoff["handoff_id"], "status": "completed", "summary": "done"})
+    card(page, task_id).locator(".task-by", has_text="the task ended").wait_for()
+    assert "ended" in (card(page, task_id).get_attribute("class") or "")

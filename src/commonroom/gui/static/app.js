@@ -500,7 +500,8 @@
     const again = new Set(dirty); dirty.clear();
     if (again.has("invitations")) loadInvitations().catch(() => {});
     if (again.has("panels")) loadOptionalPanels();
-    if (tasks && again.has("panels")) tasks.refresh(); // hook: tasks
+    // hook: tasks — on a full re-read (start, reconnect, resync); its own and handoff events it reads itself
+    if (tasks && again.has("panels") && again.has("invitations")) tasks.refresh();
     if (state.selected) await refreshReview();
     if (threads) await threads.refresh().catch(() => {}); // hook: threads
   }

@@ -1,7 +1,9 @@
 // Task surfaces on the host's page (docs/spec/PROTOCOL.md §20): a task's live view and its
-// generated app, one card per task. app.js calls `init` once, `refresh` when its panels are
-// read again, and `onEvent` for each event: the ones whose resource is `task_surfaces` (the
-// protocol document says which) are this file's alone (the hooks marked `// hook: tasks`).
+// generated app, one card per task. app.js calls `init` once, `refresh` when it reads the whole
+// room again (start, reconnect, resync), and `onEvent` for each event: the ones whose resource
+// is `task_surfaces` (the protocol document says which) are this file's alone, and a handoff's
+// move re-reads the cards (a task may have ended); room text never does (the hooks marked
+// `// hook: tasks`).
 //
 // Rules this file keeps:
 // - A live view is data: every node is built here with createElement and textContent,
@@ -134,8 +136,10 @@
     }
 
     // One of our events: that task's card is read again, and nothing else of the page need be
-    // (true). Any other event: false (a handoff's end reaches the cards through `refresh`).
+    // (true). A handoff's move may end a task: every card is read again (false: the handoffs
+    // panel reads it too). Anything else is not ours (false).
     function onEvent(type, data) {
+      if (type.startsWith("handoff.")) { refresh(null); return false; }
       if (!own.has(type)) return false;
       let taskId = null;
       try { taskId = JSON.parse(data).payload.task_id; } catch (_) { taskId = null; }
