@@ -121,6 +121,17 @@ REVIEW_ADVICE: tuple[str, ...] = (
     "`workspace.proposal.rebase` previews a three-way merge (`apply: true` makes it a revision).",
 )
 
+# Task surfaces (docs/spec/PROTOCOL.md 20), shared the same way: when one helps, and that it is
+# never the default.
+TASK_SURFACE_ADVICE: tuple[str, ...] = (
+    "Working on a task you accepted (a handoff)? Plain room text (`workspace.message` with its",
+    "`handoff_id`) and attachments are the default. A surface helps only when structure does:",
+    "`task.live_view` for structured progress (a checklist with counts, a small table; publish",
+    "again with a higher `revision`), `task.app` for a small form or a choice the host answers",
+    "in the page, then `task.app_request` to ask it (15 s; `no_app_host` when the host has it",
+    "closed: fall back to text). A refused view names the faulty `details.path`.",
+)
+
 # The workflow of the skill, by operation (MCP tool) name: (operation, what to do with it).
 MCP_WORKFLOW: tuple[tuple[str, str], ...] = (
     ("workspace.room", "look around: status, participants, leases, open proposals"),
@@ -151,6 +162,7 @@ def mcp_instructions() -> str:
     lines.append(" ".join(RECOVERY_ADVICE) + " A tool error is an isError result holding the"
                  " same error object; the full skill is skill://commonroom/SKILL.md.")
     lines.append(" ".join(REVIEW_ADVICE))
+    lines.append(" ".join(TASK_SURFACE_ADVICE))
     return "\n".join(lines)
 
 
@@ -183,6 +195,8 @@ def skill_markdown() -> str:
         *RECOVERY_ADVICE,
         "",
         *REVIEW_ADVICE,
+        "",
+        *TASK_SURFACE_ADVICE,
         "",
         "## Operations",
         "",

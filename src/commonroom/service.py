@@ -325,6 +325,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
             await stop.wait()
             engine.begin_stopping()
             room.hub.close_all()
+            room.app_hosts.close_all()  # the pages' app-host lines end like the event streams
         # Listeners have drained; record the stop and end the background work.
         with suppress(OSError):
             credentials_path(doc).unlink(missing_ok=True)

@@ -76,6 +76,13 @@ REVIEW_EVENTS: dict[str, tuple[str, ...]] = {
     "proposal.revised": ("proposal_id", "participant_id", "revision", "base_version", "summary",
                          "rebased"),
 }
+# docs/spec/PROTOCOL.md section 20 (task surfaces) names these; the fields are ours
+# (docs/protocol.md "Task surfaces").
+TASK_SURFACE_EVENTS: dict[str, tuple[str, ...]] = {
+    "task.live_view": ("task_id", "surface_id", "revision", "participant_id", "reason"),
+    "task.app": ("task_id", "revision", "title", "participant_id", "reason"),
+    "task.app_state": ("task_id", "app_revision", "revision", "participant_id"),
+}
 ADDITIVE_EVENTS: dict[str, tuple[str, ...]] = {
     "proposal.changes_requested": ("proposal_id", "reviewer_id", "comment"),
 }
@@ -85,7 +92,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "commonroom"
 
 
 def test_catalogue_is_the_protocols_list() -> None:
-    every = {**PROTOCOL_EVENTS, **REVIEW_EVENTS, **ADDITIVE_EVENTS}
+    every = {**PROTOCOL_EVENTS, **REVIEW_EVENTS, **ADDITIVE_EVENTS, **TASK_SURFACE_EVENTS}
     assert set(events.EVENTS) == set(every)
     for name, fields in every.items():
         spec = events.EVENTS[name]

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 from commonroom.engine import sessions
 from commonroom.engine.dispatch import open_engine
@@ -161,6 +162,31 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("workspace.proposal.revise", pal_bearer, proposal_id=asked["proposal_id"],
                content="# Plan\n\nall newer, and why\n")
     await call("workspace.proposal.rebase", pal_bearer, proposal_id=asked["proposal_id"])
+    # Task surfaces (docs/spec/PROTOCOL.md 20): pal takes a task, shows it, asks its app.
+    shown = await session.room.call("handoff.request", host, {
+        "to_participant_id": pal["participant_id"], "summary": "show progress"})
+    task_id = (await session.room.call("handoff.respond", pal_bearer, {
+        "handoff_id": shown["handoff_id"], "decision": "accept"}))["task_id"]
+    await call("task.live_view", pal_bearer, task_id=task_id, surface={
+        "surface_id": "progress", "revision": 1, "data": {"done": 1},
+        "root": {"type": "Card", "title": "Steps", "children": [
+            {"type": "Value", "path": "done", "label": "Done"},
+            {"type": "Button", "label": "+1", "action": {"type": "increment", "path": "done"}}]}})
+    await call("task.app", pal_bearer, task_id=task_id, bundle={
+        "version": 1, "manifest": {"title": "Chooser", "networkOrigins": []},
+        "html": "<button>A</button>", "css": "", "js": "", "initialState": {"choice": None}})
+    await call("task.app_state", host, task_id=task_id, revision=0, state={"choice": "A"})
+    line = session.room.app_hosts.open()
+    session.room.app_hosts.host(line.host_id, [task_id])
+    async with trio.open_nursery() as nursery:
+        async def page() -> None:
+            item = await line.receive.receive()
+            session.room.app_hosts.answer(line.host_id, item.request_id, {"choice": "A"})
+
+        nursery.start_soon(page)
+        await call("task.app_request", pal_bearer, task_id=task_id, payload={"question": "which?"})
+    session.room.app_hosts.close(line.host_id)
+    await call("task.surfaces", bearer, task_id=task_id)
     second = await session.join(host, "second")
     await call("session.revoke", host, participant_id=second["participant_id"])
     return dict(agent)

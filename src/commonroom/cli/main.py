@@ -35,6 +35,7 @@ import click
 
 from commonroom.cli import (
     agent_session,
+    agent_tasks,
     agent_verbs,
     conversation,
     host_access,
@@ -52,6 +53,7 @@ COMMANDS: Final[tuple[click.Command, ...]] = (
     *provenance.COMMANDS,
     *agent_session.COMMANDS, *agent_verbs.COMMANDS, *mcp_command.COMMANDS,
     *conversation.COMMANDS,
+    *agent_tasks.COMMANDS,  # task surfaces (docs/spec/PROTOCOL.md 20)
 )
 
 

@@ -315,6 +315,37 @@ class Operations:
         """Cancel a task you requested."""
         return {"task_id": task_id}
 
+    # -- task surfaces (docs/spec/PROTOCOL.md 20)
+
+    @operation("task.live_view", r.LiveViewAnswer)
+    def publish_live_view(self, task_id: str, surface: dict[str, Any] | None = None, *,
+                          clear: bool = False) -> Params:
+        """Publish or replace your task's live view `{surface_id, revision, root, data}`
+        (a higher revision replaces it); `clear=True` without a surface removes it."""
+        return {"task_id": task_id, "surface": surface, "clear": clear or None}
+
+    @operation("task.app", r.AppPublished)
+    def publish_app(self, task_id: str, bundle: dict[str, Any]) -> Params:
+        """Publish or replace your task's app `{version: 1, manifest, html, css, js, initialState}`."""
+        return {"task_id": task_id, "bundle": bundle}
+
+    @operation("task.app_state", r.AppState)
+    def set_app_state(self, task_id: str, revision: int, state: Any) -> Params:
+        """Compare-and-set the task app's shared state on the revision you last saw
+        (`StaleVersion` when it moved)."""
+        return {"task_id": task_id, "revision": revision, "state": state}
+
+    @operation("task.app_request", r.AppReply)
+    def ask_app(self, task_id: str, payload: Any) -> Params:
+        """Ask the task's app, open in the host's page, and wait (<= 15 s) for its reply;
+        `TransportUnavailable` (`details["reason"]`: no_app_host, app_timeout, app_error)."""
+        return {"task_id": task_id, "payload": payload}
+
+    @operation("task.surfaces", r.TaskSurfacesList)
+    def task_surfaces(self, task_id: str | None = None) -> Params:
+        """The tasks' live views, apps and app states (one task's with `task_id`)."""
+        return {"task_id": task_id}
+
     @operation("workspace.message", r.Message)
     def send_message(self, text: str, *, to: list[str] | None = None,
                      handoff_id: str | None = None) -> Params:

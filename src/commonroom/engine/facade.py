@@ -6,8 +6,9 @@ Nothing outside `engine/` imports a feature module: `room/`, `http/`, `mcp/`,
 here, and why each is needed above the engine:
 
 - opening and running: `EngineConfig`, `open_engine`, `execute` (the one way an
-  operation runs), `Engine` / `Outcome` / `Actor` / `StreamStart` (the types the
-  room passes around), `SIDECAR_SUFFIX`;
+  operation runs), `Engine` / `Outcome` / `Actor` / `StreamStart` /
+  `AppRequestStart` (the types the room passes around; the last is an app request
+  the room carries to a page, docs/spec/PROTOCOL.md 20), `SIDECAR_SUFFIX`;
 - the room's streams: `newest_event_id`, `ring_window` (the event ring),
   `check_streams` (session liveness and presence of held streams), `addressed`,
   `related` (region paths, for MCP's region URIs);
@@ -41,12 +42,14 @@ from commonroom.engine.sessions import (
     end_stale_host_sessions,
     mint_host_session,
 )
+from commonroom.engine.task_surfaces import AppRequestStart
 from commonroom.engine.tx import Actor, Outcome
 
 __all__ = [
     "SIDECAR_SUFFIX",
     "WRITES_DOCUMENT",
     "Actor",
+    "AppRequestStart",
     "Engine",
     "EngineConfig",
     "GitOptions",

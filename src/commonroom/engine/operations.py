@@ -26,6 +26,7 @@ from commonroom.engine import (
     restore,
     revisions,
     surfaces,
+    task_surfaces,
     tasks,
     threads,
 )
@@ -99,6 +100,12 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.thread": threads.thread_one,
     "workspace.proposal.revise": revisions.revise,
     "workspace.proposal.rebase": revisions.rebase,
+    # -- task surfaces: live views, generated apps, app requests (docs/spec/PROTOCOL.md 20)
+    "task.live_view": task_surfaces.publish_live_view,
+    "task.app": task_surfaces.publish_app,
+    "task.app_state": task_surfaces.set_app_state,
+    "task.app_request": task_surfaces.app_request,
+    "task.surfaces": task_surfaces.read_surfaces,
 }
 
 WRITES_DOCUMENT: Final = frozenset({"workspace.commit", "workspace.revert", "workspace.restore"})

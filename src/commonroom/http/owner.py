@@ -35,29 +35,42 @@ secret, no login); `/owner/api/<operation path>` every authenticated
 operation of the table, run with the room's host session;
 `POST /owner/login-link` mints a fresh one-time link for `ce open FILE`
 (host bearer, from the 0600 credential file). None of them exist on the
-ingress. Every answer carries a strict Content-Security-Policy (scripts and
-styles from this origin only, no inline script, no remote images): a second
-wall behind the page's rule of never turning a string into HTML. `/mcp` here
-is 404.
+ingress. Task apps' requests (docs/spec/PROTOCOL.md 20, `room/app_hosts.py`): a page that
+runs apps opens one `GET /owner/app-host?ticket=...` event stream (its first
+event names its `host_id`; then one `app_request` event per request), says
+which tasks' apps it runs with `POST /owner/app-host/apps` and answers with
+`POST /owner/app-host/reply`; the stream's end ends its hosting.
+
+Every answer carries a strict Content-Security-Policy (scripts and styles from
+this origin only, no remote images): a second wall behind the page's rule of
+never turning a string into HTML. The page itself adds one nonce, new for each
+answer of `GET /`, which the page's own code reads from a meta tag: a task
+app's `<iframe srcdoc>` inherits this policy (Chromium, per CSP 3), so its one
+inline style and scripts carry the nonce; its own meta policy then allows no
+network, and this policy's `frame-src` (through `default-src 'none'`) refuses
+the frame any navigation (a srcdoc frame loads without a fetch, so it is not
+refused). `/mcp` here is 404.
 """
 
 from __future__ import annotations
 
 import hmac
 import html
+import json
 import secrets
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from importlib import resources
-from typing import Final
+from typing import Any, Final
 
+import trio
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from commonroom import discovery
 from commonroom.engine.facade import end_owner_logins, hash_secret, save_owner_login
-from commonroom.http import stream_views
+from commonroom.http import framing, stream_views
 from commonroom.http.common import (
     bearer_from_header,
     error_response,
@@ -67,7 +80,7 @@ from commonroom.http.common import (
     stream_view,
 )
 from commonroom.http.guards import OWNER_HEADERS, own_origin
-from commonroom.http.hardened_app import HEADER_CHECK, after_send
+from commonroom.http.hardened_app import HEADER_CHECK, after_send, streaming_response
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.operations import CALLS, OPERATIONS_BY_NAME, STREAMS
 from commonroom.protocol.timefmt import Clock, format_ts
@@ -80,6 +93,9 @@ PROTOCOL_PATH: Final = "/owner/api/protocol"
 LOGIN_LINK_PATH: Final = "/owner/login-link"
 LOGOUT_ALL_PATH: Final = "/owner/logout-all"
 OBSERVE_PATH: Final = "/owner/api" + OPERATIONS_BY_NAME["workspace.observe"].path
+APP_HOST_PATH: Final = "/owner/app-host"
+APP_HOST_APPS_PATH: Final = "/owner/app-host/apps"
+APP_HOST_REPLY_PATH: Final = "/owner/app-host/reply"
 TICKET_STREAM_PATHS: Final = frozenset(
     "/owner/api" + op.path for op in STREAMS if op.framing == "sse"
 )
@@ -95,6 +111,9 @@ CSP: Final = (
     " connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none';"
     " frame-ancestors 'none'"
 )
+# The page's answer: the same, and its task apps' inline code by the answer's nonce.
+PAGE_CSP: Final = CSP.replace("script-src 'self';", "script-src 'self' 'nonce-{nonce}';").replace(
+    "style-src 'self';", "style-src 'self' 'nonce-{nonce}';")
 FAVICON_PATH: Final = "/favicon.ico"
 _STATIC_TYPES: Final = {
     ".html": "text/html; charset=utf-8",
@@ -290,7 +309,7 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
                 return error_response(error)
             return None if ok else error_response(
                 CommonroomError("unauthorized", "needs the host bearer"))
-        if path in TICKET_STREAM_PATHS and "ticket" in request.args:
+        if (path in TICKET_STREAM_PATHS or path == APP_HOST_PATH) and "ticket" in request.args:
             g.owner_login = auth.redeem_ticket(request.args["ticket"])
         else:
             g.owner_login = await auth.authenticate(request.headers.get(OWNER_HEADER))
@@ -300,7 +319,9 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
 
     @app.after_request
     async def harden(response: Response) -> Response:
-        response.headers["Content-Security-Policy"] = CSP
+        nonce = g.get("frame_nonce")
+        response.headers["Content-Security-Policy"] = (
+            CSP if nonce is None else PAGE_CSP.format(nonce=nonce))
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["X-Frame-Options"] = "DENY"
@@ -310,7 +331,9 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
     async def page() -> Response:
         template = _static_file("index.html")
         assert template is not None, "the packaged page is missing"
-        body = template.decode().replace("{{FILE}}", html.escape(room.engine.path.name))
+        g.frame_nonce = secrets.token_urlsafe(18)
+        body = template.decode().replace("{{FILE}}", html.escape(room.engine.path.name)).replace(
+            "{{NONCE}}", g.frame_nonce)
         response = Response(body, content_type="text/html; charset=utf-8")
         response.headers["Cache-Control"] = "no-store"
         return response
@@ -412,7 +435,84 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
                 view_func=stream_view(framings[op.framing], op.name), methods=[op.method],
             )
 
+    _app_host_routes(app, room, auth, heartbeat_seconds)
     return app
+
+
+def _app_host_routes(app: QuartTrio, room: Room, auth: OwnerAuth, heartbeat_seconds: float) -> None:
+    """The page's line for task apps' requests (see the module docstring)."""
+    hosts = room.app_hosts
+
+    @app.get(APP_HOST_PATH)
+    async def app_host() -> Response:
+        line = hosts.open()
+        untrack = auth.track_stream(g.owner_login, lambda: hosts.close(line.host_id))
+
+        async def body() -> AsyncGenerator[bytes, None]:
+            try:
+                yield framing.SSE_PREAMBLE
+                yield _sse("host", {"host_id": line.host_id})
+                while True:
+                    with trio.move_on_after(heartbeat_seconds) as idle:
+                        item = await line.receive.receive()
+                    if idle.cancelled_caught:
+                        yield b": heartbeat\n\n"
+                    else:
+                        yield _sse("app_request", item.wire())
+            except trio.EndOfChannel:
+                return
+            finally:
+                hosts.close(line.host_id)
+
+        def ended() -> None:
+            hosts.close(line.host_id)
+            untrack()
+
+        return after_send(streaming_response(body(), headers=stream_views.SSE_HEADERS), ended)
+
+    @app.post(APP_HOST_APPS_PATH)
+    async def app_host_apps() -> Response:
+        try:
+            body = await _json_body()
+            host_id, task_ids = body.get("host_id"), body.get("task_ids")
+            if not isinstance(task_ids, list) or not all(isinstance(t, str) for t in task_ids):
+                raise CommonroomError("invalid_request", "task_ids must be a list of task ids",
+                                      {"field": "task_ids"})
+            hosting = hosts.host(_host_id(host_id), task_ids[:256])
+        except CommonroomError as error:
+            return error_response(error)
+        return json_response({"host_id": host_id, "hosting": hosting})
+
+    @app.post(APP_HOST_REPLY_PATH)
+    async def app_host_reply() -> Response:
+        try:
+            body = await _json_body()
+            request_id, error = body.get("request_id"), body.get("error")
+            if not isinstance(request_id, str):
+                raise CommonroomError("invalid_request", "request_id must be a string",
+                                      {"field": "request_id"})
+            if error is not None and not isinstance(error, str):
+                raise CommonroomError("invalid_request", "error must be a string",
+                                      {"field": "error"})
+            hosts.answer(_host_id(body.get("host_id")), request_id, body.get("reply"), error)
+        except CommonroomError as error_:
+            return error_response(error_)
+        return json_response({"answered": True})
+
+
+def _sse(event: str, data: object) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def _host_id(value: object) -> str:
+    if not isinstance(value, str):
+        raise CommonroomError("invalid_request", "host_id must be a string", {"field": "host_id"})
+    return value
+
+
+async def _json_body() -> dict[str, Any]:
+    raw = await request.get_data(cache=False, as_text=False)
+    return parse_json_object(raw if isinstance(raw, bytes) and raw.strip() else b"{}")
 
 
 def _not_found() -> Response:

@@ -43,6 +43,8 @@ RESOURCES: Final[tuple[str, ...]] = (
     "messages",
     # -- the review conversation (issue 22): threads, for the page and subscriptions/listen
     "threads",
+    # -- task surfaces (docs/spec/PROTOCOL.md 20): live views and apps, for the page's task cards
+    "task_surfaces",
 )
 
 
@@ -424,6 +426,45 @@ class GuardTripped(Payload):
     retry_after_seconds: int
 
 
+# -- task surfaces (docs/spec/PROTOCOL.md 20) -------------------------------------
+
+
+@attrs.frozen
+class TaskLiveView(Payload):
+    """A task's live view was published or replaced (`revision`), or went (`reason`:
+    `cleared` by its agent, `task_ended` 60 minutes after the task ended)."""
+
+    TYPE: ClassVar[str] = "task.live_view"
+    task_id: str
+    surface_id: str | None
+    revision: int | None
+    participant_id: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class TaskAppPublished(Payload):
+    """A task's app was published or replaced (`revision`), or went (`reason`: `task_ended`)."""
+
+    TYPE: ClassVar[str] = "task.app"
+    task_id: str
+    revision: int | None
+    title: str | None
+    participant_id: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class TaskAppState(Payload):
+    """A task's app state moved to `revision` (a compare-and-set, or a new bundle's initialState)."""
+
+    TYPE: ClassVar[str] = "task.app_state"
+    task_id: str
+    app_revision: int
+    revision: int
+    participant_id: str
+
+
 # -- the catalogue --------------------------------------------------------------
 
 
@@ -447,7 +488,7 @@ def _spec(payload: type[Payload], resources: tuple[str, ...] = (), *, ends_strea
     return EventSpec(payload.TYPE, payload, frozenset(resources), ends_streams)
 
 
-_S, _D, _PR, _L, _PA, _H, _M, _T = RESOURCES
+_S, _D, _PR, _L, _PA, _H, _M, _T, *_LATER = RESOURCES
 
 EVENTS: Final[dict[str, EventSpec]] = {
     spec.name: spec
@@ -498,6 +539,10 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(ThreadReplied, (_T,)),
         _spec(ThreadResolved, (_T,)),
         _spec(ThreadOutdated, (_T,)),
+        # -- task surfaces (docs/spec/PROTOCOL.md 20): only the page's task cards show them
+        _spec(TaskLiveView, ("task_surfaces",)),
+        _spec(TaskAppPublished, ("task_surfaces",)),
+        _spec(TaskAppState, ("task_surfaces",)),
     )
 }
 

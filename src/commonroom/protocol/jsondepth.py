@@ -13,9 +13,10 @@ import re
 from typing import Final
 
 # An operation's parameters are flat (strings, integers, booleans, lists of
-# strings): deeper JSON is refused before it is parsed, so it can never reach
-# the parser's recursion limit.
-MAX_JSON_DEPTH: Final = 16
+# strings) but for the task surfaces' JSON values (docs/spec/PROTOCOL.md section 20): a live
+# view of 8 levels of nodes nests two JSON levels per node, 21 in an MCP message. Deeper
+# JSON is refused before it is parsed, so it can never reach the parser's recursion limit.
+MAX_JSON_DEPTH: Final = 32
 
 
 _STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"', re.DOTALL)

@@ -80,6 +80,22 @@ THREAD_BODY_MAX_BYTES: Final = 8 * 1024
 THREAD_COMMENTS_MAX: Final = 200
 OPEN_THREADS_PER_PARTICIPANT: Final = 100
 PROPOSAL_REVISIONS_MAX: Final = 50
+# Task surfaces (docs/spec/PROTOCOL.md section 20): a live view's JSON, nesting and nodes; an
+# app's bundle, its shared state, one app request's payload and its reply (compact UTF-8
+# JSON bytes); how long a request waits for the page hosting the app; how long a task's
+# surfaces outlive its end (as its handoff's attachments do).
+LIVE_VIEW_MAX_BYTES: Final = 16 * 1024
+LIVE_VIEW_MAX_DEPTH: Final = 8
+LIVE_VIEW_MAX_NODES: Final = 200
+LIVE_VIEW_TEXT_MAX: Final = 2000  # characters of one text, label or title
+LIVE_VIEW_DATA_KEYS_MAX: Final = 100
+APP_BUNDLE_MAX_BYTES: Final = 48 * 1024
+APP_TITLE_MAX: Final = 120
+APP_STATE_MAX_BYTES: Final = 64 * 1024
+APP_REQUEST_MAX_BYTES: Final = 8 * 1024
+APP_REPLY_MAX_BYTES: Final = 64 * 1024
+APP_REQUEST_TIMEOUT_SECONDS: Final = 15.0
+TASK_SURFACE_GRACE_MINUTES: Final = HANDOFF_ATTACHMENT_GRACE_MINUTES
 # Open streams (SSE, WebSocket, long-poll, MCP streams) at once, issue 24 item 2.
 STREAMS_PER_SESSION: Final = 8
 STREAMS_PER_PARTICIPANT: Final = 8

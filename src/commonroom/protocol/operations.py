@@ -259,6 +259,29 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         rq.RebaseParams, r.Rebased,
         "Three-way merge of a stale proposal onto the region's current text (author, or a"
         " reviewer with approve); apply: true makes a clean merge a new revision."),
+    # -- task surfaces: live views, generated apps, app requests (docs/spec/PROTOCOL.md 20)
+    _spec("task.live_view", "POST", "/workspace/task/live_view", "handoff", rq.LiveViewParams,
+        r.LiveViewAnswer,
+        "Your task's agent only: publish or replace its live view, a small declarative view"
+        " (Text, Value, Button, Input, Row, Column, Card; local increment/set actions) the host's"
+        " page draws, e.g. a checklist with counts; a higher revision replaces it, clear: true removes it."
+        " Plain text and attachments are the default: use it for structured progress."),
+    _spec("task.app", "POST", "/workspace/task/app", "handoff", rq.AppParams, r.AppPublished,
+        "Your task's agent only: publish or replace its one generated app (<= 48 KiB html/css/js,"
+        " no network), run sandboxed in the host's page with a revisioned shared state; for a"
+        " choice or a small form a live view cannot hold."),
+    _spec("task.app_state", "POST", "/workspace/task/app/state", "handoff", rq.AppStateParams,
+        r.AppState,
+        "Set a task app's shared state by compare-and-set on the revision you last saw"
+        " (stale -> stale_version); the task's participants and the host."),
+    _spec("task.app_request", "POST", "/workspace/task/app/request", "handoff",
+        rq.AppRequestParams, r.AppReply,
+        "Ask the task's app, open in the host's page, one question (JSON <= 8 KiB) and wait up to"
+        " 15 s for its reply; no page hosting it -> transport_unavailable (no_app_host) at once."
+        " Never queued or retried."),
+    _spec("task.surfaces", "GET", "/workspace/task/surfaces", "read", rq.TaskSurfacesParams,
+        r.TaskSurfacesList,
+        "The tasks' live views, apps and app states (one task's with task_id).", **_READ),
 )
 
 OPERATIONS_BY_NAME: Final[dict[str, OperationSpec]] = {spec.name: spec for spec in OPERATIONS}

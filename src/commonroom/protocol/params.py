@@ -2,7 +2,9 @@
 
 Each operation declares its parameters as a frozen attrs class
 (`protocol/requests.py`). Supported field types: `str`, `int`, `float`,
-`bool`, `list[str]`, and any of them `| None`. A field may carry
+`bool`, `list[str]`, and any of them `| None`; `dict[str, Any]` (a JSON object)
+and `Any` (any JSON value) are passed whole to the handler, which checks them
+(the task surfaces' views, bundles and states: `protocol/task_surfaces.py`). A field may carry
 `metadata={"choices": (...)}`, `{"min": n, "max": m}`, `{"max_length": n}`
 (characters), `{"pattern": regex}` (a match somewhere in the value),
 `{"max_items": n, "item_max_length": m}` (a list), and `{"doc": ...}` for
@@ -118,6 +120,12 @@ def _coerce(name: str, tp: Any, value: Any, from_query: bool, document: bool = F
         if type(value) not in (int, float):
             raise invalid_request(f"{name} must be a number", name)
         return float(value)
+    if tp is Any:
+        return value  # a JSON value the handler checks as a whole (task surfaces, section 20)
+    if typing.get_origin(tp) is dict:
+        if not isinstance(value, dict):
+            raise invalid_request(f"{name} must be a JSON object", name)
+        return value
     if typing.get_origin(tp) is list:
         if from_query and isinstance(value, str):
             value = [v for v in value.split(",") if v]

@@ -685,3 +685,94 @@ class Restored:
     summary: str
     region: str
     restores: int
+
+
+# -- task surfaces: live views, generated apps, app requests (docs/spec/PROTOCOL.md 20)
+
+
+@attrs.frozen
+class LiveView:
+    """A task's current live view: the agent's declarative draft and who published it when."""
+
+    task_id: str
+    surface_id: str
+    revision: int
+    root: dict[str, Any]
+    data: dict[str, Any]
+    participant_id: str
+    published_at: str
+
+
+@attrs.frozen
+class LiveViewAnswer:
+    """`task.live_view`: the view now current (null once cleared)."""
+
+    task_id: str
+    live_view: LiveView | None
+    cleared: bool
+
+
+@attrs.frozen
+class TaskApp:
+    """A task's generated app: its bundle as published, and its revision (1 for the first)."""
+
+    task_id: str
+    revision: int
+    title: str
+    bundle: dict[str, Any]
+    size: int
+    participant_id: str
+    published_at: str
+
+
+@attrs.frozen
+class AppPublished:
+    """`task.app`: the app's new revision (the bundle is not echoed) and its state's."""
+
+    task_id: str
+    revision: int
+    title: str
+    size: int
+    state_revision: int
+    participant_id: str
+    published_at: str
+
+
+@attrs.frozen
+class AppState:
+    """The shared state of a task's app; `participant_id` null: the bundle's initialState."""
+
+    task_id: str
+    app_revision: int
+    revision: int
+    state: Any
+    participant_id: str | None
+    updated_at: str
+
+
+@attrs.frozen
+class TaskSurfaces:
+    """Everything a task shows: `open` false once the task ended (kept until `expires_at`)."""
+
+    task_id: str
+    handoff_id: str
+    summary: str
+    open: bool
+    expires_at: str | None
+    live_view: LiveView | None
+    app: TaskApp | None
+    app_state: AppState | None
+
+
+@attrs.frozen
+class TaskSurfacesList:
+    surfaces: list[TaskSurfaces]
+
+
+@attrs.frozen
+class AppReply:
+    """`task.app_request`: the app's reply, from the page that hosted it."""
+
+    task_id: str
+    app_revision: int
+    reply: Any

@@ -13,6 +13,8 @@ not import the engine.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from commonroom.protocol import limits, vocabulary
@@ -410,3 +412,47 @@ class RebaseParams:
     proposal_id: str
     apply: bool = attrs.field(default=False, metadata={
         "doc": "a clean merge becomes a new revision based on the current version"})
+
+
+# -- task surfaces: live views, generated apps, app requests (docs/spec/PROTOCOL.md 20)
+
+
+@attrs.frozen
+class LiveViewParams:
+    task_id: str
+    surface: dict[str, Any] | None = attrs.field(default=None, metadata={
+        "doc": "{surface_id, revision, root, data}: a declarative view of Text, Value, Button,"
+               " Input, Row, Column and Card nodes (<= 16 KiB JSON, depth <= 8, <= 200 nodes);"
+               " start at revision 1, replace with a higher one and the same surface_id"})
+    clear: bool = attrs.field(default=False, metadata={
+        "doc": "true (and no surface): remove the task's live view"})
+
+
+@attrs.frozen
+class AppParams:
+    task_id: str
+    bundle: dict[str, Any] = attrs.field(metadata={
+        "doc": "{version: 1, manifest: {title, networkOrigins: []}, html, css, js,"
+               " initialState} (<= 48 KiB JSON): one self-contained app, run sandboxed with no"
+               " network; it replaces the task's app (revision + 1)"})
+
+
+@attrs.frozen
+class AppStateParams:
+    task_id: str
+    revision: int = attrs.field(metadata={
+        "min": 0, "doc": "the state revision you last saw (0: the app's initialState)"})
+    state: Any = attrs.field(metadata={"doc": "the new shared state, any JSON (<= 64 KiB)"})
+
+
+@attrs.frozen
+class AppRequestParams:
+    task_id: str
+    payload: Any = attrs.field(metadata={
+        "doc": "one opaque JSON request (<= 8 KiB) for the app's onRequest handler"})
+
+
+@attrs.frozen
+class TaskSurfacesParams:
+    task_id: str | None = attrs.field(default=None, metadata={
+        "doc": "one task's surfaces (default: every task that has any)"})

@@ -37,17 +37,19 @@ from collections.abc import AsyncGenerator, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+import attrs
 import trio
 
 from commonroom.engine import facade
-from commonroom.engine.facade import Engine, Outcome, StreamStart, newest_event_id
+from commonroom.engine.facade import AppRequestStart, Engine, Outcome, StreamStart, newest_event_id
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
 from commonroom.protocol.operations import OPERATIONS_BY_NAME
-from commonroom.protocol.records import WaitAnswer, to_wire
+from commonroom.protocol.records import AppReply, WaitAnswer, to_wire
 from commonroom.protocol.timefmt import parse_ts
+from commonroom.room.app_hosts import AppHosts
 from commonroom.room.hub import EventHub
 from commonroom.room.pumps import RoomStream, StreamWriter, open_pumped, pump_to_writer
 from commonroom.room.slots import StreamSlots
@@ -105,6 +107,9 @@ class Room:
         self.addressed: Addressed | None = facade.addressed
         self.hub.latest_event_id = newest_event_id(engine)
         self.faults = FaultLines(fault_sink or _to_stderr)
+        # Task apps' requests (docs/spec/PROTOCOL.md 20): the pages hosting apps, the requests
+        # waiting on them; in memory only, never in the sidecar.
+        self.app_hosts = AppHosts()
 
     async def run_sync(self, fn: Any, *args: Any) -> Any:
         """Run `fn(*args)` on the store thread; with `execute`, the only way to the sidecar."""
@@ -151,7 +156,18 @@ class Room:
             self._sweep_wakeup.set()  # a new arrival: the sweeper announces it
         if outcome.error is not None:
             self.faults.report(outcome.error)
+        elif isinstance(outcome.result, AppRequestStart):
+            outcome = await self._carry_app_request(outcome, outcome.result)
         return outcome
+
+    async def _carry_app_request(self, outcome: Outcome, start: AppRequestStart) -> Outcome:
+        """An app request the engine authorized: carried to a page, answered with its reply
+        (`room/app_hosts.py`), outside the store's limiter; nothing of it is stored."""
+        try:
+            reply = await self.app_hosts.ask(start)
+        except CommonroomError as error:
+            return attrs.evolve(outcome, result=None, error=error)
+        return attrs.evolve(outcome, result=AppReply(start.task_id, start.app_revision, reply))
 
     def _runs_here(self, name: str) -> bool:
         """Does the call run on the trio thread? Asked holding the store's limiter.

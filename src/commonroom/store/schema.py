@@ -301,6 +301,30 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     CREATE INDEX proposals_pending ON proposals (participant_id) WHERE status = 'pending';
 """,
+    # task surfaces (docs/spec/PROTOCOL.md 20): one row per task with a live view or an app
+    # (`engine/task_surfaces.py`); the JSON as checked and stored, who published it when.
+    """
+    CREATE TABLE task_surfaces (
+        task_id TEXT PRIMARY KEY,
+        handoff_id TEXT NOT NULL,
+        view_json TEXT,
+        view_surface_id TEXT,
+        view_revision INTEGER,
+        view_by TEXT,
+        view_at TEXT,
+        app_json TEXT,
+        app_revision INTEGER NOT NULL DEFAULT 0,
+        app_title TEXT,
+        app_size INTEGER,
+        app_by TEXT,
+        app_at TEXT,
+        state_json TEXT,
+        state_revision INTEGER NOT NULL DEFAULT 0,
+        state_by TEXT,
+        state_at TEXT
+    );
+    CREATE INDEX task_surfaces_handoff ON task_surfaces (handoff_id);
+""",
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

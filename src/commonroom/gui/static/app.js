@@ -37,6 +37,7 @@
 
   const $ = (id) => document.getElementById(id);
   let threads = null; // hook: threads (threads.js, the review conversation)
+  let tasks = null; // hook: tasks (tasks.js, task surfaces: live views and apps)
   const state = {
     room: null, names: new Map(), proposals: [], details: new Map(), doc: null, regions: [],
     selected: null, view: "rendered", editing: false, dropped: new Set(), lastVersion: 0, latestEvent: 0,
@@ -499,6 +500,8 @@
     const again = new Set(dirty); dirty.clear();
     if (again.has("invitations")) loadInvitations().catch(() => {});
     if (again.has("panels")) loadOptionalPanels();
+    // hook: tasks — on a full re-read (start, reconnect, resync); its own and handoff events it reads itself
+    if (tasks && again.has("panels") && again.has("invitations")) tasks.refresh();
     if (state.selected) await refreshReview();
     if (threads) await threads.refresh().catch(() => {}); // hook: threads
   }
@@ -1363,6 +1366,7 @@
         const id = Number(event.lastEventId);
         if (id) state.latestEvent = Math.max(state.latestEvent, id);
         if (type === "proposal.created") showArrived(event.data);
+        if (tasks && tasks.onEvent(type, event.data)) return; // hook: tasks (its events change its cards only)
         scheduleRefresh(type);
       });
     }
@@ -1472,6 +1476,7 @@
       threads = window.CommonroomThreads.init({ api, el, clear, nameOf, shortRegion, renderDiff, loadRoom,
         vocabulary: VOCABULARY });
     }
+    if (window.CommonroomTasks) tasks = await window.CommonroomTasks.init({ api, el, clear, nameOf, ago }); // hook: tasks
     setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
     try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     connect();
