@@ -101,7 +101,7 @@ async def test_initialize_negotiates_the_newest_legacy_revision(
     assert result["capabilities"]["tools"] == {} and result["capabilities"]["prompts"] == {}
     assert "listChanged" not in json.dumps(result)
     assert result["serverInfo"]["name"] == "commonroom"
-    assert "workspace.propose" in result["instructions"]
+    assert "workspace_propose" in result["instructions"]
     assert "resultType" not in result  # the 2026-07-28 framing stays in its era
     for secret in (agent["session_id"], live.ready.workspace_id):
         assert secret not in json.dumps(result)
@@ -117,7 +117,7 @@ async def test_a_session_serves_the_same_table_without_the_2026_framing(live: Li
     assert {t["name"] for t in listed["tools"]} <= {op["name"] for op in modern}
     assert not {"ttlMs", "cacheScope", "resultType", "_meta"} & set(listed)
     status = result_of(await legacy_rpc(live, session_id, "tools/call",
-                                        {"name": "workspace.status", "arguments": {}}, bearer, rid=2))
+                                        {"name": "workspace_status", "arguments": {}}, bearer, rid=2))
     rest = (await live.call("GET", "/workspace/status", bearer)).json()
     assert status["isError"] is False and status["structuredContent"] == rest
     region = result_of(await legacy_rpc(live, session_id, "resources/read",
@@ -151,7 +151,7 @@ async def test_json_rpc_errors_in_a_session_are_http_200(live: LiveRoom) -> None
                                        bearer), 200, -32000)
     assert denied["data"]["error"] == "permission_denied"  # no `observe`
     tool = result_of(await legacy_rpc(live, session_id, "tools/call", {
-        "name": "workspace.checkout", "arguments": {"region": "Plan/Goals"}}, bearer))
+        "name": "workspace_checkout", "arguments": {"region": "Plan/Goals"}}, bearer))
     assert tool["isError"] is True and json.loads(tool["content"][0]["text"])["error"] == "permission_denied"
     tasks = error_of(await legacy_rpc(live, session_id, "tasks/get", {"taskId": "tk_x"}, bearer), 200, -32021)
     assert tasks["data"]["requiredCapabilities"] == {"extensions": {"io.modelcontextprotocol/tasks": {}}}
@@ -266,7 +266,7 @@ async def test_without_a_bearer_only_public_metadata(live: LiveRoom) -> None:
                                        {"uri": "skill://commonroom/SKILL.md"}))
     assert skill["contents"][0]["text"].startswith("---")
     for rid, (method, params) in enumerate([
-        ("tools/call", {"name": "workspace.status", "arguments": {}}),
+        ("tools/call", {"name": "workspace_status", "arguments": {}}),
         ("resources/read", {"uri": "commonroom://workspace/status"}),
         ("resources/subscribe", {"uri": DOCUMENT}),
     ], start=10):
@@ -287,7 +287,7 @@ async def test_the_2026_era_answers_401_too(live: LiveRoom) -> None:
     from tests.service.mcp_helpers import rpc
 
     for bearer in (None, "ses_not_a_session"):
-        refused = await rpc(live, "tools/call", {"name": "workspace.status", "arguments": {}}, bearer)
+        refused = await rpc(live, "tools/call", {"name": "workspace_status", "arguments": {}}, bearer)
         assert refused.status == 401, refused.body
         assert refused.header("www-authenticate") == WWW_AUTHENTICATE
         assert refused.json()["error"]["data"]["error"] == "unauthorized"

@@ -27,17 +27,17 @@ async def test_discover_list_and_call_tools_read_a_resource(live: LiveRoom) -> N
         discovered = await client.session.discover()
         assert discovered.supported_versions == ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
         assert client.protocol_version == "2026-07-28"
-        assert client.instructions and "workspace.commit" in client.instructions
+        assert client.instructions and "workspace_commit" in client.instructions
         tools = await client.list_tools()
-        assert tools.tools[0].name == "workspace.status"
-        assert {"workspace.read", "workspace.propose", "workspace.commit"} <= {t.name for t in tools.tools}
-        status = await client.call_tool("workspace.status", {})
+        assert tools.tools[0].name == "workspace_status"
+        assert {"workspace_read", "workspace_propose", "workspace_commit"} <= {t.name for t in tools.tools}
+        status = await client.call_tool("workspace_status", {})
         assert not status.is_error
         assert status.structured_content is not None and status.structured_content["version"] >= 1
-        read = await client.call_tool("workspace.read", {"region": "Plan/Goals"})
+        read = await client.call_tool("workspace_read", {"region": "Plan/Goals"})
         assert read.structured_content is not None
         assert read.structured_content["content"].startswith("## Goals")
-        denied = await client.call_tool("workspace.review", {"proposal_id": "pr_x", "decision": "approve"})
+        denied = await client.call_tool("workspace_review", {"proposal_id": "pr_x", "decision": "approve"})
         assert denied.is_error
         assert json.loads(denied.content[0].text)["error"] == "permission_denied"  # type: ignore[union-attr]
         document = await client.read_resource(DOCUMENT)

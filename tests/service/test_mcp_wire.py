@@ -36,7 +36,7 @@ async def test_discover_needs_no_session_and_holds_no_secret(live: LiveRoom) -> 
     assert set(caps["extensions"]) == {"io.modelcontextprotocol/tasks", "io.modelcontextprotocol/skills"}
     assert "listChanged" not in response.body.decode()
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "commonroom"
-    assert "workspace.propose" in result["instructions"]
+    assert "workspace_propose" in result["instructions"]
     text = response.body.decode()
     for secret in (live.host_session, str(live.ready.ingress_port), live.ready.workspace_id):
         assert secret not in text
@@ -78,7 +78,7 @@ async def test_header_missing_or_different_is_header_mismatch(
 
 
 async def test_mcp_name_is_checked_for_tools_resources_prompts_and_tasks(live: LiveRoom) -> None:
-    for method, params in [("tools/call", {"name": "workspace.status", "arguments": {}}),
+    for method, params in [("tools/call", {"name": "workspace_status", "arguments": {}}),
                            ("resources/read", {"uri": "commonroom://workspace/status"}),
                            ("prompts/get", {"name": "commonroom-workflow"}),
                            ("tasks/get", {"taskId": "tk_x"})]:
@@ -91,8 +91,8 @@ async def test_mcp_name_is_checked_for_tools_resources_prompts_and_tasks(live: L
 
 
 async def test_header_names_are_case_insensitive_values_trimmed_and_base64_decoded(live: LiveRoom) -> None:
-    message = envelope("tools/call", {"name": "workspace.status", "arguments": {}}, rid=4)
-    encoded = base64.b64encode(b"workspace.status").decode()
+    message = envelope("tools/call", {"name": "workspace_status", "arguments": {}}, rid=4)
+    encoded = base64.b64encode(b"workspace_status").decode()
     headers = {"content-type": "application/json", "mcp-protocol-version": f"  {VERSION} ",
                "MCP-METHOD": " tools/call", "mcp-name": f"=?base64?{encoded}?=",
                "Authorization": f"Bearer {live.host_session}"}
@@ -174,7 +174,7 @@ async def test_deep_nesting_and_huge_numbers_are_client_errors_not_500s(live: Li
     deep = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": ' + b"[" * 5000 + b"]" * 5000 + b"}"
     error_of(await post(live, None, {"Content-Type": "application/json"}, raw=deep), 400, -32700, None)
     agent = await live.join("numbers")
-    message = envelope("tools/call", {"name": "workspace.read",
+    message = envelope("tools/call", {"name": "workspace_read",
                                       "arguments": {"region": "Goals", "version": 1}})
     raw = json.dumps(message).replace('"version": 1', '"version": ' + "9" * 5000).encode()
     response = await post(live, None, headers_for(message, agent["session_id"]), raw=raw)
@@ -195,10 +195,10 @@ async def test_batches_and_posted_responses_are_invalid_requests(live: LiveRoom)
 async def test_unknown_tool_unknown_prompt_bad_params(live: LiveRoom) -> None:
     error_of(await rpc(live, "tools/call", {"name": "nope", "arguments": {}}, live.host_session),
              400, -32602)
-    error_of(await rpc(live, "tools/call", {"name": "session.join", "arguments": {}},
+    error_of(await rpc(live, "tools/call", {"name": "session_join", "arguments": {}},
                        live.host_session), 400, -32602)
     error_of(await rpc(live, "prompts/get", {"name": "nope"}), 400, -32602)
-    error_of(await rpc(live, "tools/call", {"name": "workspace.status", "arguments": [1]},
+    error_of(await rpc(live, "tools/call", {"name": "workspace_status", "arguments": [1]},
                        live.host_session), 400, -32602)
 
 
@@ -264,7 +264,7 @@ async def test_mcp_requests_count_against_the_rate_limit(doc: Any) -> None:
     async with trio.open_nursery() as nursery:
         room = await start_room(nursery, doc, requests_per_minute=3)
         try:
-            statuses = [(await rpc(room, "tools/call", {"name": "workspace.status", "arguments": {}},
+            statuses = [(await rpc(room, "tools/call", {"name": "workspace_status", "arguments": {}},
                                    room.host_session)).status for _ in range(5)]
         finally:
             room.stop.set()

@@ -78,11 +78,29 @@ def test_errors_keep_the_request_id() -> None:
     assert error.value.to_wire()["id"] == "abc"
 
 
+CLIENT_NAME_PATTERN = r"[a-zA-Z0-9_-]{1,64}"  # what Claude Desktop, the OpenAI API and Copilot enforce
+
+
 def test_tool_names_are_valid_and_unique() -> None:
     names = [t["name"] for t in tools.tool_list()]
     assert len(names) == len(set(names))
-    assert all(re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name) for name in names)
+    assert all(re.fullmatch(CLIENT_NAME_PATTERN, name) for name in names), names
     assert all(t["inputSchema"]["type"] == "object" for t in tools.tool_list())
+
+
+def test_every_mcp_name_matches_the_clients_pattern() -> None:
+    """Tools, prompts and resource templates: one dotted name makes clients refuse the server."""
+    from commonroom.mcp import endpoint, resources
+
+    names = [t["name"] for t in tools.tool_list()]
+    names.append(endpoint._prompt()["name"])
+    names += [t["name"] for t in resources.template_list()]
+    names += [r["name"] for r in resources.resource_list()]
+    bad = [name for name in names if not re.fullmatch(CLIENT_NAME_PATTERN, name)]
+    assert not bad
+    # The tool is the operation's name with `.` written `_`; operation names stay dotted.
+    assert {"workspace_read", "workspace_proposal_revise", "thread_open"} <= set(names)
+    assert tools.TOOLS_BY_NAME["workspace_proposal_revise"].name == "workspace.proposal.revise"
 
 
 def test_task_mapping() -> None:

@@ -99,6 +99,9 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.thread": threads.thread_one,
     "workspace.proposal.revise": revisions.revise,
     "workspace.proposal.rebase": revisions.rebase,
+    # -- waiting for a person is one call (docs/spec/PROTOCOL.md 12)
+    "workspace.proposal.wait": observe.open_proposal_wait,
+    "workspace.thread.wait": observe.open_thread_wait,
 }
 
 WRITES_DOCUMENT: Final = frozenset({"workspace.commit", "workspace.revert", "workspace.restore"})

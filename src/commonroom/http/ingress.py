@@ -181,8 +181,10 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
 
     async def long_poll(name: str) -> Response:
         try:
-            start = await open_stream(name, dict(request.args.items()))
-            return await stream_views.wait_response(room, start)
+            params = dict(request.args.items())
+            start = await open_stream(name, params)
+            again = stream_views.reopener(room, name, bearer_from_header(), params)
+            return await stream_views.wait_response(room, start, again)
         except CommonroomError as error:
             return error_response(error)
 

@@ -1,6 +1,10 @@
 """MCP tools: generated from the operation table, never a second list.
 
-Every `call` operation except `session.join` (an MCP caller already has its
+A tool is named like its operation with every `.` written `_` (`workspace_read`,
+`thread_open`): MCP clients (Claude Desktop, the OpenAI API behind Codex,
+Copilot) refuse a whole server when one tool name does not match
+`^[a-zA-Z0-9_-]{1,64}$` (`MCP_NAME_PATTERN`); `protocol.operations.tool_name` is the
+one place the name is derived. Every `call` operation except `session.join` (an MCP caller already has its
 session) is a tool, plus the long-poll `workspace.wait` (useful to agents
 that cannot hold a stream); observe and observe/ws are streams, not tools.
 Order is the table's, so `workspace.status` (no arguments, read-only) comes
@@ -23,13 +27,13 @@ from typing import Any, Final
 from commonroom.engine.facade import Outcome, StreamStart
 from commonroom.protocol import records as r
 from commonroom.protocol.errors import CommonroomError
-from commonroom.protocol.operations import OPERATIONS, OperationSpec
+from commonroom.protocol.operations import MCP_NAME_PATTERN, OPERATIONS, OperationSpec, tool_name
 from commonroom.protocol.records import to_wire
 from commonroom.protocol.schema import json_schema
 from commonroom.room.core import Room
 
 # Stream operations that are still one request and one answer.
-_LONG_POLLS: Final = frozenset({"workspace.wait"})
+_LONG_POLLS: Final = frozenset({"workspace.wait", "workspace.proposal.wait", "workspace.thread.wait"})
 # Operations an MCP caller never needs as a tool.
 _NOT_TOOLS: Final = frozenset({"session.join"})
 # The errors that mean "no valid bearer": HTTP 401, never an isError result.
@@ -39,7 +43,9 @@ TOOL_OPERATIONS: Final[tuple[OperationSpec, ...]] = tuple(
     op for op in OPERATIONS
     if op.name not in _NOT_TOOLS and (op.kind == "call" or op.name in _LONG_POLLS)
 )
-TOOLS_BY_NAME: Final[dict[str, OperationSpec]] = {op.name: op for op in TOOL_OPERATIONS}
+TOOLS_BY_NAME: Final[dict[str, OperationSpec]] = {tool_name(op.name): op for op in TOOL_OPERATIONS}
+if bad_names := [name for name in TOOLS_BY_NAME if not MCP_NAME_PATTERN.match(name)]:
+    raise RuntimeError(f"MCP tool names that clients refuse: {bad_names}")
 
 
 def _description(op: OperationSpec) -> str:
@@ -50,7 +56,7 @@ def _description(op: OperationSpec) -> str:
 def tool(op: OperationSpec) -> dict[str, Any]:
     """One `Tool` of `tools/list`."""
     out: dict[str, Any] = {
-        "name": op.name,
+        "name": tool_name(op.name),
         "title": op.name,
         "description": _description(op),
         "inputSchema": json_schema(op.params, params=True),
@@ -115,5 +121,19 @@ async def call_tool(
         return error_result(outcome.error)
     if op.kind == "stream":
         start: StreamStart = outcome.result
-        return success_result(to_wire(await room.wait(start)))
+
+        async def again() -> StreamStart:
+            rerun = await room.execute(op.name, bearer, arguments)
+            if rerun.error is not None:
+                raise rerun.error
+            fresh: StreamStart = rerun.result
+            return fresh
+
+        try:
+            waited = await room.wait(start, again)
+        except CommonroomError as error:  # the record went away, or the session ended, meanwhile
+            if error.code in AUTH_CODES:
+                raise
+            return error_result(error)
+        return success_result(to_wire(waited))
     return success_result(to_wire(outcome.result), media_content(outcome.result))

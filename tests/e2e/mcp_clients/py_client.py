@@ -94,17 +94,17 @@ async def main(url: str, bearer: str, region: str) -> None:
             sessionId=session_ids[0] if session_ids else None)
         tools = (await client.list_tools()).tools
         say("tools", count=len(tools), first=tools[0].name)
-        read = structured(await client.call_tool("workspace.read", {"region": region}))
+        read = structured(await client.call_tool("workspace_read", {"region": region}))
         say("read", version=read["version"])
-        lease = structured(await client.call_tool("workspace.checkout", {"region": region}))
-        proposal = structured(await client.call_tool("workspace.propose", {
+        lease = structured(await client.call_tool("workspace_checkout", {"region": region}))
+        proposal = structured(await client.call_tool("workspace_propose", {
             "region": region, "base_version": read["version"], "summary": "from the Python SDK",
             "content": read["content"].rstrip() + f"\n\nThe Python SDK {SDK_MAJOR}.x was here.\n"}))
         say("proposed", proposal_id=proposal["proposal_id"])
         await wait_for("approved")
-        committed = structured(await client.call_tool("workspace.commit",
+        committed = structured(await client.call_tool("workspace_commit",
                                                       {"proposal_id": proposal["proposal_id"]}))
-        structured(await client.call_tool("workspace.release", {"lease_id": lease["lease_id"]}))
+        structured(await client.call_tool("workspace_release", {"lease_id": lease["lease_id"]}))
         say("committed", version=committed["version"])
         await client.subscribe_resource(uri)
         say("subscribed", uri=uri)

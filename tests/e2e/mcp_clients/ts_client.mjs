@@ -37,19 +37,19 @@ await client.connect(transport);
 say("initialized", { protocolVersion: transport.protocolVersion, sessionId: transport.sessionId });
 const { tools } = await client.listTools();
 say("tools", { count: tools.length, first: tools[0].name });
-const read = structured(await client.callTool({ name: "workspace.read", arguments: { region } }));
+const read = structured(await client.callTool({ name: "workspace_read", arguments: { region } }));
 say("read", { version: read.version });
-const lease = structured(await client.callTool({ name: "workspace.checkout", arguments: { region } }));
+const lease = structured(await client.callTool({ name: "workspace_checkout", arguments: { region } }));
 const proposal = structured(await client.callTool({
-  name: "workspace.propose",
+  name: "workspace_propose",
   arguments: { region, base_version: read.version, summary: "from the TypeScript SDK",
                content: read.content.trimEnd() + "\n\nThe TypeScript SDK was here.\n" },
 }));
 say("proposed", { proposal_id: proposal.proposal_id });
 await waitFor("approved");
 const committed = structured(await client.callTool({
-  name: "workspace.commit", arguments: { proposal_id: proposal.proposal_id } }));
-structured(await client.callTool({ name: "workspace.release", arguments: { lease_id: lease.lease_id } }));
+  name: "workspace_commit", arguments: { proposal_id: proposal.proposal_id } }));
+structured(await client.callTool({ name: "workspace_release", arguments: { lease_id: lease.lease_id } }));
 say("committed", { version: committed.version });
 await client.subscribeResource({ uri });
 say("subscribed", { uri });
