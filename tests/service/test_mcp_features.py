@@ -46,7 +46,7 @@ async def test_tools_are_the_table(live: LiveRoom) -> None:
     checkout = by_name["workspace_checkout"]
     assert checkout["inputSchema"]["type"] == "object"
     assert checkout["inputSchema"]["required"] == ["region"]
-    assert checkout["outputSchema"]["properties"]["lease_id"] == {"type": "string"}
+    assert "outputSchema" not in checkout  # the answers' shapes are in /openapi.json
     assert checkout["annotations"] == {"readOnlyHint": False, "destructiveHint": False,
                                        "idempotentHint": False, "openWorldHint": False}
     assert by_name["workspace_read"]["annotations"]["readOnlyHint"] is True
@@ -65,8 +65,8 @@ async def test_a_tool_answers_what_rest_answers(live: LiveRoom) -> None:
 
 async def test_commonroom_errors_are_tool_results_with_the_http_error_object(live: LiveRoom) -> None:
     reader = await live.join("reader", capabilities=["read"])
-    listed = result_of(await rpc(live, "tools/list", bearer=reader["session_id"]))
-    assert "workspace_checkout" in [t["name"] for t in listed["tools"]]  # discovery is public
+    listed = result_of(await rpc(live, "tools/list"))
+    assert "workspace_checkout" in [t["name"] for t in listed["tools"]]  # the public view lists it
     error = tool_error(await tool(live, "workspace_checkout", reader["session_id"], region="Plan/Goals"))
     assert error["error"] == "permission_denied"
     assert error["details"] == {"required_capability": "checkout"}
@@ -110,6 +110,30 @@ async def test_the_stale_version_recovery_fields_reach_the_agent(live: LiveRoom)
     assert error["current_version"] == changed.json()["version"]
     assert error["proposal_id"] == proposal["proposal_id"]
     assert "ship it soon" in error["diff"]
+
+
+async def test_tools_list_shows_a_session_what_it_can_use(live: LiveRoom) -> None:
+    public = result_of(await rpc(live, "tools/list"))
+    assert public["cacheScope"] == "public"
+    everything = {t["name"] for t in public["tools"]}
+    agent = await live.join("default-agent")  # the default agent capabilities
+    mine = result_of(await rpc(live, "tools/list", bearer=agent["session_id"]))
+    assert mine["cacheScope"] == "private"
+    names = {t["name"] for t in mine["tools"]}
+    assert names < everything
+    assert {"workspace_read", "workspace_propose", "workspace_commit", "workspace_proposal_wait",
+            "workspace_thread_wait", "thread_open", "handoff_request"} <= names
+    assert not names & {"workspace_review", "workspace_invite", "workspace_policy_add",
+                        "session_revoke", "workspace_invitations", "workspace_revert"}
+    reader = await live.join("reader", capabilities=["read"])
+    readable = {t["name"] for t in result_of(
+        await rpc(live, "tools/list", bearer=reader["session_id"]))["tools"]}
+    assert "workspace_read" in readable and "workspace_checkout" not in readable
+    assert "workspace_wait" not in readable  # needs observe
+    host = {t["name"] for t in result_of(await rpc(live, "tools/list", bearer=live.host_session))["tools"]}
+    assert host == everything
+    stranger = result_of(await rpc(live, "tools/list", bearer="ses_not_a_session"))
+    assert stranger["cacheScope"] == "public" and {t["name"] for t in stranger["tools"]} == everything
 
 
 async def test_wait_is_a_tool(live: LiveRoom) -> None:

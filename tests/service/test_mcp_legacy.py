@@ -22,6 +22,12 @@ from tests.service.conftest import LiveRoom, start_room
 from tests.service.mcp_helpers import LEGACY, initialize, legacy_headers, legacy_rpc, post
 
 DOCUMENT = "commonroom://workspace/document"
+
+
+@pytest.fixture
+def live(legacy_live: LiveRoom) -> LiveRoom:
+    """Every room here is started with `--mcp-legacy` (by default /mcp refuses initialize)."""
+    return legacy_live
 WWW_AUTHENTICATE = 'Bearer error="invalid_token"'
 
 
@@ -113,8 +119,8 @@ async def test_a_session_serves_the_same_table_without_the_2026_framing(live: Li
     session_id, _ = await initialize(live, bearer)
     listed = result_of(await legacy_rpc(live, session_id, "tools/list", {}, bearer))
     modern = (await live.call("GET", "/protocol")).json()["operations"]
-    assert listed["tools"][0]["name"] == "workspace.status"
-    assert {t["name"] for t in listed["tools"]} <= {op["name"] for op in modern}
+    assert listed["tools"][0]["name"] == "workspace_status"
+    assert {t["title"] for t in listed["tools"]} <= {op["name"] for op in modern}
     assert not {"ttlMs", "cacheScope", "resultType", "_meta"} & set(listed)
     status = result_of(await legacy_rpc(live, session_id, "tools/call",
                                         {"name": "workspace_status", "arguments": {}}, bearer, rid=2))
@@ -245,13 +251,13 @@ async def test_the_session_ends_when_its_bearer_leaves(live: LiveRoom) -> None:
 
 async def test_a_room_restart_forgets_the_sessions(doc: Path) -> None:
     async with trio.open_nursery() as nursery:
-        live = await start_room(nursery, doc)
+        live = await start_room(nursery, doc, mcp_legacy=True)
         agent = await live.join("survivor")
         bearer = agent["session_id"]
         session_id, _ = await initialize(live, bearer)
         live.stop.set()
     async with trio.open_nursery() as nursery:
-        again = await start_room(nursery, doc)
+        again = await start_room(nursery, doc, mcp_legacy=True)
         error_of(await legacy_rpc(again, session_id, "tools/list", {}, bearer, rid=6), 404, -32001, 6)
         fresh, _ = await initialize(again, bearer)  # the client initializes again
         result_of(await legacy_rpc(again, fresh, "tools/list", {}, bearer))
@@ -384,7 +390,7 @@ async def test_each_session_has_its_own_subscriptions(live: LiveRoom) -> None:
 
 async def test_keepalives_and_the_per_bearer_cap(doc: Path) -> None:
     async with trio.open_nursery() as nursery:
-        live = await start_room(nursery, doc, heartbeat_seconds=0.2)
+        live = await start_room(nursery, doc, mcp_legacy=True, heartbeat_seconds=0.2)
         agent = await live.join("many")
         bearer = agent["session_id"]
         sessions = [(await initialize(live, bearer))[0] for _ in range(legacy.SESSIONS_PER_BEARER + 1)]
@@ -402,7 +408,7 @@ async def test_keepalives_and_the_per_bearer_cap(doc: Path) -> None:
 
 async def test_legacy_requests_count_against_the_bearers_rate_limit(doc: Path) -> None:
     async with trio.open_nursery() as nursery:
-        live = await start_room(nursery, doc, requests_per_minute=8)
+        live = await start_room(nursery, doc, mcp_legacy=True, requests_per_minute=8)
         agent = await live.join("busy")
         bearer = agent["session_id"]
         session_id, _ = await initialize(live, bearer)  # initialize + initialized: 2 requests
@@ -434,3 +440,16 @@ async def test_every_mcp_stream_is_uncached_unbuffered_and_kept_alive_by_default
                         json.dumps(message).encode()) as (status, listen, _):
         assert status == 200 and listen["cache-control"] == "no-cache"
         assert listen["x-accel-buffering"] == "no"
+
+
+async def test_with_mcp_legacy_discovery_lists_every_served_revision(live: LiveRoom) -> None:
+    from tests.service.mcp_helpers import rpc
+
+    response = await rpc(live, "server/discover")
+    assert response.status == 200, response.body
+    assert response.json()["result"]["supportedVersions"] == [
+        "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
+    message = {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": {}}
+    headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
+    refused = await post(live, message, headers)  # a legacy request without its session
+    assert refused.status == 400 and refused.json()["error"]["code"] == -32600

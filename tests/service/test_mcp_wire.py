@@ -29,7 +29,7 @@ async def test_discover_needs_no_session_and_holds_no_secret(live: LiveRoom) -> 
     assert response.header("mcp-session-id") is None
     result = response.json()["result"]
     assert result["resultType"] == "complete"
-    assert result["supportedVersions"] == [VERSION, "2025-11-25", "2025-06-18", "2025-03-26"]
+    assert result["supportedVersions"] == [VERSION]  # the seed's rule, by default
     assert result["cacheScope"] == "public" and result["ttlMs"] == 0
     caps = result["capabilities"]
     assert caps["resources"] == {"subscribe": True}
@@ -120,25 +120,52 @@ async def test_a_duplicated_header_is_refused(live: LiveRoom) -> None:
 
 @pytest.mark.parametrize("version", ["2025-11-25", "v999.0.0"])
 async def test_other_versions_are_unsupported(live: LiveRoom, version: str) -> None:
-    # A legacy version is served in a legacy session only, never in the 2026-07-28 envelope.
+    # A legacy version is served in a legacy session only (--mcp-legacy), never in the
+    # 2026-07-28 envelope; by default 2026-07-28 is the one supported revision.
     meta = {**META, "io.modelcontextprotocol/protocolVersion": version}
     message = envelope("server/discover", rid=11, meta=meta)
     headers = headers_for(message)
     headers["MCP-Protocol-Version"] = version
     error = error_of(await post(live, message, headers), 400, -32022, 11)
     assert error["message"] == "UnsupportedProtocolVersionError"
-    assert error["data"] == {"supported": [VERSION, "2025-11-25", "2025-06-18", "2025-03-26"],
-                             "requested": version}
+    assert error["data"] == {"supported": [VERSION], "requested": version}
 
 
-async def test_a_2025_request_without_its_session_is_a_bad_request(live: LiveRoom) -> None:
+async def test_by_default_a_2025_request_is_an_unsupported_version(live: LiveRoom) -> None:
     message = {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": {}}
     headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
-    error = error_of(await post(live, message, headers), 400, -32600, 12)
-    assert "initialize" in error["message"]
+    error = error_of(await post(live, message, headers), 400, -32022, 12)
+    assert error["data"] == {"supported": [VERSION], "requested": "2025-11-25"}
     headers["MCP-Protocol-Version"] = "1999-01-01"  # a version nobody serves: named as such
     error = error_of(await post(live, message, headers), 400, -32022, 12)
     assert error["data"]["requested"] == "1999-01-01"
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
+async def test_by_default_initialize_is_refused_with_32022_and_opens_no_session(
+        live: LiveRoom, version: str) -> None:
+    """The seed's rule: no initialize handshake; older clients use the `ce mcp` bridge."""
+    agent = await live.join("old-client")
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+               "params": {"protocolVersion": version, "capabilities": {},
+                          "clientInfo": {"name": "old", "version": "1"}}}
+    response = await post(live, message, {"Content-Type": "application/json",
+                                           "Accept": "application/json, text/event-stream",
+                                           "Authorization": f"Bearer {agent['session_id']}"})
+    error = error_of(response, 400, -32022, 0)
+    assert error["message"] == "UnsupportedProtocolVersionError"
+    assert error["data"] == {"supported": [VERSION], "requested": version}
+    assert response.header("mcp-session-id") is None
+
+
+async def test_by_default_a_session_header_opens_nothing(live: LiveRoom) -> None:
+    """GET with a legacy session's headers is "any other GET", DELETE is 405: no session era."""
+    headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": "2025-11-25",
+               "Mcp-Session-Id": "0123456789abcdef", "Authorization": f"Bearer {live.host_session}"}
+    for method in ("GET", "DELETE"):
+        response = await live.raw(method, "/mcp", headers=headers)
+        assert response.status == 405, (method, response.body)
+        assert response.header("allow") == "POST"
 
 
 async def test_initialize_with_the_2026_envelope_is_an_unknown_method(live: LiveRoom) -> None:

@@ -54,6 +54,10 @@ SETTLE_MS_MAX: Final = 5000
                    " git work tree; the host's own saves are not committed).")
 @click.option("--git-all", "git_all", is_flag=True,
               help="As --git, and commit the host's own saves too.")
+@click.option("--mcp-legacy", "mcp_legacy", is_flag=True,
+              help="Also serve MCP's initialize eras (2025-03-26/06-18/11-25) on /mcp, for"
+                   " clients set up by URL that cannot speak 2026-07-28 (by default they use the"
+                   " `ce mcp` bridge).")
 @json_option
 @guarded(interrupt_exit=0)
 def serve(
@@ -66,6 +70,7 @@ def serve(
     settle_ms: int,
     git: bool,
     git_all: bool,
+    mcp_legacy: bool,
     json_mode: bool,
 ) -> None:
     """Open the room around FILE until Ctrl-C; print its URL and an invitation."""
@@ -83,6 +88,7 @@ def serve(
         settle_ms=settle_ms,
         git=git,
         git_all=git_all,
+        mcp_legacy=mcp_legacy,
     )
     ready_printed = False
 

@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from commonroom.engine.facade import Outcome, StreamStart
 from commonroom.protocol import records as r
+from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.operations import MCP_NAME_PATTERN, OPERATIONS, OperationSpec, tool_name
 from commonroom.protocol.records import to_wire
@@ -54,8 +55,13 @@ def _description(op: OperationSpec) -> str:
 
 
 def tool(op: OperationSpec) -> dict[str, Any]:
-    """One `Tool` of `tools/list`."""
-    out: dict[str, Any] = {
+    """One `Tool` of `tools/list`.
+
+    No `outputSchema`: the answers' records were half of the listing (71 KB for 59 tools),
+    paid on every turn by every agent; `structuredContent` is still every answer, and its
+    shape is in `/openapi.json`. The input schema is the table's, constraints included.
+    """
+    return {
         "name": tool_name(op.name),
         "title": op.name,
         "description": _description(op),
@@ -67,14 +73,15 @@ def tool(op: OperationSpec) -> dict[str, Any]:
             "openWorldHint": False,
         },
     }
-    if op.result is not None:
-        out["outputSchema"] = json_schema(op.result)
-    return out
 
 
 @cache
-def tool_list() -> tuple[dict[str, Any], ...]:
-    return tuple(tool(op) for op in TOOL_OPERATIONS)
+def tool_list(capabilities: tuple[str, ...] | None = None) -> tuple[dict[str, Any], ...]:
+    """Every tool (the public view, `capabilities` None), or only those a session holding
+    `capabilities` can call (its view: what `tools/list` shows a valid bearer)."""
+    return tuple(tool(op) for op in TOOL_OPERATIONS
+                 if capabilities is None or op.capability is None
+                 or allows(capabilities, op.capability))
 
 
 def success_result(answer: Any, media: dict[str, Any] | None = None) -> dict[str, Any]:
