@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import httpx2
-import pytest
 import mcp
+import pytest
 import trio
 from mcp.client.streamable_http import streamable_http_client
 
@@ -75,7 +75,7 @@ async def test_the_sdks_legacy_initialize_is_refused_with_32022_by_default(live:
     """A room started the default way speaks 2026-07-28 only: the SDK's legacy mode (initialize)
     is refused with UnsupportedProtocolVersionError; older clients use the `ce mcp` bridge."""
     agent = await live.join("sdk-legacy")
-    with pytest.raises(BaseException) as refused:  # noqa: PT011 - the SDK wraps it in groups
+    with pytest.raises(BaseException) as refused:
         async with sdk_client(live, agent["session_id"], mode="legacy") as client:
             await client.list_tools()
     errors = _leaves(refused.value)
