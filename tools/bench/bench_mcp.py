@@ -372,7 +372,7 @@ def main() -> None:
         doc = Path(tmp) / "bench.md"
         doc_text = "# Bench\n\nMCP benchmark document.\n\n## Notes\n\nNothing yet.\n"
         doc.write_text(doc_text)
-        with loadgen.room_server(doc, room_cpu) as room:
+        with loadgen.room_server(doc, room_cpu, mcp_legacy=True) as room:
             agent = room.join("bench")
             parts = set(args.parts.split(","))
             best: dict[str, float] = {}
@@ -479,7 +479,7 @@ def memory_figures(doc: Path, cpu: int | None, args: argparse.Namespace,
     for era, legacy in (("legacy", True), ("modern", False)):
         fresh = doc.with_name(f"memory-{era}.md")
         fresh.write_text(doc.read_text())
-        with loadgen.room_server(fresh, cpu) as room:
+        with loadgen.room_server(fresh, cpu, mcp_legacy=True) as room:
             agents = [room.join(f"idle{i}") for i in range(-(-(args.legacy_sessions + 20) // per_agent))]
             slots = [bearer for bearer in agents for _ in range(per_agent)]
 
