@@ -128,11 +128,13 @@ def test_ce_mcp_serves_a_legacy_client_across_restarts(doc: Path, tmp_path: Path
         assert "workspace_propose" in init["instructions"]
         assert bridge.request(1, "ping") == {"jsonrpc": "2.0", "id": 1, "result": {}}
         tools = bridge.request(2, "tools/list")["result"]["tools"]
-        assert tools[0]["name"] == "workspace.status"
+        assert tools[0]["name"] == "workspace_status"
         status = bridge.request(3, "tools/call", {"name": "workspace_status", "arguments": {}})
         assert status["result"]["isError"] is False
         version = status["result"]["structuredContent"]["version"]
-        assert bridge.request(4, "resources/subscribe", {"uri": DOCUMENT})["result"]["resultType"] == "complete"
+        subscribed = bridge.request(4, "resources/subscribe", {"uri": DOCUMENT})["result"]
+        # The older eras' framing: no 2026-07-28 result fields (strict clients refuse them).
+        assert not {"resultType", "ttlMs", "cacheScope"} & set(subscribed), subscribed
 
         profile = config / "commonroom" / "mcp-sessions.json"
         assert stat.S_IMODE(profile.stat().st_mode) == 0o600
