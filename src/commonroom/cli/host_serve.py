@@ -99,7 +99,7 @@ def serve(
                 echo(f"note: {note}", err=True)
             emit_json(ready.ready_json())
         else:
-            for line in _ready_lines(file, ready):
+            for line in _ready_lines(file, ready, mcp_legacy=mcp_legacy):
                 echo(line)
         ready_printed = True
 
@@ -116,7 +116,7 @@ def serve(
         echo("room closed", err=True)
 
 
-def _ready_lines(file: Path, ready: Ready) -> list[str]:
+def _ready_lines(file: Path, ready: Ready, *, mcp_legacy: bool = False) -> list[str]:
     transport = ready.transport
     encrypted = "encrypted" if transport.get("encrypted") else "not encrypted"
     lines = [f"note: {note}" for note in ready.notes]
@@ -127,7 +127,10 @@ def _ready_lines(file: Path, ready: Ready) -> list[str]:
         f"{transport.get('status', 'READY')}",
         "invitation (single use; `ce invite FILE` makes more):",
         ready.invitation,
-        "MCP endpoint (`ce mcp config CLIENT` prints a client's setup):",
+        ("MCP endpoint, revisions 2026-07-28 and the older 2025 ones (`ce mcp config CLIENT`"
+         " prints a client's setup):" if mcp_legacy else
+         "MCP endpoint, revision 2026-07-28 (`ce mcp config CLIENT` prints a client's setup;"
+         " older clients run the `ce mcp` bridge):"),
         ready.mcp_url,
         "Ctrl-C closes the room.",
     ]
