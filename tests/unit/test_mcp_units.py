@@ -133,3 +133,43 @@ def test_notifications_follow_the_event_catalogue() -> None:
     touched = set().union(*(spec.resources for spec in EVENTS.values()))
     for name in ("status", "document", "proposals", "leases", "participants"):
         assert name in RESOURCES and name in touched
+
+
+def _command_lines(snippet: Any) -> list[list[str]]:
+    """Every command line a snippet makes: the shell command, or the server it starts."""
+    import json as json_module
+    import shlex
+    import tomllib
+
+    if snippet.format == "shell":
+        return [shlex.split(snippet.text)]
+    if snippet.format == "toml":
+        server = tomllib.loads(snippet.text)["mcp_servers"]["commonroom"]
+    else:
+        block = json_module.loads(snippet.text)
+        server = (block.get("mcpServers") or block.get("servers") or block["context_servers"])["commonroom"]
+    return [[server["command"], *server["args"]]] if "command" in server else []
+
+
+@pytest.mark.parametrize("legacy_room", [False, True])
+def test_no_snippet_puts_a_secret_on_a_command_line(legacy_room: bool) -> None:
+    from commonroom.mcp import configs
+
+    session, invitation = "ses_SECRETSESSION", "commonroom://join/SECRETINVITE"
+    for client, spec in configs.CLIENTS.items():
+        forms = [dict(transport=None, profile="ws_profile"), dict(transport="stdio", profile=None)]
+        forms += [dict(transport="http", profile=None)] if "http" in spec.transports else []
+        for form in forms:
+            try:
+                snippet = configs.render(client, url="http://127.0.0.1:9/mcp", bearer=session,
+                                         ce_command="/usr/bin/ce", invitation=invitation,
+                                         legacy_room=legacy_room, **form)  # type: ignore[arg-type]
+            except configs.ConfigError:
+                # Only an older-era client asked for the URL of a room that refuses its era.
+                assert form["transport"] == "http" and not (spec.speaks_2026 or legacy_room)
+                continue
+            for argv in _command_lines(snippet):
+                assert not any("SECRET" in arg for arg in argv), (client, form, argv)
+            if form["transport"] is None:  # the form follows what the client speaks and the room
+                by_url = "http" in spec.transports and (spec.speaks_2026 or legacy_room)
+                assert snippet.transport == ("http" if by_url else "stdio"), (client, legacy_room)
