@@ -1,15 +1,21 @@
-"""Run the official MCP conformance runner's generic server scenarios against a real room
-(2026-07-28, and the legacy initialize-era scenarios of 2025-03-26 / 2025-06-18 / 2025-11-25).
+"""Run the official MCP conformance runner's generic server scenarios against real rooms, in
+both ways a room can be started: the default (the seed's MCP: 2026-07-28 only) and
+`ce serve --mcp-legacy` (2026-07-28, and the legacy initialize-era scenarios of 2025-03-26 /
+2025-06-18 / 2025-11-25).
 
-    python tools/mcp_conformance.py [--runner-dir DIR] [--shared DIR] [--json OUT]
+    python tools/mcp_conformance.py [--rooms default,mcp-legacy] [--runner-dir DIR] [--shared DIR]
+                                    [--json OUT]
 
 What it does:
 
 1. installs the pinned runner `@modelcontextprotocol/conformance@0.2.0-alpha.12`
    with npm into `--runner-dir` (default `$XDG_CACHE_HOME/commonroom/mcp-conformance`)
    unless it is there already;
-2. starts a room (`ce serve --json`) on a copy of `samples/idea.md` in a
-   temporary folder, and joins an agent with the default agent capabilities;
+2. for each kind of room: starts it (`ce serve --json`, with `--mcp-legacy` for the second) on
+   a copy of `samples/idea.md` in a temporary folder, and joins an agent with the default agent
+   capabilities; the default room runs the 2026-07-28 scenarios and must refuse each legacy
+   revision's `initialize` with HTTP 400 / -32022 (checked here: the runner has no scenario
+   for a refusal), the legacy room runs every scenario;
 3. starts a tiny local proxy in front of the room's ingress that adds
    `Authorization: Bearer <session>` to every request (the runner cannot
    send one) and forwards everything else, `Host` and `Origin` included,
@@ -34,6 +40,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -130,14 +137,19 @@ def read_checks(out_dir: Path) -> list[dict[str, Any]]:
 # -- the room ---------------------------------------------------------------------------
 
 
+ROOMS: dict[str, tuple[str, ...]] = {"default": (), "mcp-legacy": ("--mcp-legacy",)}
+LEGACY_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
+
+
 class Room:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, extra: tuple[str, ...] = ()) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
         doc = folder / "idea.md"
         shutil.copyfile(REPO / "samples" / "idea.md", doc)
         ce = Path(sys.executable).parent / "ce"
         self.proc = subprocess.Popen(
             [str(ce if ce.exists() else "ce"), "serve", str(doc), "--json", "--port-owner", "0",
-             "--port-ingress", "0"],
+             "--port-ingress", "0", *extra],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
@@ -156,6 +168,18 @@ class Room:
                      **({"Authorization": f"Bearer {bearer}"} if bearer else {})})
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
+
+    def post_mcp(self, body: Any, bearer: str) -> tuple[int, Any]:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/mcp", method="POST", data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json",
+                     "Accept": "application/json, text/event-stream",
+                     "Authorization": f"Bearer {bearer}"})
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
 
     def agent_session(self) -> str:
         from commonroom.credentials import read_credentials
@@ -225,13 +249,30 @@ async def serve_proxy(port: int, bearer: str, *, task_status: Any = trio.TASK_ST
 # -- main -------------------------------------------------------------------------------------
 
 
-async def run_scenarios(index: Path, shim: Path, room_port: int, bearer: str, out: Path
+def refusal_checks(room: Room, bearer: str) -> list[dict[str, Any]]:
+    """The seed's rule on a default room: each legacy revision's `initialize` is HTTP 400 with
+    -32022, and opens no session (checks in the runner's own shape)."""
+    checks = []
+    for version in LEGACY_VERSIONS:
+        status, answer = room.post_mcp({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {},
+            "clientInfo": {"name": "conformance", "version": "1"}}}, bearer)
+        code = answer.get("error", {}).get("code") if isinstance(answer, dict) else None
+        ok = status == 400 and code == -32022
+        checks.append({"id": f"seed-initialize-refused-{version}",
+                       "status": "SUCCESS" if ok else "FAILURE",
+                       "errorMessage": "" if ok else f"HTTP {status}, {answer}"})
+    return checks
+
+
+async def run_scenarios(index: Path, shim: Path, room_port: int, bearer: str, out: Path,
+                        scenarios: tuple[tuple[str, str], ...] = SCENARIOS
                         ) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {}
     async with trio.open_nursery() as nursery:
         proxy_port = await nursery.start(serve_proxy, room_port, bearer)
         url = f"http://127.0.0.1:{proxy_port}/mcp"
-        for scenario, version in SCENARIOS:
+        for scenario, version in scenarios:
             key = scenario if version == MODERN else f"{scenario}@{version}"
             target = out / key
             command = ["node", "--import", str(shim), str(index), "server", "--url", url,
@@ -244,6 +285,29 @@ async def run_scenarios(index: Path, shim: Path, room_port: int, bearer: str, ou
     return results
 
 
+def run_room(kind: str, index: Path, shim: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every scenario one kind of room runs, keyed `<scenario>[@version] (<kind>)` for the
+    default room (so the keys of the legacy room stay those of `EXPECTED_FAILURES`)."""
+    modern_only = tuple(item for item in SCENARIOS if item[1] == MODERN)
+    with tempfile.TemporaryDirectory(prefix=f"commonroom-conformance-{kind}-") as tmp:
+        room = Room(Path(tmp) / "room", ROOMS[kind])
+        try:
+            bearer = room.agent_session()
+            if kind == "mcp-legacy":
+                return trio.run(run_scenarios, index, shim, room.port, bearer, Path(tmp) / "out")
+            ran = trio.run(run_scenarios, index, shim, room.port, bearer, Path(tmp) / "out",
+                           modern_only)
+            ran["seed-initialize-refused"] = refusal_checks(room, bearer)
+            return {f"{key} (default)": checks for key, checks in ran.items()}
+        finally:
+            room.stop()
+
+
+def expected_failure(scenario: str, check_id: str) -> str | None:
+    """Why a check fails by design (`EXPECTED_FAILURES`, for either kind of room), else None."""
+    return EXPECTED_FAILURES.get((scenario.removesuffix(" (default)"), check_id))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
@@ -251,19 +315,20 @@ def main() -> int:
     parser.add_argument("--shared", type=Path, default=REPO.parent / "shared",
                         help="the shared/ folder beside the project (holds tools/mcp-conformance)")
     parser.add_argument("--json", type=Path, help="also write every check as JSON here")
+    parser.add_argument("--rooms", default=",".join(ROOMS),
+                        help=f"which ways to start the room, comma-separated: {', '.join(ROOMS)}")
     args = parser.parse_args()
+    kinds = [kind for kind in args.rooms.split(",") if kind]
+    if not kinds or any(kind not in ROOMS for kind in kinds):
+        parser.error(f"--rooms takes {', '.join(ROOMS)}")
     shim = args.shared / "tools" / "mcp-conformance" / "register.mjs"
     if shutil.which("node") is None or not shim.exists():
         log(f"node or {shim} is missing: the conformance runner cannot run here")
         return 2
     index = ensure_runner(args.runner_dir)
-    with tempfile.TemporaryDirectory(prefix="commonroom-conformance-") as tmp:
-        room = Room(Path(tmp))
-        try:
-            bearer = room.agent_session()
-            results = trio.run(run_scenarios, index, shim, room.port, bearer, Path(tmp) / "out")
-        finally:
-            room.stop()
+    results: dict[str, list[dict[str, Any]]] = {}
+    for kind in kinds:
+        results.update(run_room(kind, index, shim))
     unexpected = 0
     for scenario, checks in results.items():
         counts: dict[str, int] = {}
@@ -277,7 +342,7 @@ def main() -> int:
             status = check.get("status")
             if status in ("SUCCESS", "INFO", "SKIPPED"):
                 continue
-            why = EXPECTED_FAILURES.get((scenario, check.get("id", "")))
+            why = expected_failure(scenario, check.get("id", ""))
             mark = "expected" if why else ("warning" if status == "WARNING" else "UNEXPECTED")
             if status == "FAILURE" and not why:
                 unexpected += 1

@@ -12,7 +12,7 @@ from commonroom.protocol import vocabulary
 from commonroom.protocol.capabilities import ALL, DEFAULT_AGENT
 from commonroom.protocol.errors import STATUS
 from commonroom.protocol.events import EVENTS
-from commonroom.protocol.operations import OPERATIONS
+from commonroom.protocol.operations import OPERATIONS, tool_name
 from commonroom.protocol.schema import json_schema
 
 
@@ -114,11 +114,12 @@ RECOVERY_ADVICE: tuple[str, ...] = (
 
 # The review conversation (docs/spec/PROTOCOL.md 17, issue 22), shared the same way.
 REVIEW_ADVICE: tuple[str, ...] = (
-    "Unsure what the person wants? Ask on the region (`thread.open`, optionally quoting its",
-    "exact text, `blocking: true` for a question you wait on) and wait for the reply",
-    "(`thread.replied`); only you are held. On `changes_requested`, read the review's thread",
-    "and `workspace.proposal.revise` in place; on a stale or superseded proposal,",
-    "`workspace.proposal.rebase` previews a three-way merge (`apply: true` makes it a revision).",
+    "Unsure what the person wants? Ask on the region (`thread_open`, optionally quoting its",
+    "exact text, `blocking: true` for a question you wait on) and wait for the reply with",
+    "`workspace_thread_wait`; only you are held. On `changes_requested`, read the review's",
+    "thread and `workspace_proposal_revise` in place; on a stale or superseded proposal,",
+    "`workspace_proposal_rebase` previews a three-way merge (`apply: true` makes it a revision).",
+    "(Names are MCP tools; over HTTP each is the operation with `_` written `.`.)",
 )
 
 # Task surfaces (docs/spec/PROTOCOL.md 20), shared the same way: when one helps, and that it is
@@ -140,8 +141,9 @@ MCP_WORKFLOW: tuple[tuple[str, str], ...] = (
     ("workspace.checkout", "lease it so others keep out"),
     ("workspace.propose", "propose new text on that version (content replaces the region,"
                           " heading line included)"),
-    ("workspace.wait", "wait for a person's review (or subscribe to"
-                       " commonroom://workspace/proposals)"),
+    ("workspace.proposal.wait", "wait for a person's review: one call holds up to 25 s and"
+                                " answers once the proposal leaves `pending`; call it again"
+                                " while `waiting` is true (never filter raw events)"),
     ("workspace.commit", "commit the approved proposal"),
     ("workspace.release", "release your lease"),
 )
@@ -158,7 +160,7 @@ def mcp_instructions() -> str:
     for step, (name, what) in enumerate(MCP_WORKFLOW, 1):
         if name not in names:
             raise RuntimeError(f"the MCP workflow names an unknown operation {name!r}")
-        lines.append(f"{step}. `{name}`: {what}.")
+        lines.append(f"{step}. `{tool_name(name)}`: {what}.")
     lines.append(" ".join(RECOVERY_ADVICE) + " A tool error is an isError result holding the"
                  " same error object; the full skill is skill://commonroom/SKILL.md.")
     lines.append(" ".join(REVIEW_ADVICE))
@@ -188,8 +190,10 @@ def skill_markdown() -> str:
         "4. Lease it so others keep out: `POST /workspace/checkout {region, minutes}`.",
         "5. Propose: `POST /workspace/propose {region, base_version, summary, content}`;",
         "   `content` replaces the region's whole span, heading line included.",
-        "6. Wait for a person to approve (watch `GET /workspace/observe` or",
-        "   `GET /workspace/wait?cursor=N`), then `POST /workspace/commit {proposal_id}`.",
+        "6. Wait for a person to approve: `GET /workspace/proposal/wait?proposal_id=P`",
+        "   (MCP `workspace_proposal_wait`) holds up to 25 s and answers once the proposal",
+        "   leaves `pending`; call it again while `waiting` is true. Then",
+        "   `POST /workspace/commit {proposal_id}`.",
         "7. Release your lease: `POST /workspace/release {lease_id}`.",
         "",
         *RECOVERY_ADVICE,

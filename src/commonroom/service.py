@@ -119,6 +119,9 @@ class ServeOptions:
     # saves too) become commits in the git work tree around the file.
     git: bool = False
     git_all: bool = False
+    # `--mcp-legacy` (a deviation from the seed, docs/protocol.md): /mcp serves the initialize
+    # eras too; by default only 2026-07-28.
+    mcp_legacy: bool = False
     # Injected time for tests: the engine's wall clock and the rate limiter's monotonic one.
     clock: Clock = system_clock
     rate_clock: Callable[[], float] = trio.current_time
@@ -263,6 +266,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
         anonymous_per_minute=options.anonymous_per_minute,
         heartbeat_seconds=options.heartbeat_seconds,
         response_timeout=options.response_timeout,
+        mcp_legacy=options.mcp_legacy,
         clock=options.rate_clock,
     )
     ingress_app = create_ingress_app(room, settings)

@@ -93,6 +93,19 @@ def typescript_sdk() -> Path:
     return home
 
 
+def typescript_client() -> Path:
+    """The client script beside the pinned SDK, named by its content: a cache shared by
+    several checkouts never runs another checkout's version of it."""
+    home = typescript_sdk()
+    script = (CLIENTS / "ts_client.mjs").read_bytes()
+    path = home / f"ts_client-{hashlib.sha256(script).hexdigest()[:16]}.mjs"
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_bytes(script)
+        tmp.replace(path)
+    return path
+
+
 if __name__ == "__main__":
     print(python_sdk_1())
     print(typescript_sdk())

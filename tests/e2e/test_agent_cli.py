@@ -338,3 +338,37 @@ def test_verbs_and_client_over_the_tailcat_plugin(doc: Path, tmp_path: Path) -> 
         assert done.stdout.strip() == f"1 {PROBLEM}"
     finally:
         room.close()
+
+
+def host_approves(doc: Path, proposal: str) -> None:
+    """The host approves with `ce review` (the one place this module's new tests review)."""
+    assert run("review", str(doc), proposal, "--approve").returncode == 0
+
+
+def test_wait_outlives_a_room_restart_and_says_it_reconnects(doc: Path, config_home: Path) -> None:
+    room = start_room(doc)
+    again: RoomProcess | None = None
+    waiter: subprocess.Popen[str] | None = None
+    try:
+        joined = join(doc, "waiter")
+        risks = run("read", "Risks").stdout
+        proposal = run("propose", "Risks", "-", input=risks + "- Restarts.\n\n").stdout.strip()
+        waiter = subprocess.Popen([ce_path(), "wait", proposal], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
+        err = Lines(waiter.stderr)
+        room.stop()
+        line = err.until(lambda line: "reconnecting" in line)
+        assert line.startswith("note: ") and joined["session_id"] not in line
+        again = start_room(doc)  # the same ingress port, the same sidecar: the session stands
+        host_approves(doc, proposal)
+        assert waiter.wait(60) == 0
+        assert waiter.stdout is not None
+        out = waiter.stdout.read()
+        assert proposal in out and "approved" in out
+    finally:
+        if waiter is not None and waiter.poll() is None:
+            waiter.terminate()
+            waiter.wait(10)
+        room.close()
+        if again is not None:
+            again.close()

@@ -125,14 +125,16 @@ def test_ce_mcp_serves_a_legacy_client_across_restarts(doc: Path, tmp_path: Path
         init = legacy_handshake(bridge)
         assert init["protocolVersion"] == "2025-06-18"
         assert init["serverInfo"]["name"] == "commonroom"
-        assert "workspace.propose" in init["instructions"]
+        assert "workspace_propose" in init["instructions"]
         assert bridge.request(1, "ping") == {"jsonrpc": "2.0", "id": 1, "result": {}}
         tools = bridge.request(2, "tools/list")["result"]["tools"]
-        assert tools[0]["name"] == "workspace.status"
-        status = bridge.request(3, "tools/call", {"name": "workspace.status", "arguments": {}})
+        assert tools[0]["name"] == "workspace_status"
+        status = bridge.request(3, "tools/call", {"name": "workspace_status", "arguments": {}})
         assert status["result"]["isError"] is False
         version = status["result"]["structuredContent"]["version"]
-        assert bridge.request(4, "resources/subscribe", {"uri": DOCUMENT})["result"]["resultType"] == "complete"
+        subscribed = bridge.request(4, "resources/subscribe", {"uri": DOCUMENT})["result"]
+        # The older eras' framing: no 2026-07-28 result fields (strict clients refuse them).
+        assert not {"resultType", "ttlMs", "cacheScope"} & set(subscribed), subscribed
 
         profile = config / "commonroom" / "mcp-sessions.json"
         assert stat.S_IMODE(profile.stat().st_mode) == 0o600
@@ -149,7 +151,7 @@ def test_ce_mcp_serves_a_legacy_client_across_restarts(doc: Path, tmp_path: Path
         bridge.notification(DOCUMENT)  # the reconnect hint: changes may have been missed
         host_commit(doc, invitation, "second change")
         bridge.notification(DOCUMENT)
-        after = bridge.request(5, "tools/call", {"name": "workspace.status", "arguments": {}})
+        after = bridge.request(5, "tools/call", {"name": "workspace_status", "arguments": {}})
         assert after["result"]["structuredContent"]["version"] == version + 2
         assert bridge.close_stdin_and_wait() == 0  # EOF ends it cleanly
 
@@ -157,7 +159,7 @@ def test_ce_mcp_serves_a_legacy_client_across_restarts(doc: Path, tmp_path: Path
         again = Bridge([invitation, "--name", "claude"], env, tmp_path)
         bridges.append(again)
         legacy_handshake(again)
-        mine = again.request(6, "tools/call", {"name": "workspace.participants", "arguments": {}})
+        mine = again.request(6, "tools/call", {"name": "workspace_participants", "arguments": {}})
         names = [p["name"] for p in mine["result"]["structuredContent"]["participants"]]
         assert names.count("claude") == 1
         assert again.close_stdin_and_wait() == 0
@@ -180,13 +182,13 @@ def test_ce_mcp_joins_again_when_the_room_refuses_its_kept_session(doc: Path, tm
         invitation = ce_ok("invite", str(doc), "--max-uses", "2")["invitation"]
         bridge = Bridge([invitation, "--name", "claude"], env, tmp_path)
         legacy_handshake(bridge)
-        listed = bridge.request(1, "tools/call", {"name": "workspace.participants", "arguments": {}})
+        listed = bridge.request(1, "tools/call", {"name": "workspace_participants", "arguments": {}})
         mine = [p for p in listed["result"]["structuredContent"]["participants"] if p["name"] == "claude"]
         creds = read_credentials(doc)
         assert creds is not None and len(mine) == 1
         ce_ok("call", invitation, "POST", "/workspace/session/revoke", "--session", creds.host_session,
               "--body", json.dumps({"participant_id": mine[0]["participant_id"]}))
-        after = bridge.request(2, "tools/call", {"name": "workspace.status", "arguments": {}})
+        after = bridge.request(2, "tools/call", {"name": "workspace_status", "arguments": {}})
         assert after["result"]["isError"] is False, after  # answered on a fresh session
         assert bridge.close_stdin_and_wait() == 0
         assert "Traceback" not in bridge.stderr()

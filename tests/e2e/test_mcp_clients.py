@@ -1,24 +1,33 @@
-"""Real MCP clients, configured by URL, against a real `ce serve` (issue 20).
+"""Real MCP clients against a real `ce serve`, each doing an agent's whole loop (issues 20, 30).
 
-Each client does the whole loop over HTTP in the legacy (initialize) era that URL-configured
-clients speak: initialize, list tools, read a region, check it out, propose, commit after the
-host approved (`ce review --approve`, a real `ce`), release, subscribe to the region's resource,
-receive `notifications/resources/updated` after another agent's commit there, and end the
-session (DELETE). The clients are the official Python SDK 2.3 (legacy mode, the test venv's),
-the Python SDK 1.x (its own venv) and the TypeScript SDK's StreamableHTTPClientTransport on
-Node (what VS Code and Cursor embed); `mcp_client_envs` builds the last two from the registries.
+The loop: list tools (every name matching the pattern clients enforce, only the tools the
+session can use), read a region, check it out, propose, hold `workspace_proposal_wait` until
+the host approves (`ce review --approve`, a real `ce`), commit, release, subscribe to the
+region's resource and see another agent's commit there, end the session.
 
-Also on a real room: a legacy session after `ce leave` and after a room restart.
+- The official Python SDK 2.x runs it against a room started the default way, in MCP
+  2026-07-28 (discover, no initialize); its legacy initialize is refused there (-32022).
+- The clients of MCP's older (initialize) eras, the Python SDK 2.x in its legacy mode, the
+  Python SDK 1.x (its own venv) and the TypeScript SDK on Node (what VS Code and Cursor embed),
+  run it through the stdio bridge `ce mcp` against a default room (the room and session in
+  the bridge's env block, as `ce mcp config` prints it), and by URL only against a room
+  started with `--mcp-legacy`. `mcp_client_envs` builds the last two from the registries.
+
+Also on a real room with `--mcp-legacy`: a legacy session after `ce leave` and after a room
+restart.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import queue
+import re
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +35,14 @@ import pytest
 
 from commonroom.credentials import read_credentials
 from tests.e2e import mcp_client_envs
-from tests.e2e.conftest import RoomProcess, ce, ce_ok, start_room
+from tests.e2e.conftest import RoomProcess, ce, ce_ok, ce_path, start_room
 
 pytestmark = pytest.mark.e2e
 CLIENTS_DIR = Path(__file__).resolve().parent / "mcp_clients"
 REGION = "Problem"
-STEP_TIMEOUT = 30.0
+STEP_TIMEOUT = 60.0
+NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # Claude Desktop, the OpenAI API, Copilot
+OLDER_ERAS = ["python-sdk-2-legacy", "python-sdk-1", "typescript-sdk"]
 
 
 def http_call(port: int, method: str, path: str, bearer: str | None = None, body: Any = None,
@@ -52,6 +63,19 @@ def http_call(port: int, method: str, path: str, bearer: str | None = None, body
         connection.close()
 
 
+def host_approves(doc: Path, proposal_id: str) -> None:
+    """The host approves with a real `ce review` (the one place these tests review by CLI)."""
+    review = ce("review", str(doc), proposal_id, "--approve", "--yes", "--json")
+    assert review.returncode == 0, review.stderr
+
+
+def host_approves_over_http(port: int, host: str, proposal_id: str) -> None:
+    """The host approves over REST (the one place these tests call the review operation)."""
+    status, answer, _ = http_call(port, "POST", "/workspace/proposal/review", host,
+                                  {"proposal_id": proposal_id, "decision": "approve"})
+    assert status == 200, answer
+
+
 def another_agent_commits(port: int, host: str, region: str) -> int:
     """Another participant changes REGION: propose, the host approves, commit."""
     status, invite, _ = http_call(port, "POST", "/workspace/invite", host, {})
@@ -66,8 +90,7 @@ def another_agent_commits(port: int, host: str, region: str) -> int:
         "region": region, "base_version": read["version"], "summary": "another agent",
         "content": read["content"].rstrip() + "\n\nAnother agent added this.\n"})
     assert status == 200, proposal
-    http_call(port, "POST", "/workspace/proposal/review", host,
-              {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+    host_approves_over_http(port, host, proposal["proposal_id"])
     status, committed, _ = http_call(port, "POST", "/workspace/commit", me,
                                      {"proposal_id": proposal["proposal_id"]})
     assert status == 200, committed
@@ -77,11 +100,11 @@ def another_agent_commits(port: int, host: str, region: str) -> int:
 class ClientProcess:
     """A client script with pipes; its JSON step lines read in a thread."""
 
-    def __init__(self, argv: list[str], cwd: Path) -> None:
-        self.stderr_path = cwd / f".mcp-client-{id(self)}.err"
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.stderr_path = cwd / f".mcp-client-{os.getpid()}-{id(self)}.err"
         self._stderr = self.stderr_path.open("wb")
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._stderr, cwd=cwd, text=True)
+                                     stderr=self._stderr, cwd=cwd, text=True, env=env)
         self.steps: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -119,37 +142,49 @@ class ClientProcess:
         return self.proc.returncode
 
 
-def client_command(kind: str, url: str, bearer: str) -> tuple[list[str], Path]:
-    script_args = [url, bearer, REGION]
-    if kind == "python-sdk-2-legacy":
-        return [sys.executable, str(CLIENTS_DIR / "py_client.py"), *script_args], CLIENTS_DIR
+def client_command(kind: str, mode: str) -> tuple[list[str], Path]:
+    """The client script of `kind` in `mode` (`modern`, `url` or `stdio`)."""
+    if kind.startswith("python-sdk-2"):
+        return [sys.executable, str(CLIENTS_DIR / "py_client.py"), mode, REGION], CLIENTS_DIR
     if kind == "python-sdk-1":
         python = mcp_client_envs.python_sdk_1()
-        return [str(python), str(CLIENTS_DIR / "py_client.py"), *script_args], CLIENTS_DIR
-    home = mcp_client_envs.typescript_sdk()
-    return [mcp_client_envs.node(), str(home / "ts_client.mjs"), *script_args], home
+        return [str(python), str(CLIENTS_DIR / "py_client.py"), mode, REGION], CLIENTS_DIR
+    script = mcp_client_envs.typescript_client()
+    return [mcp_client_envs.node(), str(script), mode, REGION], script.parent
 
 
-@pytest.mark.parametrize("kind", ["python-sdk-2-legacy", "python-sdk-1", "typescript-sdk"])
-def test_a_real_client_does_the_whole_loop(room: RoomProcess, doc: Path, kind: str) -> None:
+def client_env(mode: str, agent: dict[str, Any], invitation: str) -> dict[str, str]:
+    """What the client knows: the URL and bearer, or (stdio) the bridge's env block."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CE_", "MCP_TEST_"))}
+    if mode == "stdio":
+        return {**env, "MCP_TEST_CE": ce_path(), "CE_INVITATION": invitation,
+                "CE_SESSION": agent["session_id"]}
+    return {**env, "MCP_TEST_URL": agent["mcp_url"], "MCP_TEST_BEARER": agent["session_id"]}
+
+
+def start_client(kind: str, mode: str, agent: dict[str, Any], invitation: str) -> ClientProcess:
+    argv, cwd = client_command(kind, mode)
+    return ClientProcess(argv, cwd, client_env(mode, agent, invitation))
+
+
+def run_the_loop(room: RoomProcess, doc: Path, kind: str, mode: str) -> dict[str, Any]:
+    """The client does the whole loop; what it said when it started."""
     port = room.ready["ingress_port"]
-    agent = ce_ok("join", room.ready["invitation"], "--name", kind, "--no-hold")
+    invitation = room.ready["invitation"]
+    agent = ce_ok("join", invitation, "--name", kind, "--no-hold")
     creds = read_credentials(doc)
     assert creds is not None
-    argv, cwd = client_command(kind, agent["mcp_url"], agent["session_id"])
-    client = ClientProcess(argv, cwd)
+    client = start_client(kind, mode, agent, invitation)
     try:
         started = client.expect("initialized")
-        assert started["sessionId"], started
-        if started["protocolVersion"] is not None:  # the SDKs that say so
-            assert started["protocolVersion"] == "2025-11-25"
-        tools = client.expect("tools")
-        assert tools["first"] == "workspace.status" and tools["count"] > 30
+        names = client.expect("tools")["names"]
+        assert all(NAME_PATTERN.match(name) for name in names), names
+        assert names[0] == "workspace_status" and "workspace_proposal_wait" in names
+        assert not {"workspace_review", "workspace_invite", "workspace_policy_add"} & set(names)
         read = client.expect("read")
-        proposed = client.expect("proposed")
-        review = ce("review", str(doc), proposed["proposal_id"], "--approve", "--yes", "--json")
-        assert review.returncode == 0, review.stderr
-        client.send("approved")
+        proposed = client.expect("proposed")  # the client now holds workspace_proposal_wait
+        host_approves(doc, proposed["proposal_id"])
+        assert client.expect("reviewed")["status"] == "approved"
         committed = client.expect("committed")
         assert committed["version"] == read["version"] + 1
         assert "SDK" in doc.read_text() and "was here." in doc.read_text()  # the agent's edit landed
@@ -158,12 +193,61 @@ def test_a_real_client_does_the_whole_loop(room: RoomProcess, doc: Path, kind: s
         assert client.expect("notified")["uri"] == f"commonroom://workspace/region/{REGION}"
         client.expect("closed")
         assert client.close() == 0, client.stderr()
-        # The client ended its session: its id is unknown now.
-        status, answer, _ = http_call(port, "POST", "/mcp", agent["session_id"],
-                                      {"jsonrpc": "2.0", "id": 1, "method": "ping"},
-                                      {"Mcp-Session-Id": started["sessionId"],
-                                       "Accept": "application/json, text/event-stream"})
-        assert status == 404, answer
+        assert "Traceback" not in room.stderr()
+        started["bearer"] = agent["session_id"]
+        return started
+    finally:
+        client.close()
+        client.stderr_path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def legacy_room(doc: Path) -> Iterator[RoomProcess]:
+    process = start_room(doc, "--port-ingress", "0", "--mcp-legacy")
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+def test_the_python_sdk_runs_the_loop_in_2026_07_28_against_a_default_room(
+        room: RoomProcess, doc: Path) -> None:
+    started = run_the_loop(room, doc, "python-sdk-2", "modern")
+    assert started["protocolVersion"] == "2026-07-28" and started["sessionId"] is None
+    assert started["supported"] == ["2026-07-28"]
+
+
+@pytest.mark.parametrize("kind", OLDER_ERAS)
+def test_an_older_client_runs_the_loop_through_ce_mcp(room: RoomProcess, doc: Path, kind: str) -> None:
+    started = run_the_loop(room, doc, kind, "stdio")
+    assert started["sessionId"] is None  # the bridge is its server: no HTTP session anywhere
+
+
+@pytest.mark.parametrize("kind", OLDER_ERAS)
+def test_an_older_client_runs_the_loop_by_url_with_mcp_legacy(legacy_room: RoomProcess, doc: Path,
+                                                              kind: str) -> None:
+    started = run_the_loop(legacy_room, doc, kind, "url")
+    assert started["sessionId"], started
+    if started["protocolVersion"] is not None:  # the SDKs that say so
+        assert started["protocolVersion"] == "2025-11-25"
+    # The client ended its session: its id is unknown now.
+    status, answer, _ = http_call(legacy_room.ready["ingress_port"], "POST", "/mcp", started["bearer"],
+                                  {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                  {"Mcp-Session-Id": started["sessionId"],
+                                   "Accept": "application/json, text/event-stream"})
+    assert status == 404, answer
+
+
+@pytest.mark.parametrize("kind", OLDER_ERAS)
+def test_an_older_client_is_refused_by_url_on_a_default_room(room: RoomProcess, kind: str) -> None:
+    agent = ce_ok("join", room.ready["invitation"], "--name", kind, "--no-hold")
+    client = start_client(kind, "url", agent, room.ready["invitation"])
+    try:
+        assert client.proc.wait(STEP_TIMEOUT) != 0  # it gives up at once: no hang, no kill
+        said = []
+        while (step := client.steps.get(timeout=STEP_TIMEOUT)) is not None:
+            said.append(step["step"])
+        assert "initialized" not in said, said
         assert "Traceback" not in room.stderr()
     finally:
         client.close()
@@ -188,7 +272,7 @@ def ping(port: int, bearer: str, session_id: str) -> int:
 
 
 def test_a_session_ends_with_ce_leave_and_with_the_room(doc: Path) -> None:
-    room = start_room(doc, "--port-ingress", "0")
+    room = start_room(doc, "--port-ingress", "0", "--mcp-legacy")
     try:
         port = room.ready["ingress_port"]
         leaver = ce_ok("join", room.ready["invitation"], "--name", "leaver", "--no-hold")
@@ -200,7 +284,7 @@ def test_a_session_ends_with_ce_leave_and_with_the_room(doc: Path) -> None:
         stayer = ce_ok("join", ce_ok("invite", str(doc))["invitation"], "--name", "stayer", "--no-hold")
         session_id = legacy_session(port, stayer["session_id"])
         room.close()
-        room = start_room(doc, "--port-ingress", str(port))
+        room = start_room(doc, "--port-ingress", str(port), "--mcp-legacy")
         assert ping(port, stayer["session_id"], session_id) == 404  # the room forgot it
         again = legacy_session(port, stayer["session_id"])  # the bearer still works: initialize again
         assert ping(port, stayer["session_id"], again) == 200

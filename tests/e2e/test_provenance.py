@@ -142,7 +142,7 @@ def test_blame_revert_restore_and_git_on_a_real_room(doc: Path) -> None:
         assert [line["name"] for line in host_view["lines"]][2] == "ada"
         text_out = ce("blame", str(doc), "Problem").stdout
         assert "ada" in text_out and "Readers keep books they read once." in text_out
-        tool = mcp_tool(room, ada["session_id"], "workspace.blame", {"region": "Problem"})
+        tool = mcp_tool(room, ada["session_id"], "workspace_blame", {"region": "Problem"})
         assert tool["structuredContent"]["lines"] == host_view["lines"]
 
         # revert that merges: ada's change undone, bob's and the host's stay

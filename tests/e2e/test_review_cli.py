@@ -238,37 +238,37 @@ def _host_saves(doc: Path, old: str, new: str) -> None:
 def test_rebase_clean_and_conflicting_over_mcp(room: RoomProcess, doc: Path) -> None:
     agent = _mcp_agent(room, doc, "mcp-author")
     other = _mcp_agent(room, doc, "mcp-other")
-    read = mcp_tool(agent, "workspace.read", region=RISKS)
-    proposal = mcp_tool(agent, "workspace.propose", region=RISKS, base_version=read["version"],
+    read = mcp_tool(agent, "workspace_read", region=RISKS)
+    proposal = mcp_tool(agent, "workspace_propose", region=RISKS, base_version=read["version"],
                         summary="weather", content=read["content"].replace(
                             "- Privacy", "- Weather.\n- Privacy"))
     pid = proposal["proposal_id"]
-    refused = mcp_error(other, "workspace.proposal.revise", proposal_id=pid, content="## Risks\n")
+    refused = mcp_error(other, "workspace_proposal_revise", proposal_id=pid, content="## Risks\n")
     assert refused["error"] == "permission_denied"
     _host_saves(doc, "must stay quick.", "must be quick.")
-    preview = mcp_tool(agent, "workspace.proposal.rebase", proposal_id=pid)
+    preview = mcp_tool(agent, "workspace_proposal_rebase", proposal_id=pid)
     assert preview["clean"] is True and preview["applied"] is False
     assert "- Weather.\n" in preview["content"] and "must be quick." in preview["content"]
-    applied = mcp_tool(agent, "workspace.proposal.rebase", proposal_id=pid, apply=True)
+    applied = mcp_tool(agent, "workspace_proposal_rebase", proposal_id=pid, apply=True)
     assert applied["applied"] is True and applied["revision"] == 2 and applied["status"] == "pending"
-    detail = mcp_tool(agent, "workspace.proposal", proposal_id=pid)
+    detail = mcp_tool(agent, "workspace_proposal", proposal_id=pid)
     assert detail["rebased"] is True and [r["rebased"] for r in detail["revisions"]] == [False, True]
     ce_ok("review", str(doc), pid, "--approve", "--yes")
-    committed = mcp_tool(agent, "workspace.commit", proposal_id=pid)
+    committed = mcp_tool(agent, "workspace_commit", proposal_id=pid)
     assert committed["proposal_id"] == pid
     assert "- Weather.\n" in doc.read_text() and "must be quick." in doc.read_text()
-    gone = mcp_error(agent, "workspace.proposal.rebase", proposal_id=pid)
+    gone = mcp_error(agent, "workspace_proposal_rebase", proposal_id=pid)
     assert gone["error"] == "proposal_conflict" and gone["details"]["status"] == "committed"
 
-    read = mcp_tool(agent, "workspace.read", region=RISKS)
-    clash = mcp_tool(agent, "workspace.propose", region=RISKS, base_version=read["version"],
+    read = mcp_tool(agent, "workspace_read", region=RISKS)
+    clash = mcp_tool(agent, "workspace_propose", region=RISKS, base_version=read["version"],
                      summary="secrecy", content=read["content"].replace("- Privacy: a",
                                                                          "- Secrecy: a"))
     _host_saves(doc, "- Privacy: a", "- Confidentiality: a")
-    answer = mcp_tool(agent, "workspace.proposal.rebase", proposal_id=clash["proposal_id"],
+    answer = mcp_tool(agent, "workspace_proposal_rebase", proposal_id=clash["proposal_id"],
                       apply=True)
     assert answer["clean"] is False and answer["applied"] is False
     [hunk] = answer["conflicts"]
     assert "Secrecy" in hunk["ours"] and "Confidentiality" in hunk["theirs"]
-    assert mcp_tool(agent, "workspace.proposal", proposal_id=clash["proposal_id"])[
+    assert mcp_tool(agent, "workspace_proposal", proposal_id=clash["proposal_id"])[
         "revision"] == 1

@@ -122,3 +122,12 @@ async def live(doc: Path) -> AsyncIterator[LiveRoom]:
         room = await start_room(nursery, doc)
         yield room
         room.stop.set()
+
+
+@pytest.fixture
+async def legacy_live(doc: Path) -> AsyncIterator[LiveRoom]:
+    """A room started with `ce serve --mcp-legacy`: /mcp serves the initialize eras too."""
+    async with trio.open_nursery() as nursery:
+        room = await start_room(nursery, doc, mcp_legacy=True)
+        yield room
+        room.stop.set()

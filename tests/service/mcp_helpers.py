@@ -122,3 +122,18 @@ async def legacy_rpc(live: LiveRoom, session_id: str, method: str, params: dict[
     if params is not None:
         message["params"] = params
     return await post(live, message, legacy_headers(session_id, bearer, version))
+
+
+# -- the host's review ------------------------------------------------------------------------
+
+
+async def host_reviews(live: LiveRoom, proposal_id: str, decision: str = "approve",
+                       comment: str | None = None) -> dict[str, Any]:
+    """The host reviews a proposal over REST: the one place these tests call the review."""
+    body: dict[str, Any] = {"proposal_id": proposal_id, "decision": decision}
+    if comment is not None:
+        body["comment"] = comment
+    answer = await live.call("POST", "/workspace/proposal/review", live.host_session, body)
+    assert answer.status == 200, answer.body
+    reviewed: dict[str, Any] = answer.json()
+    return reviewed

@@ -27,8 +27,20 @@ async def test_the_owner_api_renders_every_clients_stdio_snippet(live: LiveRoom)
                        "gemini"]
     desktop = json.loads(body["configs"][1]["text"])["mcpServers"]["commonroom"]
     assert Path(desktop["command"]).is_absolute() and Path(desktop["command"]).name == "ce"
-    assert desktop["args"] == ["mcp", invite, "--name", "helper"]
+    # The invitation is a secret: in the env block the client sets, never on a command line.
+    assert desktop["args"] == ["mcp", "--name", "helper"]
+    assert desktop["env"] == {"CE_INVITATION": invite}
     assert all(c["transport"] == "stdio" and c["secret"] for c in body["configs"])
+    for config in body["configs"]:
+        if config["format"] == "shell":
+            assert invite not in config["text"], config
+        elif config["format"] == "json":
+            block = json.loads(config["text"])
+            server = (block.get("mcpServers") or block.get("servers")
+                      or block["context_servers"])["commonroom"]
+            assert invite not in json.dumps(server["args"]), config
+        else:
+            assert 'args = ["mcp", "--name", "helper"]' in config["text"], config
     assert live.host_session not in answer.body.decode()
     # Like every owner request: the login header; and a body to work on.
     no_login = {k: v for k, v in headers.items() if k != "X-Commonroom-Owner"}

@@ -10,7 +10,7 @@ from typing import Any
 import trio
 
 from commonroom.cli.mcp_bridge import exchange
-from commonroom.protocol.operations import OPERATIONS
+from commonroom.protocol.operations import OPERATIONS, tool_name
 from commonroom.wire import aio, http11
 from tests.service.conftest import LiveRoom, start_room
 from tests.service.mcp_helpers import VERSION, envelope, headers_for, rpc, tool
@@ -37,25 +37,26 @@ async def test_tools_are_the_table(live: LiveRoom) -> None:
     assert first["tools"] == again["tools"]
     assert first["cacheScope"] == "public" and isinstance(first["ttlMs"], int)
     names = [t["name"] for t in first["tools"]]
-    expected = [op.name for op in OPERATIONS
-                if (op.kind == "call" and op.name != "session.join") or op.name == "workspace.wait"]
-    assert names == expected and names[0] == "workspace.status"
-    assert "workspace.observe" not in names and "session.join" not in names
+    long_polls = ("workspace.wait", "workspace.proposal.wait", "workspace.thread.wait")
+    expected = [tool_name(op.name) for op in OPERATIONS
+                if (op.kind == "call" and op.name != "session.join") or op.name in long_polls]
+    assert names == expected and names[0] == "workspace_status"
+    assert "workspace_observe" not in names and "session_join" not in names
     by_name = {t["name"]: t for t in first["tools"]}
-    checkout = by_name["workspace.checkout"]
+    checkout = by_name["workspace_checkout"]
     assert checkout["inputSchema"]["type"] == "object"
     assert checkout["inputSchema"]["required"] == ["region"]
-    assert checkout["outputSchema"]["properties"]["lease_id"] == {"type": "string"}
+    assert "outputSchema" not in checkout  # the answers' shapes are in /openapi.json
     assert checkout["annotations"] == {"readOnlyHint": False, "destructiveHint": False,
                                        "idempotentHint": False, "openWorldHint": False}
-    assert by_name["workspace.read"]["annotations"]["readOnlyHint"] is True
-    assert by_name["session.revoke"]["annotations"]["destructiveHint"] is True
+    assert by_name["workspace_read"]["annotations"]["readOnlyHint"] is True
+    assert by_name["session_revoke"]["annotations"]["destructiveHint"] is True
     assert all(t["description"] for t in first["tools"])
 
 
 async def test_a_tool_answers_what_rest_answers(live: LiveRoom) -> None:
     agent = await live.join("reader")
-    result = await tool(live, "workspace.read", agent["session_id"], region="Plan/Goals")
+    result = await tool(live, "workspace_read", agent["session_id"], region="Plan/Goals")
     rest = (await live.call("GET", "/workspace/read?region=Plan/Goals", agent["session_id"])).json()
     assert result["isError"] is False
     assert result["structuredContent"] == rest
@@ -64,35 +65,35 @@ async def test_a_tool_answers_what_rest_answers(live: LiveRoom) -> None:
 
 async def test_commonroom_errors_are_tool_results_with_the_http_error_object(live: LiveRoom) -> None:
     reader = await live.join("reader", capabilities=["read"])
-    listed = result_of(await rpc(live, "tools/list", bearer=reader["session_id"]))
-    assert "workspace.checkout" in [t["name"] for t in listed["tools"]]  # discovery is public
-    error = tool_error(await tool(live, "workspace.checkout", reader["session_id"], region="Plan/Goals"))
+    listed = result_of(await rpc(live, "tools/list"))
+    assert "workspace_checkout" in [t["name"] for t in listed["tools"]]  # the public view lists it
+    error = tool_error(await tool(live, "workspace_checkout", reader["session_id"], region="Plan/Goals"))
     assert error["error"] == "permission_denied"
     assert error["details"] == {"required_capability": "checkout"}
 
     holder = await live.join("holder")
     other = await live.join("other")
-    lease = await tool(live, "workspace.checkout", holder["session_id"], region="Plan/Goals")
+    lease = await tool(live, "workspace_checkout", holder["session_id"], region="Plan/Goals")
     assert lease["isError"] is False
-    conflict = tool_error(await tool(live, "workspace.checkout", other["session_id"], region="Plan/Goals"))
+    conflict = tool_error(await tool(live, "workspace_checkout", other["session_id"], region="Plan/Goals"))
     rest = await live.call("POST", "/workspace/checkout", other["session_id"], {"region": "Plan/Goals"})
     assert conflict == rest.json() and conflict["error"] == "lease_conflict"
 
     # No bearer is a failed login, not a failed tool: HTTP 401 with the header clients act on.
-    anonymous = await rpc(live, "tools/call", {"name": "workspace.status", "arguments": {}})
+    anonymous = await rpc(live, "tools/call", {"name": "workspace_status", "arguments": {}})
     assert anonymous.status == 401, anonymous.body
     assert anonymous.header("www-authenticate") == 'Bearer error="invalid_token"'
     assert anonymous.json()["error"]["data"]["error"] == "unauthorized"
     assert anonymous.json()["id"] == 1
-    bad = tool_error(await tool(live, "workspace.read", holder["session_id"], version="x"))
+    bad = tool_error(await tool(live, "workspace_read", holder["session_id"], version="x"))
     assert bad["error"] == "invalid_request" and bad["details"]["field"] == "version"
 
 
 async def test_the_stale_version_recovery_fields_reach_the_agent(live: LiveRoom) -> None:
     agent = await live.join("writer")
     bearer = agent["session_id"]
-    read = (await tool(live, "workspace.read", bearer, region="Plan/Goals"))["structuredContent"]
-    proposal = (await tool(live, "workspace.propose", bearer, region="Plan/Goals",
+    read = (await tool(live, "workspace_read", bearer, region="Plan/Goals"))["structuredContent"]
+    proposal = (await tool(live, "workspace_propose", bearer, region="Plan/Goals",
                            base_version=read["version"], summary="more goals",
                            content="## Goals\n\n- ship it\n- test it\n"))["structuredContent"]
     await live.call("POST", "/workspace/proposal/review", live.host_session,
@@ -103,7 +104,7 @@ async def test_the_stale_version_recovery_fields_reach_the_agent(live: LiveRoom)
                               {"content": current, "summary": "host edit",
                                "base_version": read["version"]})
     assert changed.status == 200, changed.body
-    error = tool_error(await tool(live, "workspace.commit", bearer, proposal_id=proposal["proposal_id"]))
+    error = tool_error(await tool(live, "workspace_commit", bearer, proposal_id=proposal["proposal_id"]))
     assert error["error"] == "stale_version"
     assert error["base_version"] == read["version"]
     assert error["current_version"] == changed.json()["version"]
@@ -111,11 +112,35 @@ async def test_the_stale_version_recovery_fields_reach_the_agent(live: LiveRoom)
     assert "ship it soon" in error["diff"]
 
 
+async def test_tools_list_shows_a_session_what_it_can_use(live: LiveRoom) -> None:
+    public = result_of(await rpc(live, "tools/list"))
+    assert public["cacheScope"] == "public"
+    everything = {t["name"] for t in public["tools"]}
+    agent = await live.join("default-agent")  # the default agent capabilities
+    mine = result_of(await rpc(live, "tools/list", bearer=agent["session_id"]))
+    assert mine["cacheScope"] == "private"
+    names = {t["name"] for t in mine["tools"]}
+    assert names < everything
+    assert {"workspace_read", "workspace_propose", "workspace_commit", "workspace_proposal_wait",
+            "workspace_thread_wait", "thread_open", "handoff_request"} <= names
+    assert not names & {"workspace_review", "workspace_invite", "workspace_policy_add",
+                        "session_revoke", "workspace_invitations", "workspace_revert"}
+    reader = await live.join("reader", capabilities=["read"])
+    readable = {t["name"] for t in result_of(
+        await rpc(live, "tools/list", bearer=reader["session_id"]))["tools"]}
+    assert "workspace_read" in readable and "workspace_checkout" not in readable
+    assert "workspace_wait" not in readable  # needs observe
+    host = {t["name"] for t in result_of(await rpc(live, "tools/list", bearer=live.host_session))["tools"]}
+    assert host == everything
+    stranger = result_of(await rpc(live, "tools/list", bearer="ses_not_a_session"))
+    assert stranger["cacheScope"] == "public" and {t["name"] for t in stranger["tools"]} == everything
+
+
 async def test_wait_is_a_tool(live: LiveRoom) -> None:
     agent = await live.join("waiter")
-    room = (await tool(live, "workspace.room", agent["session_id"]))["structuredContent"]
+    room = (await tool(live, "workspace_room", agent["session_id"]))["structuredContent"]
     await live.call("POST", "/workspace/checkout", live.host_session, {"region": "Plan/Risks"})
-    waited = await tool(live, "workspace.wait", agent["session_id"],
+    waited = await tool(live, "workspace_wait", agent["session_id"],
                         cursor=room["latest_event_id"], timeout_seconds=5)
     types = [e["type"] for e in waited["structuredContent"]["events"]]
     assert "lease.acquired" in types
@@ -162,7 +187,7 @@ async def test_skills_and_prompts(live: LiveRoom) -> None:
     prompts = result_of(await rpc(live, "prompts/list"))
     name = prompts["prompts"][0]["name"]
     got = result_of(await rpc(live, "prompts/get", {"name": name}))
-    assert "workspace.propose" in got["messages"][0]["content"]["text"]
+    assert "workspace_propose" in got["messages"][0]["content"]["text"]
 
 
 async def test_subscribe_rules(live: LiveRoom) -> None:
@@ -308,16 +333,16 @@ async def test_attachments_come_back_as_image_and_text_content(live: LiveRoom) -
 
     png = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 40
     agent = (await live.join("files"))["session_id"]
-    image = await tool(live, "attachment.add", agent, file_name="shot.png", mime_type="image/png",
+    image = await tool(live, "attachment_add", agent, file_name="shot.png", mime_type="image/png",
                        data_base64=base64.b64encode(png).decode())
-    note = await tool(live, "attachment.add", agent, file_name="note.md", mime_type="text/markdown",
+    note = await tool(live, "attachment_add", agent, file_name="note.md", mime_type="text/markdown",
                       data_base64=base64.b64encode(b"# Notes\n\nhello\n").decode())
-    got = await tool(live, "attachment.get", agent,
+    got = await tool(live, "attachment_get", agent,
                      attachment_id=image["structuredContent"]["attachment_id"])
     assert got["isError"] is False
     assert got["content"][1] == {"type": "image", "data": base64.b64encode(png).decode(),
                                  "mimeType": "image/png"}
-    got = await tool(live, "attachment.get", agent,
+    got = await tool(live, "attachment_get", agent,
                      attachment_id=note["structuredContent"]["attachment_id"])
     assert got["content"][1] == {"type": "text", "text": "# Notes\n\nhello\n"}
     assert got["structuredContent"]["mime_type"] == "text/markdown"

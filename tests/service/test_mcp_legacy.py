@@ -22,6 +22,12 @@ from tests.service.conftest import LiveRoom, start_room
 from tests.service.mcp_helpers import LEGACY, initialize, legacy_headers, legacy_rpc, post
 
 DOCUMENT = "commonroom://workspace/document"
+
+
+@pytest.fixture
+def live(legacy_live: LiveRoom) -> LiveRoom:
+    """Every room here is started with `--mcp-legacy` (by default /mcp refuses initialize)."""
+    return legacy_live
 WWW_AUTHENTICATE = 'Bearer error="invalid_token"'
 
 
@@ -101,7 +107,7 @@ async def test_initialize_negotiates_the_newest_legacy_revision(
     assert result["capabilities"]["tools"] == {} and result["capabilities"]["prompts"] == {}
     assert "listChanged" not in json.dumps(result)
     assert result["serverInfo"]["name"] == "commonroom"
-    assert "workspace.propose" in result["instructions"]
+    assert "workspace_propose" in result["instructions"]
     assert "resultType" not in result  # the 2026-07-28 framing stays in its era
     for secret in (agent["session_id"], live.ready.workspace_id):
         assert secret not in json.dumps(result)
@@ -113,11 +119,11 @@ async def test_a_session_serves_the_same_table_without_the_2026_framing(live: Li
     session_id, _ = await initialize(live, bearer)
     listed = result_of(await legacy_rpc(live, session_id, "tools/list", {}, bearer))
     modern = (await live.call("GET", "/protocol")).json()["operations"]
-    assert listed["tools"][0]["name"] == "workspace.status"
-    assert {t["name"] for t in listed["tools"]} <= {op["name"] for op in modern}
+    assert listed["tools"][0]["name"] == "workspace_status"
+    assert {t["title"] for t in listed["tools"]} <= {op["name"] for op in modern}
     assert not {"ttlMs", "cacheScope", "resultType", "_meta"} & set(listed)
     status = result_of(await legacy_rpc(live, session_id, "tools/call",
-                                        {"name": "workspace.status", "arguments": {}}, bearer, rid=2))
+                                        {"name": "workspace_status", "arguments": {}}, bearer, rid=2))
     rest = (await live.call("GET", "/workspace/status", bearer)).json()
     assert status["isError"] is False and status["structuredContent"] == rest
     region = result_of(await legacy_rpc(live, session_id, "resources/read",
@@ -151,7 +157,7 @@ async def test_json_rpc_errors_in_a_session_are_http_200(live: LiveRoom) -> None
                                        bearer), 200, -32000)
     assert denied["data"]["error"] == "permission_denied"  # no `observe`
     tool = result_of(await legacy_rpc(live, session_id, "tools/call", {
-        "name": "workspace.checkout", "arguments": {"region": "Plan/Goals"}}, bearer))
+        "name": "workspace_checkout", "arguments": {"region": "Plan/Goals"}}, bearer))
     assert tool["isError"] is True and json.loads(tool["content"][0]["text"])["error"] == "permission_denied"
     tasks = error_of(await legacy_rpc(live, session_id, "tasks/get", {"taskId": "tk_x"}, bearer), 200, -32021)
     assert tasks["data"]["requiredCapabilities"] == {"extensions": {"io.modelcontextprotocol/tasks": {}}}
@@ -245,13 +251,13 @@ async def test_the_session_ends_when_its_bearer_leaves(live: LiveRoom) -> None:
 
 async def test_a_room_restart_forgets_the_sessions(doc: Path) -> None:
     async with trio.open_nursery() as nursery:
-        live = await start_room(nursery, doc)
+        live = await start_room(nursery, doc, mcp_legacy=True)
         agent = await live.join("survivor")
         bearer = agent["session_id"]
         session_id, _ = await initialize(live, bearer)
         live.stop.set()
     async with trio.open_nursery() as nursery:
-        again = await start_room(nursery, doc)
+        again = await start_room(nursery, doc, mcp_legacy=True)
         error_of(await legacy_rpc(again, session_id, "tools/list", {}, bearer, rid=6), 404, -32001, 6)
         fresh, _ = await initialize(again, bearer)  # the client initializes again
         result_of(await legacy_rpc(again, fresh, "tools/list", {}, bearer))
@@ -266,7 +272,7 @@ async def test_without_a_bearer_only_public_metadata(live: LiveRoom) -> None:
                                        {"uri": "skill://commonroom/SKILL.md"}))
     assert skill["contents"][0]["text"].startswith("---")
     for rid, (method, params) in enumerate([
-        ("tools/call", {"name": "workspace.status", "arguments": {}}),
+        ("tools/call", {"name": "workspace_status", "arguments": {}}),
         ("resources/read", {"uri": "commonroom://workspace/status"}),
         ("resources/subscribe", {"uri": DOCUMENT}),
     ], start=10):
@@ -287,7 +293,7 @@ async def test_the_2026_era_answers_401_too(live: LiveRoom) -> None:
     from tests.service.mcp_helpers import rpc
 
     for bearer in (None, "ses_not_a_session"):
-        refused = await rpc(live, "tools/call", {"name": "workspace.status", "arguments": {}}, bearer)
+        refused = await rpc(live, "tools/call", {"name": "workspace_status", "arguments": {}}, bearer)
         assert refused.status == 401, refused.body
         assert refused.header("www-authenticate") == WWW_AUTHENTICATE
         assert refused.json()["error"]["data"]["error"] == "unauthorized"
@@ -384,7 +390,7 @@ async def test_each_session_has_its_own_subscriptions(live: LiveRoom) -> None:
 
 async def test_keepalives_and_the_per_bearer_cap(doc: Path) -> None:
     async with trio.open_nursery() as nursery:
-        live = await start_room(nursery, doc, heartbeat_seconds=0.2)
+        live = await start_room(nursery, doc, mcp_legacy=True, heartbeat_seconds=0.2)
         agent = await live.join("many")
         bearer = agent["session_id"]
         sessions = [(await initialize(live, bearer))[0] for _ in range(legacy.SESSIONS_PER_BEARER + 1)]
@@ -402,7 +408,7 @@ async def test_keepalives_and_the_per_bearer_cap(doc: Path) -> None:
 
 async def test_legacy_requests_count_against_the_bearers_rate_limit(doc: Path) -> None:
     async with trio.open_nursery() as nursery:
-        live = await start_room(nursery, doc, requests_per_minute=8)
+        live = await start_room(nursery, doc, mcp_legacy=True, requests_per_minute=8)
         agent = await live.join("busy")
         bearer = agent["session_id"]
         session_id, _ = await initialize(live, bearer)  # initialize + initialized: 2 requests
@@ -434,3 +440,16 @@ async def test_every_mcp_stream_is_uncached_unbuffered_and_kept_alive_by_default
                         json.dumps(message).encode()) as (status, listen, _):
         assert status == 200 and listen["cache-control"] == "no-cache"
         assert listen["x-accel-buffering"] == "no"
+
+
+async def test_with_mcp_legacy_discovery_lists_every_served_revision(live: LiveRoom) -> None:
+    from tests.service.mcp_helpers import rpc
+
+    response = await rpc(live, "server/discover")
+    assert response.status == 200, response.body
+    assert response.json()["result"]["supportedVersions"] == [
+        "2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
+    message = {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": {}}
+    headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
+    refused = await post(live, message, headers)  # a legacy request without its session
+    assert refused.status == 400 and refused.json()["error"]["code"] == -32600

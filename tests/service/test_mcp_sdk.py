@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx2
 import mcp
+import pytest
 import trio
 from mcp.client.streamable_http import streamable_http_client
 
@@ -25,19 +26,19 @@ async def test_discover_list_and_call_tools_read_a_resource(live: LiveRoom) -> N
     agent = await live.join("sdk-agent")
     async with sdk_client(live, agent["session_id"], mode="auto") as client:
         discovered = await client.session.discover()
-        assert discovered.supported_versions == ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]
+        assert discovered.supported_versions == ["2026-07-28"]  # the seed's rule, by default
         assert client.protocol_version == "2026-07-28"
-        assert client.instructions and "workspace.commit" in client.instructions
+        assert client.instructions and "workspace_commit" in client.instructions
         tools = await client.list_tools()
-        assert tools.tools[0].name == "workspace.status"
-        assert {"workspace.read", "workspace.propose", "workspace.commit"} <= {t.name for t in tools.tools}
-        status = await client.call_tool("workspace.status", {})
+        assert tools.tools[0].name == "workspace_status"
+        assert {"workspace_read", "workspace_propose", "workspace_commit"} <= {t.name for t in tools.tools}
+        status = await client.call_tool("workspace_status", {})
         assert not status.is_error
         assert status.structured_content is not None and status.structured_content["version"] >= 1
-        read = await client.call_tool("workspace.read", {"region": "Plan/Goals"})
+        read = await client.call_tool("workspace_read", {"region": "Plan/Goals"})
         assert read.structured_content is not None
         assert read.structured_content["content"].startswith("## Goals")
-        denied = await client.call_tool("workspace.review", {"proposal_id": "pr_x", "decision": "approve"})
+        denied = await client.call_tool("workspace_review", {"proposal_id": "pr_x", "decision": "approve"})
         assert denied.is_error
         assert json.loads(denied.content[0].text)["error"] == "permission_denied"  # type: ignore[union-attr]
         document = await client.read_resource(DOCUMENT)
@@ -68,3 +69,20 @@ async def test_listen_sees_another_participants_commit(live: LiveRoom) -> None:
         reread = await client.read_resource(DOCUMENT)
     assert DOCUMENT in repr(received[0])
     assert "The SDK might disagree." in reread.contents[0].text  # type: ignore[union-attr]
+
+
+async def test_the_sdks_legacy_initialize_is_refused_with_32022_by_default(live: LiveRoom) -> None:
+    """A room started the default way speaks 2026-07-28 only: the SDK's legacy mode (initialize)
+    is refused with UnsupportedProtocolVersionError; older clients use the `ce mcp` bridge."""
+    agent = await live.join("sdk-legacy")
+    with pytest.raises(BaseException) as refused:
+        async with sdk_client(live, agent["session_id"], mode="legacy") as client:
+            await client.list_tools()
+    errors = _leaves(refused.value)
+    assert any(getattr(getattr(e, "error", None), "code", None) == -32022 for e in errors), errors
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]

@@ -22,6 +22,12 @@ from tests.service.mcp_helpers import LEGACY, VERSION, initialize, legacy_rpc, r
 DOCUMENT = "commonroom://workspace/document"
 
 
+@pytest.fixture
+def live(legacy_live: LiveRoom) -> LiveRoom:
+    """Every room here is started with `--mcp-legacy` (by default /mcp refuses initialize)."""
+    return legacy_live
+
+
 async def open_streams(live: LiveRoom, bearer: str) -> tuple[aio.BodyChunks, aio.BodyChunks]:
     """A 2026-07-28 GET /mcp and a legacy session's, both watching the document."""
     assert (await rpc(live, "resources/subscribe", {"uri": DOCUMENT}, bearer)).status == 200
@@ -87,7 +93,8 @@ async def test_keepalives_reach_the_client_while_the_room_is_busy_with_other_thi
     still hear a ping at least every heartbeat (here 0.4 s), on both eras' streams."""
     async with trio.open_nursery() as nursery:
         # The churn goes as fast as the room answers: more than the default 600 a minute.
-        live = await start_room(nursery, doc, heartbeat_seconds=0.4, requests_per_minute=100_000)
+        live = await start_room(nursery, doc, mcp_legacy=True, heartbeat_seconds=0.4,
+                                requests_per_minute=100_000)
         busy = (await live.join("busy"))["session_id"]
         watcher = (await live.join("watcher"))["session_id"]
         modern, legacy = await open_streams(live, watcher)

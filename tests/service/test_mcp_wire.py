@@ -29,14 +29,14 @@ async def test_discover_needs_no_session_and_holds_no_secret(live: LiveRoom) -> 
     assert response.header("mcp-session-id") is None
     result = response.json()["result"]
     assert result["resultType"] == "complete"
-    assert result["supportedVersions"] == [VERSION, "2025-11-25", "2025-06-18", "2025-03-26"]
+    assert result["supportedVersions"] == [VERSION]  # the seed's rule, by default
     assert result["cacheScope"] == "public" and result["ttlMs"] == 0
     caps = result["capabilities"]
     assert caps["resources"] == {"subscribe": True}
     assert set(caps["extensions"]) == {"io.modelcontextprotocol/tasks", "io.modelcontextprotocol/skills"}
     assert "listChanged" not in response.body.decode()
     assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "commonroom"
-    assert "workspace.propose" in result["instructions"]
+    assert "workspace_propose" in result["instructions"]
     text = response.body.decode()
     for secret in (live.host_session, str(live.ready.ingress_port), live.ready.workspace_id):
         assert secret not in text
@@ -78,7 +78,7 @@ async def test_header_missing_or_different_is_header_mismatch(
 
 
 async def test_mcp_name_is_checked_for_tools_resources_prompts_and_tasks(live: LiveRoom) -> None:
-    for method, params in [("tools/call", {"name": "workspace.status", "arguments": {}}),
+    for method, params in [("tools/call", {"name": "workspace_status", "arguments": {}}),
                            ("resources/read", {"uri": "commonroom://workspace/status"}),
                            ("prompts/get", {"name": "commonroom-workflow"}),
                            ("tasks/get", {"taskId": "tk_x"})]:
@@ -91,8 +91,8 @@ async def test_mcp_name_is_checked_for_tools_resources_prompts_and_tasks(live: L
 
 
 async def test_header_names_are_case_insensitive_values_trimmed_and_base64_decoded(live: LiveRoom) -> None:
-    message = envelope("tools/call", {"name": "workspace.status", "arguments": {}}, rid=4)
-    encoded = base64.b64encode(b"workspace.status").decode()
+    message = envelope("tools/call", {"name": "workspace_status", "arguments": {}}, rid=4)
+    encoded = base64.b64encode(b"workspace_status").decode()
     headers = {"content-type": "application/json", "mcp-protocol-version": f"  {VERSION} ",
                "MCP-METHOD": " tools/call", "mcp-name": f"=?base64?{encoded}?=",
                "Authorization": f"Bearer {live.host_session}"}
@@ -120,25 +120,52 @@ async def test_a_duplicated_header_is_refused(live: LiveRoom) -> None:
 
 @pytest.mark.parametrize("version", ["2025-11-25", "v999.0.0"])
 async def test_other_versions_are_unsupported(live: LiveRoom, version: str) -> None:
-    # A legacy version is served in a legacy session only, never in the 2026-07-28 envelope.
+    # A legacy version is served in a legacy session only (--mcp-legacy), never in the
+    # 2026-07-28 envelope; by default 2026-07-28 is the one supported revision.
     meta = {**META, "io.modelcontextprotocol/protocolVersion": version}
     message = envelope("server/discover", rid=11, meta=meta)
     headers = headers_for(message)
     headers["MCP-Protocol-Version"] = version
     error = error_of(await post(live, message, headers), 400, -32022, 11)
     assert error["message"] == "UnsupportedProtocolVersionError"
-    assert error["data"] == {"supported": [VERSION, "2025-11-25", "2025-06-18", "2025-03-26"],
-                             "requested": version}
+    assert error["data"] == {"supported": [VERSION], "requested": version}
 
 
-async def test_a_2025_request_without_its_session_is_a_bad_request(live: LiveRoom) -> None:
+async def test_by_default_a_2025_request_is_an_unsupported_version(live: LiveRoom) -> None:
     message = {"jsonrpc": "2.0", "id": 12, "method": "tools/list", "params": {}}
     headers = {"Content-Type": "application/json", "MCP-Protocol-Version": "2025-11-25"}
-    error = error_of(await post(live, message, headers), 400, -32600, 12)
-    assert "initialize" in error["message"]
+    error = error_of(await post(live, message, headers), 400, -32022, 12)
+    assert error["data"] == {"supported": [VERSION], "requested": "2025-11-25"}
     headers["MCP-Protocol-Version"] = "1999-01-01"  # a version nobody serves: named as such
     error = error_of(await post(live, message, headers), 400, -32022, 12)
     assert error["data"]["requested"] == "1999-01-01"
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
+async def test_by_default_initialize_is_refused_with_32022_and_opens_no_session(
+        live: LiveRoom, version: str) -> None:
+    """The seed's rule: no initialize handshake; older clients use the `ce mcp` bridge."""
+    agent = await live.join("old-client")
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+               "params": {"protocolVersion": version, "capabilities": {},
+                          "clientInfo": {"name": "old", "version": "1"}}}
+    response = await post(live, message, {"Content-Type": "application/json",
+                                           "Accept": "application/json, text/event-stream",
+                                           "Authorization": f"Bearer {agent['session_id']}"})
+    error = error_of(response, 400, -32022, 0)
+    assert error["message"] == "UnsupportedProtocolVersionError"
+    assert error["data"] == {"supported": [VERSION], "requested": version}
+    assert response.header("mcp-session-id") is None
+
+
+async def test_by_default_a_session_header_opens_nothing(live: LiveRoom) -> None:
+    """GET with a legacy session's headers is "any other GET", DELETE is 405: no session era."""
+    headers = {"Accept": "text/event-stream", "MCP-Protocol-Version": "2025-11-25",
+               "Mcp-Session-Id": "0123456789abcdef", "Authorization": f"Bearer {live.host_session}"}
+    for method in ("GET", "DELETE"):
+        response = await live.raw(method, "/mcp", headers=headers)
+        assert response.status == 405, (method, response.body)
+        assert response.header("allow") == "POST"
 
 
 async def test_initialize_with_the_2026_envelope_is_an_unknown_method(live: LiveRoom) -> None:
@@ -174,7 +201,7 @@ async def test_deep_nesting_and_huge_numbers_are_client_errors_not_500s(live: Li
     deep = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": ' + b"[" * 5000 + b"]" * 5000 + b"}"
     error_of(await post(live, None, {"Content-Type": "application/json"}, raw=deep), 400, -32700, None)
     agent = await live.join("numbers")
-    message = envelope("tools/call", {"name": "workspace.read",
+    message = envelope("tools/call", {"name": "workspace_read",
                                       "arguments": {"region": "Goals", "version": 1}})
     raw = json.dumps(message).replace('"version": 1', '"version": ' + "9" * 5000).encode()
     response = await post(live, None, headers_for(message, agent["session_id"]), raw=raw)
@@ -195,10 +222,10 @@ async def test_batches_and_posted_responses_are_invalid_requests(live: LiveRoom)
 async def test_unknown_tool_unknown_prompt_bad_params(live: LiveRoom) -> None:
     error_of(await rpc(live, "tools/call", {"name": "nope", "arguments": {}}, live.host_session),
              400, -32602)
-    error_of(await rpc(live, "tools/call", {"name": "session.join", "arguments": {}},
+    error_of(await rpc(live, "tools/call", {"name": "session_join", "arguments": {}},
                        live.host_session), 400, -32602)
     error_of(await rpc(live, "prompts/get", {"name": "nope"}), 400, -32602)
-    error_of(await rpc(live, "tools/call", {"name": "workspace.status", "arguments": [1]},
+    error_of(await rpc(live, "tools/call", {"name": "workspace_status", "arguments": [1]},
                        live.host_session), 400, -32602)
 
 
@@ -264,7 +291,7 @@ async def test_mcp_requests_count_against_the_rate_limit(doc: Any) -> None:
     async with trio.open_nursery() as nursery:
         room = await start_room(nursery, doc, requests_per_minute=3)
         try:
-            statuses = [(await rpc(room, "tools/call", {"name": "workspace.status", "arguments": {}},
+            statuses = [(await rpc(room, "tools/call", {"name": "workspace_status", "arguments": {}},
                                    room.host_session)).status for _ in range(5)]
         finally:
             room.stop.set()

@@ -29,9 +29,9 @@ async def test_workspace_ping_is_on_every_surface(live: LiveRoom) -> None:
     assert owner.status == 200 and owner.json()["version"] == 1
 
     listed = (await rpc(live, "tools/list", {}, bearer)).json()["result"]["tools"]
-    ping_tool = next(t for t in listed if t["name"] == "workspace.ping")
+    ping_tool = next(t for t in listed if t["name"] == "workspace_ping")
     assert ping_tool["annotations"]["readOnlyHint"] is True
-    called = await tool(live, "workspace.ping", bearer)
+    called = await tool(live, "workspace_ping", bearer)
     assert called["structuredContent"]["participant_id"] == pid
 
     openapi = (await live.call("GET", "/openapi.json")).json()

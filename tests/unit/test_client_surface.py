@@ -35,7 +35,8 @@ def test_routes_match_the_operation_table() -> None:
 def test_a_typed_method_per_operation(cls: type) -> None:
     covered = set(sync.OPERATION_METHODS)
     assert {op.name for op in CALLS} <= covered
-    assert covered - {op.name for op in CALLS} <= {"workspace.observe", "workspace.wait"}
+    assert covered - {op.name for op in CALLS} <= {"workspace.observe", "workspace.wait", "workspace.proposal.wait",
+                                                  "workspace.thread.wait"}
     for op in OPERATIONS:
         if op.name not in sync.OPERATION_METHODS:
             continue

@@ -155,7 +155,8 @@ def test_every_operation_has_schemas() -> None:
             assert op.result is not None, op.name
         if op.result is not None:
             jsonschema.Draft202012Validator.check_schema(json_schema(op.result))
-    assert {op.name for op in STREAMS} == {"workspace.observe", "workspace.observe_ws", "workspace.wait"}
+    assert {op.name for op in STREAMS} == {"workspace.observe", "workspace.observe_ws", "workspace.wait",
+                                           "workspace.proposal.wait", "workspace.thread.wait"}
 
 
 def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:

@@ -78,11 +78,29 @@ def test_errors_keep_the_request_id() -> None:
     assert error.value.to_wire()["id"] == "abc"
 
 
+CLIENT_NAME_PATTERN = r"[a-zA-Z0-9_-]{1,64}"  # what Claude Desktop, the OpenAI API and Copilot enforce
+
+
 def test_tool_names_are_valid_and_unique() -> None:
     names = [t["name"] for t in tools.tool_list()]
     assert len(names) == len(set(names))
-    assert all(re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", name) for name in names)
+    assert all(re.fullmatch(CLIENT_NAME_PATTERN, name) for name in names), names
     assert all(t["inputSchema"]["type"] == "object" for t in tools.tool_list())
+
+
+def test_every_mcp_name_matches_the_clients_pattern() -> None:
+    """Tools, prompts and resource templates: one dotted name makes clients refuse the server."""
+    from commonroom.mcp import endpoint, resources
+
+    names = [t["name"] for t in tools.tool_list()]
+    names.append(endpoint._prompt()["name"])
+    names += [t["name"] for t in resources.template_list()]
+    names += [r["name"] for r in resources.resource_list()]
+    bad = [name for name in names if not re.fullmatch(CLIENT_NAME_PATTERN, name)]
+    assert not bad
+    # The tool is the operation's name with `.` written `_`; operation names stay dotted.
+    assert {"workspace_read", "workspace_proposal_revise", "thread_open"} <= set(names)
+    assert tools.TOOLS_BY_NAME["workspace_proposal_revise"].name == "workspace.proposal.revise"
 
 
 def test_task_mapping() -> None:
@@ -115,3 +133,43 @@ def test_notifications_follow_the_event_catalogue() -> None:
     touched = set().union(*(spec.resources for spec in EVENTS.values()))
     for name in ("status", "document", "proposals", "leases", "participants"):
         assert name in RESOURCES and name in touched
+
+
+def _command_lines(snippet: Any) -> list[list[str]]:
+    """Every command line a snippet makes: the shell command, or the server it starts."""
+    import json as json_module
+    import shlex
+    import tomllib
+
+    if snippet.format == "shell":
+        return [shlex.split(snippet.text)]
+    if snippet.format == "toml":
+        server = tomllib.loads(snippet.text)["mcp_servers"]["commonroom"]
+    else:
+        block = json_module.loads(snippet.text)
+        server = (block.get("mcpServers") or block.get("servers") or block["context_servers"])["commonroom"]
+    return [[server["command"], *server["args"]]] if "command" in server else []
+
+
+@pytest.mark.parametrize("legacy_room", [False, True])
+def test_no_snippet_puts_a_secret_on_a_command_line(legacy_room: bool) -> None:
+    from commonroom.mcp import configs
+
+    session, invitation = "ses_SECRETSESSION", "commonroom://join/SECRETINVITE"
+    for client, spec in configs.CLIENTS.items():
+        forms = [dict(transport=None, profile="ws_profile"), dict(transport="stdio", profile=None)]
+        forms += [dict(transport="http", profile=None)] if "http" in spec.transports else []
+        for form in forms:
+            try:
+                snippet = configs.render(client, url="http://127.0.0.1:9/mcp", bearer=session,
+                                         ce_command="/usr/bin/ce", invitation=invitation,
+                                         legacy_room=legacy_room, **form)  # type: ignore[arg-type]
+            except configs.ConfigError:
+                # Only an older-era client asked for the URL of a room that refuses its era.
+                assert form["transport"] == "http" and not (spec.speaks_2026 or legacy_room)
+                continue
+            for argv in _command_lines(snippet):
+                assert not any("SECRET" in arg for arg in argv), (client, form, argv)
+            if form["transport"] is None:  # the form follows what the client speaks and the room
+                by_url = "http" in spec.transports and (spec.speaks_2026 or legacy_room)
+                assert snippet.transport == ("http" if by_url else "stdio"), (client, legacy_room)

@@ -152,35 +152,52 @@ def test_a_persistent_stream_backs_off_and_resets_once_open() -> None:
     assert script.reply() == plans.Open("/mcp", {"MCP-Protocol-Version": "v"})  # resume=False
 
 
-def test_a_review_wait_rereads_only_when_an_event_names_the_proposal() -> None:
+def test_a_review_wait_asks_the_room_again_while_it_says_waiting() -> None:
+    """No cursor and no event filtering: the proposal's wait answers `waiting` or the decision."""
     script = Script(plans.review("pr_1", timeout=30))
     assert script.step == plans.Now()
-    assert script.reply(100.0) == plans.Call("workspace.room")
-    assert script.reply({"latest_event_id": 7}) == plans.Call("workspace.proposal",
-                                                              {"proposal_id": "pr_1"})
-    script.reply({"proposal_id": "pr_1", "status": "pending"})
-    assert script.reply(101.0) == plans.Call("workspace.wait", {"cursor": 7, "timeout_seconds": 25.0},
-                                             25.0)
-    other = {"event_id": 8, "payload": {"proposal_id": "pr_2"}}
-    script.reply({"events": [other], "cursor": 8, "resync": False})
-    assert script.reply(120.0) == plans.Call("workspace.wait", {"cursor": 8, "timeout_seconds": 10.0},
-                                             10.0)  # the deadline, not the hold, is nearer
-    mine = {"event_id": 9, "payload": {"proposal_id": "pr_1"}}
-    assert script.reply({"events": [mine], "cursor": 9, "resync": False}) == plans.Call(
-        "workspace.proposal", {"proposal_id": "pr_1"})
+    assert script.reply(100.0) == plans.Now()
+    assert script.reply(101.0) == plans.Call(
+        "workspace.proposal.wait", {"proposal_id": "pr_1", "timeout_seconds": 25.0}, 25.0)
+    script.reply({"proposal": {"proposal_id": "pr_1", "status": "pending"}, "waiting": True})
+    assert script.reply(120.0) == plans.Call(
+        "workspace.proposal.wait", {"proposal_id": "pr_1", "timeout_seconds": 10.0},
+        10.0)  # the deadline, not the hold, is nearer
     with pytest.raises(StopIteration) as done:
-        script.reply({"proposal_id": "pr_1", "status": "approved"})
+        script.reply({"proposal": {"proposal_id": "pr_1", "status": "approved"}, "waiting": False})
     assert done.value.value["status"] == "approved"
 
 
 def test_a_review_wait_gives_up_at_its_deadline() -> None:
     script = Script(plans.review("pr_1", timeout=1))
     script.reply(0.0)
-    script.reply({"latest_event_id": 0})
-    script.reply({"status": "pending"})
+    script.reply(0.0)
+    script.reply({"proposal": {"status": "pending"}, "waiting": True})
     with pytest.raises(errors.Timeout) as caught:
         script.reply(1.5)
     assert caught.value.code == "timeout" and caught.value.details["status"] == "pending"
+
+
+def test_a_wait_outlives_the_room_saying_it_reconnects() -> None:
+    """A room that restarts mid-wait: the wait says so, pauses (backing off), and asks again."""
+    script = Script(plans.reply("th_1"))
+    asked = plans.Call("workspace.thread.wait", {"thread_id": "th_1", "timeout_seconds": 25.0}, 25.0)
+    assert script.step == asked
+    down = errors.TransportUnavailable("transport_unavailable", "the room is unreachable")
+    notice = script.fail(down)
+    assert isinstance(notice, plans.Emit) and isinstance(notice.item, plans.Reconnecting)
+    assert notice.item.reason == "the room is unreachable"
+    assert script.reply() == plans.Sleep(plans.RECONNECT_BACKOFF[0])
+    assert script.reply() == asked
+    script.fail(down)
+    assert script.reply() == plans.Sleep(plans.RECONNECT_BACKOFF[0] * 2)  # backing off
+    assert script.reply() == asked
+    with pytest.raises(StopIteration) as done:
+        script.reply({"thread": {"thread_id": "th_1", "status": "open"}, "waiting": False})
+    assert done.value.value["thread_id"] == "th_1"
+    refused = Script(plans.review("pr_gone"))
+    with pytest.raises(errors.CommonroomError):
+        refused.fail(errors.CommonroomError("proposal_not_found", "no proposal"))
 
 
 def test_a_hold_keeps_trying_says_so_once_and_falls_back_to_status() -> None:

@@ -189,7 +189,8 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("task.surfaces", bearer, task_id=task_id)
     second = await session.join(host, "second")
     await call("session.revoke", host, participant_id=second["participant_id"])
-    return dict(agent)
+    return {**agent, "waited": {"workspace.proposal.wait": {"proposal_id": asked["proposal_id"]},
+                                "workspace.thread.wait": {"thread_id": thread["thread_id"]}}}
 
 
 async def _streams(room: Room, agent: dict[str, Any]) -> dict[str, Any]:
@@ -206,7 +207,12 @@ async def _streams(room: Room, agent: dict[str, Any]) -> dict[str, Any]:
                 frames.append(item)
             if len(frames) == 3:
                 break
+    waits = {}
+    for name, params in agent["waited"].items():  # the waits for a person: answered at once
+        start = (await room.execute(name, agent["session_id"], {**params, "timeout_seconds": 0})).result
+        waits[name] = to_wire(await room.wait(start, lambda: None))  # type: ignore[arg-type,return-value]
     return {
+        **waits,
         "workspace.wait": wait,
         "workspace.observe": [format_sse(event).decode() for event in frames],
         "workspace.observe_ws": [json.loads(format_ws(event) or "null") for event in frames],

@@ -80,7 +80,7 @@ def mcp_request(bearer: str, method: str, params: dict[str, Any], *, close: bool
 
 
 def status_tool_request(bearer: str, close: bool = False) -> bytes:
-    return mcp_request(bearer, "tools/call", {"name": "workspace.status", "arguments": {}},
+    return mcp_request(bearer, "tools/call", {"name": "workspace_status", "arguments": {}},
                        close=close, name="workspace.status")
 
 
@@ -129,7 +129,7 @@ def legacy_session(port: int, bearer: str) -> str:
 
 def legacy_status_tool_request(bearer: str, session_id: str) -> bytes:
     return legacy_post(bearer, session_id, {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                                            "params": {"name": "workspace.status", "arguments": {}}})
+                                            "params": {"name": "workspace_status", "arguments": {}}})
 
 
 def run_load_child(args: argparse.Namespace) -> None:
@@ -317,7 +317,7 @@ def round_trips(port: int, invitation: str, bearer: str, count: int) -> dict[str
             if status != 200 or b'"isError":false' not in body:
                 raise RuntimeError(f"tools/call answered {status}: {body[:200]!r}")
             started = time.perf_counter()
-            answer = bridge.ask(rid, "tools/call", {"name": "workspace.status", "arguments": {}})
+            answer = bridge.ask(rid, "tools/call", {"name": "workspace_status", "arguments": {}})
             times["bridge"].append(time.perf_counter() - started)
             if answer.get("result", {}).get("isError") is not False:
                 raise RuntimeError(f"bridge answered {answer}")
@@ -372,7 +372,7 @@ def main() -> None:
         doc = Path(tmp) / "bench.md"
         doc_text = "# Bench\n\nMCP benchmark document.\n\n## Notes\n\nNothing yet.\n"
         doc.write_text(doc_text)
-        with loadgen.room_server(doc, room_cpu) as room:
+        with loadgen.room_server(doc, room_cpu, mcp_legacy=True) as room:
             agent = room.join("bench")
             parts = set(args.parts.split(","))
             best: dict[str, float] = {}
@@ -479,7 +479,7 @@ def memory_figures(doc: Path, cpu: int | None, args: argparse.Namespace,
     for era, legacy in (("legacy", True), ("modern", False)):
         fresh = doc.with_name(f"memory-{era}.md")
         fresh.write_text(doc.read_text())
-        with loadgen.room_server(fresh, cpu) as room:
+        with loadgen.room_server(fresh, cpu, mcp_legacy=True) as room:
             agents = [room.join(f"idle{i}") for i in range(-(-(args.legacy_sessions + 20) // per_agent))]
             slots = [bearer for bearer in agents for _ in range(per_agent)]
 

@@ -255,7 +255,7 @@ def run_bare_server(kind: str) -> None:
     trio.run(main)
 
 
-def run_room_server(path: Path, rpm: int, heartbeat: float) -> None:
+def run_room_server(path: Path, rpm: int, heartbeat: float, mcp_legacy: bool = False) -> None:
     import trio
 
     from commonroom.credentials import read_credentials
@@ -273,6 +273,7 @@ def run_room_server(path: Path, rpm: int, heartbeat: float) -> None:
         # what tools/hostile/connections.py measures.
         streams_per_session=10**6,
         streams_per_participant=10**6,
+        mcp_legacy=mcp_legacy,
     )
 
     def on_ready(ready: Ready) -> None:
@@ -319,11 +320,14 @@ class RoomProcess:
 
 @contextmanager
 def room_server(
-    path: Path, cpu: int | None, *, heartbeat: float = 15.0, rpm: int = HUGE_RATE
+    path: Path, cpu: int | None, *, heartbeat: float = 15.0, rpm: int = HUGE_RATE,
+    mcp_legacy: bool = False,
 ) -> Iterator[RoomProcess]:
-    """A room around `path` in its own process, rate limit `rpm` a minute."""
+    """A room around `path` in its own process, rate limit `rpm` a minute (`mcp_legacy`:
+    started as with `ce serve --mcp-legacy`)."""
     cmd = loadgen_command(
-        "room", str(path), "--rpm", str(rpm), "--heartbeat", str(heartbeat), *cpu_args(cpu)
+        "room", str(path), "--rpm", str(rpm), "--heartbeat", str(heartbeat), *cpu_args(cpu),
+        *(["--mcp-legacy"] if mcp_legacy else []),
     )
     with Child(cmd) as child:
         ready = child.reader.get_json(60)
@@ -878,6 +882,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     room.add_argument("file", type=Path)
     room.add_argument("--rpm", type=int, default=HUGE_RATE)
     room.add_argument("--heartbeat", type=float, default=15.0)
+    room.add_argument("--mcp-legacy", action="store_true")
 
     load = sub.add_parser("load")
     load.add_argument("--port", type=int, required=True)
@@ -917,7 +922,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         run_bare_server(args.kind)
     elif args.command == "room":
         raise_nofile()
-        run_room_server(args.file.resolve(), args.rpm, args.heartbeat)
+        run_room_server(args.file.resolve(), args.rpm, args.heartbeat, args.mcp_legacy)
     elif args.command == "load":
         request = build_request("GET", args.path, bearer=args.bearer,
                                 close=args.mode == "close")

@@ -220,11 +220,21 @@ def _operation_id(operation: Any) -> str:
     return str(operation.definition.raw.get("operationId", ""))
 
 
+# The long-polls; the waits for a person hold 25 s when timeout_seconds is absent.
+LONG_POLL_PATHS = frozenset({"/workspace/wait", "/workspace/proposal/wait", "/workspace/thread/wait"})
+
+
 def _clamp_wait(case: Case) -> None:
+    if case.path not in LONG_POLL_PATHS:
+        return
+    if case.query is None:
+        case.query = {}
     query = case.query
-    if case.path == "/workspace/wait" and isinstance(query, dict):
+    if isinstance(query, dict):
         value = query.get("timeout_seconds")
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > WAIT_SECONDS_CAP:
+        absent = value is None and case.path != "/workspace/wait"  # the default would hold 25 s
+        long = isinstance(value, (int, float)) and not isinstance(value, bool) and value > WAIT_SECONDS_CAP
+        if absent or long:
             query["timeout_seconds"] = WAIT_SECONDS_CAP
 
 

@@ -299,7 +299,7 @@ async def huge_arrays(port: int, bearer: str, *, items: int) -> dict[str, Answer
                     b'{"region": "Goals", "base_version": 1, "summary": "s", "content": ' + many + b"}"),
         "join capabilities": (b"/session/join", b'{"invite": "x", "name": "n", "capabilities": ' + many + b"}"),
         "mcp arguments": (b"/mcp", b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
-                          b'{"name": "workspace.status", "arguments": {"a": ' + numbers + b"}}}"),
+                          b'{"name": "workspace_status", "arguments": {"a": ' + numbers + b"}}}"),
     }
     answers = {}
     for name, (path, body) in bodies.items():

@@ -704,8 +704,8 @@ class Soak:
 
     async def read_around(self, agent: Agent) -> None:
         if agent.rng.random() < 0.2:
-            await self.mcp_tool(agent, agent.rng.choice(["workspace.status", "workspace.leases",
-                                                         "workspace.participants"]))
+            await self.mcp_tool(agent, agent.rng.choice(["workspace_status", "workspace_leases",
+                                                         "workspace_participants"]))
             return
         op = agent.rng.choice(["workspace.status", "workspace.summary", "workspace.participants",
                                "workspace.leases", "workspace.room", "workspace.diagnostics",

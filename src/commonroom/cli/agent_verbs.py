@@ -337,6 +337,7 @@ def wait(proposal: str, timeout: float | None, profile: str | None, invitation: 
 
     With a thread id (th_...) instead: wait until someone other than its author
     answers it (exit 0), or it is resolved or outdated unanswered (exit 3).
+    A room that restarts meanwhile is waited for (a note on stderr says so).
     Ctrl-C or SIGTERM ends the wait with exit 130.
     """
     from commonroom.cli import conversation  # a thread id: the review conversation (issue 22)
@@ -349,7 +350,8 @@ def wait(proposal: str, timeout: float | None, profile: str | None, invitation: 
     from commonroom.wire import plans
 
     who = profiles.select(profile, invitation, session)
-    decided = proposal_of(runtime.run_plan(who.hint, who.session, plans.review(proposal, timeout)))
+    decided = proposal_of(runtime.run_plan(who.hint, who.session, plans.review(proposal, timeout),
+                                           runtime.note_reconnecting))
     answer = to_wire(decided)
     if json_mode:
         emit_json(answer)

@@ -201,7 +201,8 @@ def wait_for_thread(thread_id: str, timeout: float | None, profile: str | None,
     from commonroom.wire import plans
 
     who = profiles.select(profile, invitation, session)
-    thread = runtime.run_plan(who.hint, who.session, plans.reply(thread_id, timeout))
+    thread = runtime.run_plan(who.hint, who.session, plans.reply(thread_id, timeout),
+                              runtime.note_reconnecting)
     comments = thread.get("comments") or []
     replied = bool(comments) and comments[-1].get("participant_id") != thread.get("author_id")
     print_answer(thread, json_mode, thread_lines)

@@ -54,6 +54,10 @@ SETTLE_MS_MAX: Final = 5000
                    " git work tree; the host's own saves are not committed).")
 @click.option("--git-all", "git_all", is_flag=True,
               help="As --git, and commit the host's own saves too.")
+@click.option("--mcp-legacy", "mcp_legacy", is_flag=True,
+              help="Also serve MCP's initialize eras (2025-03-26/06-18/11-25) on /mcp, for"
+                   " clients set up by URL that cannot speak 2026-07-28 (by default they use the"
+                   " `ce mcp` bridge).")
 @json_option
 @guarded(interrupt_exit=0)
 def serve(
@@ -66,6 +70,7 @@ def serve(
     settle_ms: int,
     git: bool,
     git_all: bool,
+    mcp_legacy: bool,
     json_mode: bool,
 ) -> None:
     """Open the room around FILE until Ctrl-C; print its URL and an invitation."""
@@ -83,6 +88,7 @@ def serve(
         settle_ms=settle_ms,
         git=git,
         git_all=git_all,
+        mcp_legacy=mcp_legacy,
     )
     ready_printed = False
 
@@ -93,7 +99,7 @@ def serve(
                 echo(f"note: {note}", err=True)
             emit_json(ready.ready_json())
         else:
-            for line in _ready_lines(file, ready):
+            for line in _ready_lines(file, ready, mcp_legacy=mcp_legacy):
                 echo(line)
         ready_printed = True
 
@@ -110,7 +116,7 @@ def serve(
         echo("room closed", err=True)
 
 
-def _ready_lines(file: Path, ready: Ready) -> list[str]:
+def _ready_lines(file: Path, ready: Ready, *, mcp_legacy: bool = False) -> list[str]:
     transport = ready.transport
     encrypted = "encrypted" if transport.get("encrypted") else "not encrypted"
     lines = [f"note: {note}" for note in ready.notes]
@@ -121,7 +127,10 @@ def _ready_lines(file: Path, ready: Ready) -> list[str]:
         f"{transport.get('status', 'READY')}",
         "invitation (single use; `ce invite FILE` makes more):",
         ready.invitation,
-        "MCP endpoint (`ce mcp config CLIENT` prints a client's setup):",
+        ("MCP endpoint, revisions 2026-07-28 and the older 2025 ones (`ce mcp config CLIENT`"
+         " prints a client's setup):" if mcp_legacy else
+         "MCP endpoint, revision 2026-07-28 (`ce mcp config CLIENT` prints a client's setup;"
+         " older clients run the `ce mcp` bridge):"),
         ready.mcp_url,
         "Ctrl-C closes the room.",
     ]

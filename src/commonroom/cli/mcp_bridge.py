@@ -444,15 +444,17 @@ def _session(flag: str | None, invitation: str) -> str | None:
     return os.environ.get(profiles.ENV_SESSION) or None
 
 
-def command(invitation: str, *, session: str | None, name: str) -> None:
-    """`ce mcp`: errors are one line on stderr (stdout is the client's JSON-RPC channel)."""
+def command(invitation: str, *, session: str | None, name: str, explicit: bool = False) -> None:
+    """`ce mcp`: errors are one line on stderr (stdout is the client's JSON-RPC channel).
+
+    `explicit`: `session` is a saved profile's, used as it is (not a flag to warn about)."""
     from commonroom.cli.output import guarded
     from commonroom.protocol.invitation import decode
 
     @guarded(interrupt_exit=0)
     def body(json_mode: bool = False) -> None:
-        explicit = _session(session, invitation)
+        chosen = session if explicit else _session(session, invitation)
         invite = decode(invitation)
-        run_bridge(invitation, invite, session=explicit, name=name)
+        run_bridge(invitation, invite, session=chosen, name=name)
 
     body(json_mode=False)

@@ -23,6 +23,9 @@ NAME_FIELD: Final = {"tools/call": "name", "prompts/get": "name", "resources/rea
                      "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 # The JSON-RPC error code of a failure on the bridge's side (the room was not reached).
 BRIDGE_ERROR: Final = -32000
+# Result fields only 2026-07-28 has: the bridge's clients speak the older eras, whose strict
+# result schemas refuse unknown keys (the TypeScript SDK's empty result, for one).
+MODERN_ONLY: Final = frozenset({"resultType", "ttlMs", "cacheScope"})
 
 
 def header_value(value: str) -> str:
@@ -77,11 +80,17 @@ class RoomAnswer:
         return answer
 
     def line(self) -> bytes:
-        """The answer as one stdout line: the room's compact JSON as is when it is one line."""
+        """The answer as one stdout line in the older eras' framing: the room's compact JSON as
+        is when it is one line and carries no 2026-07-28 result field (`MODERN_ONLY`)."""
         raw = self.raw.strip()
-        if raw.startswith(b"{") and raw.endswith(b"}") and b"\n" not in raw and b"\r" not in raw:
+        if (raw.startswith(b"{") and raw.endswith(b"}") and b"\n" not in raw and b"\r" not in raw
+                and not any(b'"' + key.encode() + b'"' in raw for key in MODERN_ONLY)):
             return raw + b"\n"
-        return json.dumps(self.json(), separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        answer = self.json()
+        result = answer.get("result")
+        if isinstance(result, dict):
+            answer["result"] = {k: v for k, v in result.items() if k not in MODERN_ONLY}
+        return json.dumps(answer, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
 
     def session_dead(self) -> bool:
         if self.status == 401:

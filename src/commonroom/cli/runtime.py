@@ -90,3 +90,12 @@ def run_plan(hint: Mapping[str, Any], session: str | None, plan: Any,
         return await runner.run(plan, on_emit)
 
     return trio.run(until_stopped, work)
+
+
+def note_reconnecting(item: Any) -> None:
+    """A wait's `on_emit`: say on stderr that the room is out of reach and when it is tried again."""
+    from commonroom.cli.output import echo
+    from commonroom.wire import plans
+
+    if isinstance(item, plans.Reconnecting):
+        echo(f"note: {item.reason}; reconnecting in {item.delay:g} s (still waiting)", err=True)

@@ -487,6 +487,20 @@ class Operations:
         return {"cursor": cursor,
                 "timeout_seconds": WAIT_HOLD_SECONDS if timeout_seconds is None else timeout_seconds}
 
+    @operation("workspace.proposal.wait", r.ProposalWaited, hold="timeout_seconds")
+    def proposal_wait(self, proposal_id: str, *, timeout_seconds: float | None = None) -> Params:
+        """One hold of up to `timeout_seconds` (max 25) until the proposal leaves pending
+        (`waiting` false); `wait_for_review` repeats it."""
+        return {"proposal_id": proposal_id,
+                "timeout_seconds": WAIT_HOLD_SECONDS if timeout_seconds is None else timeout_seconds}
+
+    @operation("workspace.thread.wait", r.ThreadWaited, hold="timeout_seconds")
+    def thread_wait(self, thread_id: str, *, timeout_seconds: float | None = None) -> Params:
+        """One hold of up to `timeout_seconds` (max 25) until someone else answers the thread
+        (`waiting` false); `wait_for_reply` repeats it."""
+        return {"thread_id": thread_id,
+                "timeout_seconds": WAIT_HOLD_SECONDS if timeout_seconds is None else timeout_seconds}
+
 
 SHELL_METHODS: Final[dict[str, str]] = {
     "session.join": "join",

@@ -110,8 +110,9 @@ class Client(ClientBase, Operations, BlockingShell):
     def wait_for_review(self, proposal_id: str, timeout: float | None = None) -> r.Proposal:
         """Block until the proposal is decided (approved, rejected, superseded, ...); return it.
 
-        Long-polls `/workspace/wait` (needs `observe`), re-reading the proposal
-        only when an event about it arrives. Raises `commonroom.Timeout` after
+        Holds `workspace.proposal.wait` (`GET /workspace/proposal/wait`: the room
+        answers once the proposal left pending), again while it answers `waiting`;
+        waits out a room that restarts meanwhile. Raises `commonroom.Timeout` after
         `timeout` seconds (None: no limit).
         """
         return common.proposal_of(self._runner().run(plans.review(proposal_id, timeout)))

@@ -9,6 +9,7 @@ here, and why each is needed above the engine:
   operation runs), `Engine` / `Outcome` / `Actor` / `StreamStart` /
   `AppRequestStart` (the types the room passes around; the last is an app request
   the room carries to a page, docs/spec/PROTOCOL.md 20), `SIDECAR_SUFFIX`;
+- MCP's `tools/list` for a session: `capabilities_of` (a bearer's capabilities, or None);
 - the room's streams: `newest_event_id`, `ring_window` (the event ring),
   `check_streams` (session liveness and presence of held streams), `addressed`,
   `related` (region paths, for MCP's region URIs);
@@ -37,6 +38,7 @@ from commonroom.engine.owner_logins import save as save_owner_login
 from commonroom.engine.reads import newest_event_id, ring_window
 from commonroom.engine.regions import related
 from commonroom.engine.sessions import (
+    capabilities_of,
     check_streams,
     end_host_session,
     end_stale_host_sessions,
@@ -56,6 +58,7 @@ __all__ = [
     "Outcome",
     "StreamStart",
     "addressed",
+    "capabilities_of",
     "check_git_work_tree",
     "check_streams",
     "end_host_session",

@@ -106,6 +106,10 @@ HANDLERS: Final[dict[str, Handler]] = {
     "task.app_state": task_surfaces.set_app_state,
     "task.app_request": task_surfaces.app_request,
     "task.surfaces": task_surfaces.read_surfaces,
+
+    # -- waiting for a person is one call (docs/spec/PROTOCOL.md 12)
+    "workspace.proposal.wait": observe.open_proposal_wait,
+    "workspace.thread.wait": observe.open_thread_wait,
 }
 
 WRITES_DOCUMENT: Final = frozenset({"workspace.commit", "workspace.revert", "workspace.restore"})

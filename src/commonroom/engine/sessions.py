@@ -128,6 +128,16 @@ def session_alive(engine: Engine, session_hash: bytes) -> bool:
     return row is not None and row[1] is None and row[0] > format_ts(engine.clock())
 
 
+def capabilities_of(engine: Engine, bearer: str) -> tuple[str, ...] | None:
+    """A live session's capabilities, None when the bearer is not one (what MCP's
+    `tools/list` shows a session: the tools it can use)."""
+    try:
+        with engine.transaction(engine.clock(), write=False) as tx:
+            return authenticate(tx, bearer).capabilities
+    except CommonroomError:
+        return None
+
+
 def check_streams(engine: Engine, touches: dict[bytes, str | None]) -> dict[bytes, bool]:
     """For the room's held streams, in one store call: is each session still usable?
 

@@ -46,6 +46,8 @@ class IngressSettings:
     requests_per_minute: int = 600
     anonymous_per_minute: int = 60
     heartbeat_seconds: float = 15.0
+    # `ce serve --mcp-legacy`: /mcp serves the initialize eras too (the seed serves 2026-07-28 only).
+    mcp_legacy: bool = False
     # Quart's per-response timeout for ordinary answers; streams set none (pitfall 2).
     response_timeout: float = 60.0
     # Monotonic seconds for the rate limiter; trio's clock (MockClock in tests) by default.
@@ -124,8 +126,10 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         view = operation_view(op, room, bearer_source)
         app.add_url_rule(op.path, endpoint=op.name, view_func=view, methods=[op.method])
 
-    # MCP, both eras (`commonroom.mcp`): the ingress only; on the owner port /mcp is 404.
-    register_mcp(app, room, heartbeat_seconds=settings.heartbeat_seconds)
+    # MCP (`commonroom.mcp`; the legacy eras only with --mcp-legacy): the ingress only; on the
+    # owner port /mcp is 404.
+    register_mcp(app, room, heartbeat_seconds=settings.heartbeat_seconds,
+                 legacy_eras=settings.mcp_legacy)
 
     @app.get("/.well-known/agent-workspace")
     async def well_known() -> Response:
@@ -181,8 +185,10 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
 
     async def long_poll(name: str) -> Response:
         try:
-            start = await open_stream(name, dict(request.args.items()))
-            return await stream_views.wait_response(room, start)
+            params = dict(request.args.items())
+            start = await open_stream(name, params)
+            again = stream_views.reopener(room, name, bearer_from_header(), params)
+            return await stream_views.wait_response(room, start, again)
         except CommonroomError as error:
             return error_response(error)
 

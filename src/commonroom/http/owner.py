@@ -421,8 +421,10 @@ def create_owner_app(room: Room, auth: OwnerAuth, *, heartbeat_seconds: float = 
 
     async def long_poll(name: str) -> Response:
         try:
-            start = await stream_views.open_start(room, name, auth.host_session, dict(request.args.items()))
-            return await stream_views.wait_response(room, start)
+            params = dict(request.args.items())
+            start = await stream_views.open_start(room, name, auth.host_session, params)
+            again = stream_views.reopener(room, name, auth.host_session, params)
+            return await stream_views.wait_response(room, start, again)
         except CommonroomError as error:
             return error_response(error)
 

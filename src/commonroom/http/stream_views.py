@@ -40,7 +40,7 @@ from commonroom.protocol.events import Event
 from commonroom.protocol.records import to_wire
 from commonroom.room.core import Room
 from commonroom.room.slots import StreamSlot
-from commonroom.room.streams import StreamItem
+from commonroom.room.streams import Again, StreamItem
 
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
@@ -214,10 +214,22 @@ def _writing_sse_response(
     return after_send(streaming_response(body(), headers=SSE_HEADERS), writer.close)
 
 
-async def wait_response(room: Room, start: StreamStart) -> Response:
-    """The long-poll's JSON answer (held up to the start's timeout); a wait holds a stream slot."""
+def reopener(room: Room, name: str, bearer: str | None, params: dict[str, Any]) -> Again:
+    """`Room.wait`'s `again` for a long-poll: the same operation, bearer and parameters."""
+
+    async def again() -> StreamStart:
+        return await open_start(room, name, bearer, params)
+
+    return again
+
+
+async def wait_response(room: Room, start: StreamStart, again: Again) -> Response:
+    """A long-poll operation's JSON answer (held up to its timeout); a wait holds a stream slot.
+
+    A wait for a person runs the operation again (`again`, from `reopener`) when an event
+    names what it watches."""
     with room.stream_slots.acquire(start.actor):
-        answer = await room.wait(start)
+        answer = await room.wait(start, again)
     response = json_response(to_wire(answer))
     response.timeout = None
     return response

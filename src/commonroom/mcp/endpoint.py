@@ -1,6 +1,12 @@
 """`/mcp` on the session ingress: MCP 2026-07-28 and the legacy streamable-HTTP eras.
 
-The era is chosen per request:
+By default the seed's rule holds exactly: only 2026-07-28 is served; a legacy
+`initialize` (and any other revision) is HTTP 400 with -32022, `GET /mcp`
+without `MCP-Protocol-Version: 2026-07-28` and `DELETE` are 405, discovery
+lists `["2026-07-28"]`. Older clients use the stdio bridge `ce mcp`.
+
+When the host opts in (`ce serve --mcp-legacy`, `legacy_eras`), the era is
+chosen per request:
 
 - a request with `Mcp-Session-Id` belongs to a legacy session (`mcp/legacy.py`):
   `POST` is one of its messages, `GET` its notification stream (resumable with
@@ -8,9 +14,9 @@ The era is chosen per request:
   the caller's bearer's, is 404;
 - a `POST` whose body is `initialize` without the 2026-07-28 `_meta` opens a
   legacy session (`Mcp-Session-Id` in the answer);
-- everything else is 2026-07-28: stateless, `wire.parse_message` validates
-  the envelope and headers; `GET /mcp` is the bearer's notification stream
-  only with `Accept: text/event-stream`, a valid bearer and
+- everything else is 2026-07-28, as by default: stateless, `wire.parse_message`
+  validates the envelope and headers; `GET /mcp` is the bearer's notification
+  stream only with `Accept: text/event-stream`, a valid bearer and
   `MCP-Protocol-Version: 2026-07-28`; every other GET, and DELETE (and any
   other method), is 405 with `Allow: POST`.
 
@@ -42,7 +48,7 @@ from quart import Response, request
 from quart_trio import QuartTrio
 
 from commonroom import discovery
-from commonroom.engine.facade import StreamStart, hash_secret
+from commonroom.engine.facade import StreamStart, capabilities_of, hash_secret
 from commonroom.http.common import bearer_from_header, error_response
 from commonroom.http.connection import current_connection
 from commonroom.http.hardened_app import streaming_response
@@ -122,9 +128,9 @@ def method_not_allowed() -> Response:
     return response
 
 
-def discover_result() -> dict[str, Any]:
+def discover_result(legacy_eras: bool = False) -> dict[str, Any]:
     return {
-        "supportedVersions": list(wire.SUPPORTED_VERSIONS),
+        "supportedVersions": list(wire.served_versions(legacy_eras)),
         "capabilities": server_capabilities(),
         "instructions": discovery.mcp_instructions(),
         "ttlMs": 0,
@@ -152,9 +158,10 @@ def _prompt() -> dict[str, Any]:
 class McpEndpoint:
     """The handlers of `/mcp` for one room."""
 
-    def __init__(self, room: Room, heartbeat_seconds: float) -> None:
+    def __init__(self, room: Room, heartbeat_seconds: float, *, legacy_eras: bool = False) -> None:
         self.room = room
         self.heartbeat = heartbeat_seconds
+        self.legacy_eras = legacy_eras  # `ce serve --mcp-legacy`: the initialize eras too
         self.subscriptions = notify.Subscriptions()
         self.regions = notify.RegionPaths()
         self.sessions = legacy.LegacySessions(room.engine.live_sessions)
@@ -182,7 +189,7 @@ class McpEndpoint:
             session_id = wire.single_header(request.headers.getlist, wire.SESSION_HEADER)
         except wire.McpError as error:
             return rpc_error(error)
-        if session_id is not None:
+        if session_id is not None and self.legacy_eras:
             return await self.legacy_view(session_id)
         if request.method == "GET":
             return await self.get_stream()
@@ -193,9 +200,12 @@ class McpEndpoint:
         except wire.McpError as error:
             return rpc_error(error)
         if wire.opens_legacy_session(message):
-            return await self.legacy_initialize(message)
+            if self.legacy_eras:
+                return await self.legacy_initialize(message)
+            return rpc_error(wire.unsupported_version(_offered_version(message)),
+                             wire.request_id_of(message))
         try:
-            req = wire.parse_message(message, request.headers.getlist)
+            req = wire.parse_message(message, request.headers.getlist, legacy_eras=self.legacy_eras)
         except wire.McpError as error:
             return rpc_error(error)
         if req.notification:
@@ -433,11 +443,22 @@ class McpEndpoint:
     # -- methods -----------------------------------------------------------------
 
     async def discover(self, req: wire.McpRequest) -> dict[str, Any]:
-        return discover_result()
+        return discover_result(self.legacy_eras)
 
     async def tools_list(self, req: wire.McpRequest) -> dict[str, Any]:
-        return {"tools": list(tools.tool_list()), "ttlMs": resources.STATIC_TTL_MS,
-                "cacheScope": "public"}
+        """A valid bearer sees the tools its capabilities allow (`cacheScope: private`: the
+        list is that session's); no bearer, or one that is not a live session, the public view."""
+        try:
+            bearer = self.bearer()
+        except CommonroomError:
+            bearer = None
+        capabilities = None if bearer is None else await self.room.run_sync(
+            capabilities_of, self.room.engine, bearer)
+        if capabilities is None:
+            return {"tools": list(tools.tool_list()), "ttlMs": resources.STATIC_TTL_MS,
+                    "cacheScope": "public"}
+        return {"tools": list(tools.tool_list(tuple(sorted(capabilities)))),
+                "ttlMs": resources.STATIC_TTL_MS, "cacheScope": "private"}
 
     async def tools_call(self, req: wire.McpRequest) -> dict[str, Any]:
         name = req.params.get("name")
@@ -586,6 +607,12 @@ class McpEndpoint:
         return await tasks.handle(self.room, req, bearer, room_error)
 
 
+def _offered_version(message: dict[str, Any]) -> Any:
+    """The revision a legacy `initialize` asks for (what -32022's `data.requested` echoes)."""
+    params = message.get("params")
+    return params.get("protocolVersion") if isinstance(params, dict) else None
+
+
 def _request_id_of_raw(body: bytes) -> wire.RequestId:
     """The request id of a body, if it is readable (for an answer that must echo it)."""
     try:
@@ -594,9 +621,11 @@ def _request_id_of_raw(body: bytes) -> wire.RequestId:
         return None
 
 
-def register(app: QuartTrio, room: Room, *, heartbeat_seconds: float) -> McpEndpoint:
-    """Add `/mcp` to the ingress app (never to the owner app: there `/mcp` is 404)."""
-    endpoint = McpEndpoint(room, heartbeat_seconds)
+def register(app: QuartTrio, room: Room, *, heartbeat_seconds: float,
+             legacy_eras: bool = False) -> McpEndpoint:
+    """Add `/mcp` to the ingress app (never to the owner app: there `/mcp` is 404);
+    `legacy_eras` serves the initialize eras too (`ce serve --mcp-legacy`)."""
+    endpoint = McpEndpoint(room, heartbeat_seconds, legacy_eras=legacy_eras)
 
     async def mcp() -> Response:
         return await endpoint.view()

@@ -1,6 +1,10 @@
 """MCP tools: generated from the operation table, never a second list.
 
-Every `call` operation except `session.join` (an MCP caller already has its
+A tool is named like its operation with every `.` written `_` (`workspace_read`,
+`thread_open`): MCP clients (Claude Desktop, the OpenAI API behind Codex,
+Copilot) refuse a whole server when one tool name does not match
+`^[a-zA-Z0-9_-]{1,64}$` (`MCP_NAME_PATTERN`); `protocol.operations.tool_name` is the
+one place the name is derived. Every `call` operation except `session.join` (an MCP caller already has its
 session) is a tool, plus the long-poll `workspace.wait` (useful to agents
 that cannot hold a stream); observe and observe/ws are streams, not tools.
 Order is the table's, so `workspace.status` (no arguments, read-only) comes
@@ -22,14 +26,15 @@ from typing import Any, Final
 
 from commonroom.engine.facade import Outcome, StreamStart
 from commonroom.protocol import records as r
+from commonroom.protocol.capabilities import allows
 from commonroom.protocol.errors import CommonroomError
-from commonroom.protocol.operations import OPERATIONS, OperationSpec
+from commonroom.protocol.operations import MCP_NAME_PATTERN, OPERATIONS, OperationSpec, tool_name
 from commonroom.protocol.records import to_wire
 from commonroom.protocol.schema import json_schema
 from commonroom.room.core import Room
 
 # Stream operations that are still one request and one answer.
-_LONG_POLLS: Final = frozenset({"workspace.wait"})
+_LONG_POLLS: Final = frozenset({"workspace.wait", "workspace.proposal.wait", "workspace.thread.wait"})
 # Operations an MCP caller never needs as a tool.
 _NOT_TOOLS: Final = frozenset({"session.join"})
 # The errors that mean "no valid bearer": HTTP 401, never an isError result.
@@ -39,7 +44,9 @@ TOOL_OPERATIONS: Final[tuple[OperationSpec, ...]] = tuple(
     op for op in OPERATIONS
     if op.name not in _NOT_TOOLS and (op.kind == "call" or op.name in _LONG_POLLS)
 )
-TOOLS_BY_NAME: Final[dict[str, OperationSpec]] = {op.name: op for op in TOOL_OPERATIONS}
+TOOLS_BY_NAME: Final[dict[str, OperationSpec]] = {tool_name(op.name): op for op in TOOL_OPERATIONS}
+if bad_names := [name for name in TOOLS_BY_NAME if not MCP_NAME_PATTERN.match(name)]:
+    raise RuntimeError(f"MCP tool names that clients refuse: {bad_names}")
 
 
 def _description(op: OperationSpec) -> str:
@@ -48,9 +55,14 @@ def _description(op: OperationSpec) -> str:
 
 
 def tool(op: OperationSpec) -> dict[str, Any]:
-    """One `Tool` of `tools/list`."""
-    out: dict[str, Any] = {
-        "name": op.name,
+    """One `Tool` of `tools/list`.
+
+    No `outputSchema`: the answers' records were half of the listing (71 KB for 59 tools),
+    paid on every turn by every agent; `structuredContent` is still every answer, and its
+    shape is in `/openapi.json`. The input schema is the table's, constraints included.
+    """
+    return {
+        "name": tool_name(op.name),
         "title": op.name,
         "description": _description(op),
         "inputSchema": json_schema(op.params, params=True),
@@ -61,14 +73,15 @@ def tool(op: OperationSpec) -> dict[str, Any]:
             "openWorldHint": False,
         },
     }
-    if op.result is not None:
-        out["outputSchema"] = json_schema(op.result)
-    return out
 
 
 @cache
-def tool_list() -> tuple[dict[str, Any], ...]:
-    return tuple(tool(op) for op in TOOL_OPERATIONS)
+def tool_list(capabilities: tuple[str, ...] | None = None) -> tuple[dict[str, Any], ...]:
+    """Every tool (the public view, `capabilities` None), or only those a session holding
+    `capabilities` can call (its view: what `tools/list` shows a valid bearer)."""
+    return tuple(tool(op) for op in TOOL_OPERATIONS
+                 if capabilities is None or op.capability is None
+                 or allows(capabilities, op.capability))
 
 
 def success_result(answer: Any, media: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -115,5 +128,19 @@ async def call_tool(
         return error_result(outcome.error)
     if op.kind == "stream":
         start: StreamStart = outcome.result
-        return success_result(to_wire(await room.wait(start)))
+
+        async def again() -> StreamStart:
+            rerun = await room.execute(op.name, bearer, arguments)
+            if rerun.error is not None:
+                raise rerun.error
+            fresh: StreamStart = rerun.result
+            return fresh
+
+        try:
+            waited = await room.wait(start, again)
+        except CommonroomError as error:  # the record went away, or the session ended, meanwhile
+            if error.code in AUTH_CODES:
+                raise
+            return error_result(error)
+        return success_result(to_wire(waited))
     return success_result(to_wire(outcome.result), media_content(outcome.result))

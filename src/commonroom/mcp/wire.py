@@ -13,9 +13,11 @@ order where two rules could both apply):
    response is -32600), `jsonrpc: "2.0"` and a string `method` (-32600);
 2. a notification (no id, or id null) stops here: 202, empty body;
 3. a request whose `MCP-Protocol-Version` header names a legacy version and
-   whose `_meta` names none is a legacy request without its session: 400,
-   -32600 (initialize first); a header naming a version nobody serves: -32022
-   with `data.supported` / `data.requested`;
+   whose `_meta` names none: where the legacy eras are served (`ce serve
+   --mcp-legacy`) a legacy request without its session, 400, -32600
+   (initialize first); by default (the seed's rule) an unsupported version,
+   -32022; a header naming a version nobody serves: -32022 with
+   `data.supported` / `data.requested`;
 4. `_meta` must hold `protocolVersion` and a `clientCapabilities` object
    (-32602);
 5. the routing headers must equal the body (-32020 `HeaderMismatch`):
@@ -49,6 +51,14 @@ PROTOCOL_VERSION: Final = "2026-07-28"
 LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 """The streamable-HTTP revisions with an `initialize` handshake and a session, newest first."""
 SUPPORTED_VERSIONS: Final = (PROTOCOL_VERSION, *LEGACY_VERSIONS)
+"""Every revision served when the host opts in to the legacy eras (`ce serve --mcp-legacy`)."""
+SEED_VERSIONS: Final = (PROTOCOL_VERSION,)
+"""What the room serves by default: the seed accepts 2026-07-28 only."""
+
+
+def served_versions(legacy_eras: bool) -> tuple[str, ...]:
+    """The revisions a room serves (`supportedVersions`, and `data.supported` of -32022)."""
+    return SUPPORTED_VERSIONS if legacy_eras else SEED_VERSIONS
 SESSION_HEADER: Final = "Mcp-Session-Id"
 
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
@@ -124,11 +134,11 @@ def header_mismatch(detail: str) -> McpError:
     return McpError(HEADER_MISMATCH, "HeaderMismatch", {"detail": detail})
 
 
-def unsupported_version(requested: Any) -> McpError:
+def unsupported_version(requested: Any, *, legacy_eras: bool = False) -> McpError:
     return McpError(
         UNSUPPORTED_VERSION,
         "UnsupportedProtocolVersionError",
-        {"supported": list(SUPPORTED_VERSIONS), "requested": requested},
+        {"supported": list(served_versions(legacy_eras)), "requested": requested},
     )
 
 
@@ -230,9 +240,9 @@ def request_id_of(message: Mapping[str, Any]) -> RequestId:
     return rid
 
 
-def parse(raw: bytes, headers: HeaderValues) -> McpRequest:
+def parse(raw: bytes, headers: HeaderValues, *, legacy_eras: bool = False) -> McpRequest:
     """A 2026-07-28 request from the raw body (`parse_body`, then `parse_message`)."""
-    return parse_message(parse_body(raw), headers)
+    return parse_message(parse_body(raw), headers, legacy_eras=legacy_eras)
 
 
 def is_response(message: Mapping[str, Any]) -> bool:
@@ -249,11 +259,14 @@ def opens_legacy_session(message: Mapping[str, Any]) -> bool:
     return not (isinstance(meta, dict) and META_VERSION in meta)
 
 
-def parse_message(message: dict[str, Any], headers: HeaderValues) -> McpRequest:
-    """Validate a 2026-07-28 request (steps 2-6 of the module's list); raises McpError."""
+def parse_message(message: dict[str, Any], headers: HeaderValues, *,
+                  legacy_eras: bool = False) -> McpRequest:
+    """Validate a 2026-07-28 request (steps 2-6 of the module's list); raises McpError.
+
+    `legacy_eras`: the room serves the legacy eras too (only the errors differ)."""
     rid = request_id_of(message)
     try:
-        return _parse_message(message, rid, headers)
+        return _parse_message(message, rid, headers, legacy_eras)
     except McpError as error:
         error.request_id = rid
         raise
@@ -277,7 +290,8 @@ def parse_common(message: Mapping[str, Any], rid: RequestId) -> tuple[str, dict[
     return method, params, meta if isinstance(meta, dict) else {}
 
 
-def _parse_message(message: dict[str, Any], rid: RequestId, headers: HeaderValues) -> McpRequest:
+def _parse_message(message: dict[str, Any], rid: RequestId, headers: HeaderValues,
+                   legacy_eras: bool) -> McpRequest:
     method, params, meta = parse_common(message, rid)
     if rid is None:
         return McpRequest(None, method, params, meta, notification=True)
@@ -285,10 +299,10 @@ def _parse_message(message: dict[str, Any], rid: RequestId, headers: HeaderValue
     header_version = single_header(headers, "MCP-Protocol-Version")
     meta_version = meta.get(META_VERSION)
     if meta_version is None:
-        if header_version in LEGACY_VERSIONS:
+        if header_version in LEGACY_VERSIONS and legacy_eras:
             raise session_required()  # a legacy client that lost (or never had) its session
-        if header_version is not None and header_version not in SUPPORTED_VERSIONS:
-            raise unsupported_version(header_version)
+        if header_version is not None and header_version not in served_versions(legacy_eras):
+            raise unsupported_version(header_version, legacy_eras=legacy_eras)
         raise invalid_params(f"params._meta must hold {META_VERSION!r}",
                              {"missing": META_VERSION})
     if not isinstance(meta_version, str):
@@ -318,7 +332,7 @@ def _parse_message(message: dict[str, Any], rid: RequestId, headers: HeaderValue
         raise header_mismatch("Mcp-Name sent more than once")
 
     if meta_version != PROTOCOL_VERSION:  # a legacy version travels in a legacy session only
-        raise unsupported_version(meta_version)
+        raise unsupported_version(meta_version, legacy_eras=legacy_eras)
     return McpRequest(rid, method, params, meta)
 
 

@@ -1,6 +1,6 @@
 """The wire contract: one `OperationSpec` per operation of the room.
 
-Every operation is declared here once: its name (also the MCP tool name), HTTP
+Every operation is declared here once: its name (the MCP tool's, `.` written `_`), HTTP
 method and path, the capability it needs, its parameter record
 (`protocol/requests.py`, whose field metadata holds every constraint the one
 parser enforces: choices, min/max, max_length, pattern), its result record
@@ -22,6 +22,7 @@ but attrs, the stdlib and `protocol/`, so `ce` and the client stay light.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import attrs
@@ -56,6 +57,15 @@ class OperationSpec:
 
 
 FRAMINGS: Final = ("sse", "websocket", "long_poll")
+
+MCP_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""What every MCP name (tool, prompt, resource template) must match: Claude Desktop, the OpenAI
+API (Codex) and Copilot refuse a whole server when one name does not."""
+
+
+def tool_name(operation: str) -> str:
+    """An operation's MCP tool name: the operation's name with every `.` written `_`."""
+    return operation.replace(".", "_")
 
 
 _READ: Final[dict[str, Any]] = {"read_only": True, "idempotent": True}
@@ -282,6 +292,18 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
     _spec("task.surfaces", "GET", "/workspace/task/surfaces", "read", rq.TaskSurfacesParams,
         r.TaskSurfacesList,
         "The tasks' live views, apps and app states (one task's with task_id).", **_READ),
+
+    # -- waiting for a person is one call (docs/spec/PROTOCOL.md 12): long-polls without a cursor
+    _spec("workspace.proposal.wait", "GET", "/workspace/proposal/wait", "read",
+        rq.ProposalWaitParams, r.ProposalWaited,
+        "Wait for a person's review: answers once the proposal leaves pending, or after"
+        " timeout_seconds (max 25) with waiting: true; then call again.",
+        **_stream("long_poll")),
+    _spec("workspace.thread.wait", "GET", "/workspace/thread/wait", "read",
+        rq.ThreadWaitParams, r.ThreadWaited,
+        "Wait for a reply: answers once someone else has the thread's last word (or it is"
+        " resolved), or after timeout_seconds (max 25) with waiting: true.",
+        **_stream("long_poll")),
 )
 
 OPERATIONS_BY_NAME: Final[dict[str, OperationSpec]] = {spec.name: spec for spec in OPERATIONS}

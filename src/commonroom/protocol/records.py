@@ -578,6 +578,24 @@ class WaitAnswer:
     latest_event_id: int
 
 
+@attrs.frozen
+class ProposalWaited:
+    """`workspace.proposal.wait`: the proposal once it left `pending`, or as it is at the
+    timeout with `waiting: true` (then ask again)."""
+
+    proposal: Proposal
+    waiting: bool
+
+
+@attrs.frozen
+class ThreadWaited:
+    """`workspace.thread.wait`: the thread once someone else has the last word (or it is no
+    longer open), or as it is at the timeout with `waiting: true` (then ask again)."""
+
+    thread: Thread
+    waiting: bool
+
+
 # -- workspace.ping (issue 19)
 
 

@@ -302,6 +302,26 @@ class WaitParams:
     )
 
 
+# -- waiting for a person: one call, no cursor (docs/spec/PROTOCOL.md 12)
+
+_HOLD_DOC = ("how long to hold the request while nothing changed (default and most:"
+             f" {limits.WAIT_MAX_SECONDS}); call again while the answer says waiting")
+
+
+@attrs.frozen
+class ProposalWaitParams:
+    proposal_id: str
+    timeout_seconds: float = attrs.field(default=float(limits.WAIT_MAX_SECONDS), metadata={
+        "min": 0, "max": limits.WAIT_MAX_SECONDS, "doc": _HOLD_DOC})
+
+
+@attrs.frozen
+class ThreadWaitParams:
+    thread_id: str
+    timeout_seconds: float = attrs.field(default=float(limits.WAIT_MAX_SECONDS), metadata={
+        "min": 0, "max": limits.WAIT_MAX_SECONDS, "doc": _HOLD_DOC})
+
+
 # -- provenance: blame, revert and restore, auto-approve policies (docs/spec/PROTOCOL.md 18)
 
 

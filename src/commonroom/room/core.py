@@ -47,13 +47,20 @@ from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
 from commonroom.protocol.operations import OPERATIONS_BY_NAME
-from commonroom.protocol.records import AppReply, WaitAnswer, to_wire
+from commonroom.protocol.records import AppReply, ProposalWaited, ThreadWaited, WaitAnswer, to_wire
 from commonroom.protocol.timefmt import parse_ts
 from commonroom.room.app_hosts import AppHosts
 from commonroom.room.hub import EventHub
 from commonroom.room.pumps import RoomStream, StreamWriter, open_pumped, pump_to_writer
 from commonroom.room.slots import StreamSlots
-from commonroom.room.streams import Addressed, StreamItem, observe, wait_for_events
+from commonroom.room.streams import (
+    Addressed,
+    Again,
+    StreamItem,
+    observe,
+    wait_for_events,
+    wait_for_person,
+)
 
 WATCH_INTERVAL = 0.1
 # A settle deadline is looked at this much after it (a look exactly at it could
@@ -260,8 +267,16 @@ class Room:
             direct=direct,
         )
 
-    async def wait(self, start: StreamStart) -> WaitAnswer:
-        """The long-poll for an authorized start (held in the caller's task, at most 25 s)."""
+    async def wait(self, start: StreamStart, again: Again | None = None
+                   ) -> WaitAnswer | ProposalWaited | ThreadWaited:
+        """The long-poll for an authorized start (held in the caller's task, at most 25 s).
+
+        A wait for a person (`start.watch`) needs `again`: the adapter's way to run the same
+        operation once more for the same caller (a fresh start), when an event names it."""
+        if start.watch is not None:
+            if again is None:
+                raise ValueError("a wait for a person needs `again`")
+            return await wait_for_person(self, start, again)
         return await wait_for_events(
             self, session_hash=start.actor.session_hash,
             participant_id=start.actor.participant_id, cursor=start.cursor or 0,

@@ -50,17 +50,17 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from typing import Any, Protocol
 
 import attrs
 import trio
 
-from commonroom.engine.facade import Engine, check_streams, ring_window
+from commonroom.engine.facade import Engine, StreamStart, check_streams, ring_window
 from commonroom.protocol import limits
 from commonroom.protocol.events import Event
-from commonroom.protocol.records import WaitAnswer
+from commonroom.protocol.records import ProposalWaited, ThreadWaited, WaitAnswer
 from commonroom.room.hub import EventHub, Subscriber
 
 
@@ -502,3 +502,45 @@ async def wait_for_events(
         return WaitAnswer([], resync_to, True, resync_to)
     new_cursor = events[-1].event_id if events else cursor
     return WaitAnswer(events, new_cursor, False, max(latest, new_cursor))
+
+
+# ------------------------------------------------------------ waits for a person
+
+Again = Callable[[], Awaitable[StreamStart]]
+"""Run the wait's operation once more for the same caller: a fresh start (raises its error)."""
+
+
+async def wait_for_person(room: Room, start: StreamStart, again: Again) -> ProposalWaited | ThreadWaited:
+    """`workspace.proposal.wait` / `workspace.thread.wait`: no cursor, no filtering by the caller.
+
+    Answers at once when the start says the wait is over; else holds up to the start's
+    timeout (at most 25 s), running the operation again (`again`) whenever an event names
+    the watched record (or the reader lost events: `resync`), and answers as soon as that says
+    it is over. At the timeout, the room stopping or the session ending, it answers the
+    latest state with `waiting: true`. Events are read from the start's own read on, so a
+    change between that read and the hold is not missed.
+    """
+    watch = start.watch
+    assert watch is not None
+    timeout = min(max(start.timeout_seconds, 0.0), WAIT_MAX_SECONDS)
+    if not watch.answer.waiting or timeout == 0:
+        return watch.answer
+    stream = observe(
+        room, session_hash=start.actor.session_hash, participant_id=start.actor.participant_id,
+        since_event_id=start.latest_event_id, heartbeat_seconds=timeout + 60.0,
+    )
+    async with aclosing(stream) as items:
+        with trio.move_on_after(timeout):
+            async for item in items:
+                if item.kind == "end":
+                    break
+                named = (item.kind == "event" and item.event is not None
+                         and getattr(item.event.payload, watch.key, None) == watch.id)
+                if not (named or item.kind == "resync"):
+                    continue
+                fresh = (await again()).watch
+                assert fresh is not None
+                watch = fresh
+                if not watch.answer.waiting:
+                    break
+    return watch.answer

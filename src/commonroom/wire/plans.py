@@ -8,7 +8,8 @@ plan at that `yield`, so a plan handles failures with a plain `try`. A plan
 holds the policy — what to resend after a drop, how long to wait, when to give
 up — and nothing else: no sockets, no clock of its own, no sleeping. That is
 why `Client.observe`, `AsyncClient.observe`, `ce observe` and `ce mcp`'s
-notification stream reconnect alike, and `wait_for_review` and `ce wait` wait alike.
+notification stream reconnect alike, and `wait_for_review` and `ce wait` wait (and
+outlive a room restart) alike.
 
 Steps and what the driver sends back:
 
@@ -28,7 +29,7 @@ Answers are wire JSON (dicts), not records: `ce` uses these plans without cattrs
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from typing import Any, Final, NoReturn, TypeAlias, TypeVar
 
 from commonroom.client import errors
@@ -46,6 +47,8 @@ WAIT_HOLD_SECONDS: Final = 25
 STATUS_POLL_SECONDS: Final = 30.0
 # After a failed request of a hold, when the room gives no retry_after_seconds.
 RETRY_SECONDS: Final = 2.0
+# A wait for a person that lost the room tries again after these pauses (doubling to the most).
+RECONNECT_BACKOFF: Final = (0.5, 5.0)
 
 
 # -- steps ------------------------------------------------------------------------------
@@ -162,28 +165,19 @@ def events(
 
 
 def review(proposal_id: str, timeout: float | None = None) -> Plan[dict[str, Any]]:
-    """Wait until a proposal is decided (approved, rejected, superseded, ...); its detail answer.
+    """Wait until a proposal is decided (approved, rejected, superseded, ...); the proposal.
 
-    Long-polls `workspace.wait` from the room's latest event and reads the
-    proposal again only when an event names it (or the room lost the cursor).
-    Raises `commonroom.Timeout` after `timeout` seconds (None: no limit).
+    Holds `workspace.proposal.wait` (the room answers once the proposal left pending,
+    else after 25 s with `waiting: true`, and it is asked again). A room that cannot
+    be reached (restarting, say) is tried again with `Reconnecting` emitted before each
+    pause. Raises `commonroom.Timeout` after `timeout` seconds (None: no limit).
     """
-    deadline = None if timeout is None else (yield Now()) + timeout
-    cursor = (yield Call("workspace.room"))["latest_event_id"]
-    current: dict[str, Any] = yield Call("workspace.proposal", {"proposal_id": proposal_id})
-    while current.get("status") not in DECIDED:
-        hold = float(WAIT_HOLD_SECONDS)
-        if deadline is not None:
-            hold = min(hold, deadline - (yield Now()))
-            if hold <= 0:
-                raise errors.Timeout(
-                    f"proposal {proposal_id} is still {current.get('status')} after {timeout:g} s",
-                    {"proposal_id": proposal_id, "status": current.get("status")})
-        answer = yield Call("workspace.wait", {"cursor": cursor, "timeout_seconds": hold}, hold)
-        cursor = answer.get("cursor", cursor)
-        if answer.get("resync") or any(_names(event, proposal_id) for event in answer.get("events", ())):
-            current = yield Call("workspace.proposal", {"proposal_id": proposal_id})
-    return current
+    answer = yield from _wait_for_person(
+        "workspace.proposal.wait", "proposal_id", proposal_id, timeout,
+        lambda last: (f"proposal {proposal_id} is still {_status(last, 'proposal')}",
+                      {"proposal_id": proposal_id, "status": _status(last, "proposal")}))
+    proposal: dict[str, Any] = answer["proposal"]
+    return proposal
 
 
 def answered(thread: Mapping[str, Any]) -> bool:
@@ -195,29 +189,60 @@ def answered(thread: Mapping[str, Any]) -> bool:
 
 
 def reply(thread_id: str, timeout: float | None = None) -> Plan[dict[str, Any]]:
-    """Wait until someone other than its author answers a thread (or it is resolved, outdated).
+    """Wait until someone other than the caller has a thread's last word (or it is resolved,
+    outdated); the thread.
 
-    The author of a blocking question waits here; nobody else is held. Long-polls
-    `workspace.wait` and reads the thread again only when an event names it.
+    The author of a blocking question waits here; nobody else is held. Holds
+    `workspace.thread.wait` like `review` holds the proposal's wait, reconnecting alike.
     Raises `commonroom.Timeout` after `timeout` seconds (None: no limit).
     """
+    answer = yield from _wait_for_person(
+        "workspace.thread.wait", "thread_id", thread_id, timeout,
+        lambda last: (f"thread {thread_id} has no answer",
+                      {"thread_id": thread_id, "status": _status(last, "thread")}))
+    thread: dict[str, Any] = answer["thread"]
+    return thread
+
+
+def _status(answer: Mapping[str, Any] | None, key: str) -> Any:
+    record = answer.get(key) if answer is not None else None
+    return record.get("status") if isinstance(record, Mapping) else None
+
+
+def _wait_for_person(
+    op: str, key: str, value: str, timeout: float | None,
+    describe: Callable[[Mapping[str, Any] | None], tuple[str, dict[str, Any]]],
+) -> Plan[dict[str, Any]]:
+    """Ask `op` again and again until its answer is not `waiting`; survive the room's restarts.
+
+    Only an unreachable room (or a rate limit) is waited out; any other refusal (no such
+    record, an ended session) ends the plan with its error.
+    """
     deadline = None if timeout is None else (yield Now()) + timeout
-    cursor = (yield Call("workspace.room"))["latest_event_id"]
-    thread: dict[str, Any] = yield Call("workspace.thread", {"thread_id": thread_id})
-    while not answered(thread):
+    last: dict[str, Any] | None = None
+    delay = RECONNECT_BACKOFF[0]
+    while True:
         hold = float(WAIT_HOLD_SECONDS)
         if deadline is not None:
             hold = min(hold, deadline - (yield Now()))
             if hold <= 0:
-                raise errors.Timeout(
-                    f"thread {thread_id} has no answer after {timeout:g} s",
-                    {"thread_id": thread_id, "status": thread.get("status")})
-        answer = yield Call("workspace.wait", {"cursor": cursor, "timeout_seconds": hold}, hold)
-        cursor = answer.get("cursor", cursor)
-        if answer.get("resync") or any(_names(event, thread_id, "thread_id")
-                                       for event in answer.get("events", ())):
-            thread = yield Call("workspace.thread", {"thread_id": thread_id})
-    return thread
+                message, details = describe(last)
+                raise errors.Timeout(f"{message} after {timeout:g} s", details)
+        try:
+            answer = yield Call(op, {key: value, "timeout_seconds": hold}, hold)
+        except errors.CommonroomError as error:
+            if error.code not in ("transport_unavailable", "limit_exceeded"):
+                raise
+            retry = error.recovery.get("retry_after_seconds")
+            pause = float(retry) if isinstance(retry, (int, float)) else delay
+            yield Emit(Reconnecting(pause, error.message, ""))
+            yield Sleep(pause)
+            delay = min(RECONNECT_BACKOFF[1], delay * 2)
+            continue
+        delay = RECONNECT_BACKOFF[0]
+        if isinstance(answer, dict) and not answer.get("waiting", True):
+            return answer
+        last = answer if isinstance(answer, dict) else last
 
 
 def presence() -> Plan[NoReturn]:
@@ -280,11 +305,6 @@ def _next_cursor(answer: Any, cursor: int) -> int | None:
         return new
     ids = [e.get("event_id") for e in answer.get("events") or [] if isinstance(e, dict)]
     return max((i for i in ids if isinstance(i, int)), default=cursor)
-
-
-def _names(event: Any, value: str, key: str = "proposal_id") -> bool:
-    payload = event.get("payload") if isinstance(event, dict) else None
-    return isinstance(payload, dict) and payload.get(key) == value
 
 
 __all__ = [

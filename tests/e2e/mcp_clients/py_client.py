@@ -1,17 +1,24 @@
-"""The official Python MCP SDK over streamable HTTP in its legacy (initialize) mode, doing the
-room's whole loop; driven by tests/e2e/test_mcp_clients.py.
+"""The official Python MCP SDK doing the room's whole loop; driven by tests/e2e/test_mcp_clients.py.
 
-    python py_client.py URL BEARER REGION
+    python py_client.py MODE REGION
 
-Runs with `mcp` 1.x (its own venv: it cannot share one with 2.x) or `mcp` 2.x (mode="legacy").
-Prints one JSON line per step on stdout; waits for a line on stdin where the loop needs a
-person (the host's approval) or another agent (a commit in REGION). Imports nothing of
-commonroom: it is a client like any other.
+MODE: `modern` (SDK 2.x, MCP 2026-07-28 by URL: discover, no initialize), `url` (the SDK's
+legacy initialize mode by URL: 2.x with mode="legacy", or 1.x) or `stdio` (the same older
+mode through the `ce mcp` bridge). The URL and the bearer come in MCP_TEST_URL and
+MCP_TEST_BEARER; for `stdio`, MCP_TEST_CE is the `ce` to start, which reads the room from
+CE_INVITATION and CE_SESSION (an env block, as `ce mcp config` prints it: no secret on a
+command line). Runs with `mcp` 1.x (its own venv: it cannot share one with 2.x) or 2.x.
+
+The loop: list tools, read REGION, check it out, propose, hold `workspace_proposal_wait`
+until a person approves (the host's `ce review`), commit, release, subscribe to the region
+and see another agent's commit there. Prints one JSON line per step on stdout. Imports
+nothing of commonroom: it is a client like any other.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import AsyncExitStack
 from importlib.metadata import version
@@ -22,16 +29,11 @@ import mcp
 
 SDK_VERSION = version("mcp")
 SDK_MAJOR = int(SDK_VERSION.split(".")[0])
+BRIDGE_ENV = ("CE_INVITATION", "CE_SESSION", "PATH", "HOME", "XDG_CONFIG_HOME")
 
 
 def say(step: str, **fields: Any) -> None:
     print(json.dumps({"step": step, **fields}), flush=True)
-
-
-async def wait_for(word: str) -> None:
-    line = await anyio.to_thread.run_sync(sys.stdin.readline)
-    if line.strip() != word:
-        raise SystemExit(f"expected {word!r} on stdin, got {line!r}")
 
 
 def structured(result: Any) -> dict[str, Any]:
@@ -50,22 +52,36 @@ def notified_uri(message: Any) -> str | None:
     return str(root.params.uri)
 
 
-async def connect(stack: AsyncExitStack, url: str, bearer: str, handler: Any, session_ids: list[str]) -> Any:
-    """A connected client of this SDK line, with its session id recorded from the answers."""
+async def connect(stack: AsyncExitStack, mode: str, handler: Any, session_ids: list[str]) -> Any:
+    """A connected client of this SDK line in `mode`, its session id recorded from the answers."""
 
     async def record(response: Any) -> None:
         session_id = response.headers.get("mcp-session-id")
         if session_id and session_id not in session_ids:
             session_ids.append(session_id)
 
-    headers = {"Authorization": f"Bearer {bearer}"}
+    if mode == "stdio":
+        bridge = mcp.StdioServerParameters(
+            command=os.environ["MCP_TEST_CE"], args=["mcp", "--name", f"py-sdk-{SDK_MAJOR}"],
+            env={key: os.environ[key] for key in BRIDGE_ENV if key in os.environ})
+        if SDK_MAJOR >= 2:
+            client = mcp.Client(bridge, mode="legacy", message_handler=handler)
+            await stack.enter_async_context(client)
+            return client
+        from mcp.client.stdio import stdio_client
+
+        read, write = await stack.enter_async_context(stdio_client(bridge))
+        session = await stack.enter_async_context(mcp.ClientSession(read, write, message_handler=handler))
+        await session.initialize()
+        return session
+    url, headers = os.environ["MCP_TEST_URL"], {"Authorization": f"Bearer {os.environ['MCP_TEST_BEARER']}"}
     if SDK_MAJOR >= 2:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client
 
         http = httpx2.AsyncClient(headers=headers, event_hooks={"response": [record]})
-        client = mcp.Client(streamable_http_client(url, http_client=http), mode="legacy",
-                            message_handler=handler)
+        client = mcp.Client(streamable_http_client(url, http_client=http),
+                            mode="auto" if mode == "modern" else "legacy", message_handler=handler)
         await stack.enter_async_context(client)
         return client
     import httpx
@@ -78,7 +94,18 @@ async def connect(stack: AsyncExitStack, url: str, bearer: str, handler: Any, se
     return session
 
 
-async def main(url: str, bearer: str, region: str) -> None:
+async def wait_for_review(client: Any, proposal_id: str) -> tuple[dict[str, Any], int]:
+    """Hold the wait tool until the proposal left pending: (the proposal, how many calls)."""
+    calls = 0
+    while True:
+        calls += 1
+        waited = structured(await client.call_tool("workspace_proposal_wait",
+                                                   {"proposal_id": proposal_id, "timeout_seconds": 25}))
+        if not waited["waiting"]:
+            return waited["proposal"], calls
+
+
+async def main(mode: str, region: str) -> None:
     uri = f"commonroom://workspace/region/{region}"
     updated = anyio.Event()
     session_ids: list[str] = []
@@ -88,31 +115,43 @@ async def main(url: str, bearer: str, region: str) -> None:
             updated.set()
 
     async with AsyncExitStack() as stack:
-        client = await connect(stack, url, bearer, handler, session_ids)
+        client = await connect(stack, mode, handler, session_ids)
         negotiated = client.protocol_version if SDK_MAJOR >= 2 else None
-        say("initialized", sdk=SDK_VERSION, protocolVersion=negotiated,
+        discovered = None
+        if mode == "modern":
+            discovered = (await client.session.discover()).supported_versions
+        say("initialized", sdk=SDK_VERSION, protocolVersion=negotiated, supported=discovered,
             sessionId=session_ids[0] if session_ids else None)
         tools = (await client.list_tools()).tools
-        say("tools", count=len(tools), first=tools[0].name)
-        read = structured(await client.call_tool("workspace.read", {"region": region}))
+        say("tools", count=len(tools), names=[tool.name for tool in tools])
+        read = structured(await client.call_tool("workspace_read", {"region": region}))
         say("read", version=read["version"])
-        lease = structured(await client.call_tool("workspace.checkout", {"region": region}))
-        proposal = structured(await client.call_tool("workspace.propose", {
+        lease = structured(await client.call_tool("workspace_checkout", {"region": region}))
+        proposal = structured(await client.call_tool("workspace_propose", {
             "region": region, "base_version": read["version"], "summary": "from the Python SDK",
             "content": read["content"].rstrip() + f"\n\nThe Python SDK {SDK_MAJOR}.x was here.\n"}))
         say("proposed", proposal_id=proposal["proposal_id"])
-        await wait_for("approved")
-        committed = structured(await client.call_tool("workspace.commit",
+        decided, calls = await wait_for_review(client, proposal["proposal_id"])
+        say("reviewed", status=decided["status"], calls=calls)
+        committed = structured(await client.call_tool("workspace_commit",
                                                       {"proposal_id": proposal["proposal_id"]}))
-        structured(await client.call_tool("workspace.release", {"lease_id": lease["lease_id"]}))
+        structured(await client.call_tool("workspace_release", {"lease_id": lease["lease_id"]}))
         say("committed", version=committed["version"])
-        await client.subscribe_resource(uri)
-        say("subscribed", uri=uri)
-        with anyio.fail_after(20):
-            await updated.wait()
+        if mode == "modern":  # 2026-07-28: the opt-in stream, no session
+            async with client.listen(resource_subscriptions=[uri]) as listening:
+                say("subscribed", uri=uri)
+                with anyio.fail_after(20):
+                    async for event in listening:
+                        if uri in repr(event):
+                            break
+        else:
+            await client.subscribe_resource(uri)
+            say("subscribed", uri=uri)
+            with anyio.fail_after(20):
+                await updated.wait()
         say("notified", uri=uri)
-    say("closed")  # leaving the context sent DELETE: the session is over
+    say("closed")  # leaving the context ended the session (DELETE by URL, EOF to the bridge)
 
 
 if __name__ == "__main__":
-    anyio.run(main, *sys.argv[1:4])
+    anyio.run(main, *sys.argv[1:3])

@@ -1081,7 +1081,7 @@
   async function showMcpSnippets(invitation) {
     let answer = null;
     try { answer = await api("POST", "/owner/api/mcp/configs", { invitation }); } catch (_) { answer = null; }
-    snippets.list = answer ? answer.configs : [{ client: "ce mcp", text: `ce mcp ${invitation}`, where: "run it as the MCP client's stdio command" }];
+    snippets.list = answer ? answer.configs : [{ client: "ce mcp", text: `CE_INVITATION='${invitation}' ce mcp`, where: "run it as the MCP client's stdio command (the invitation in its environment, never on its command line)" }];
     $("invite-mcp-url").textContent = answer && answer.mcp_url ? answer.mcp_url : "(not reachable over HTTP here)";
     const select = $("invite-client");
     clear(select);
