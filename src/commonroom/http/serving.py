@@ -59,12 +59,13 @@ does about each, so that no other module has to think about it:
    EMFILE log line is let through once every 10 s (`_AcceptErrorsOnceInAWhile`).
 
 Where each fix lives: the app-level ones (1's shield, 2, 6, JSON errors) in
-`hardened_app.py`, the connection-level ones (1's idle timer, 3) in
+`hardened_app.py`, the connection-level ones (3, the lingering close) in
 `connection.py`, 4, 5 and 8 here with `ServeConfig` and the serve loop. Every
-hook they need into hypercorn's, quart's or quart-trio's internals (and 7, which
-is nothing but such a hook) is in `_compat.py`, which asserts the tested versions
-at import and says which upstream issue each hook works around; no other module
-imports their private modules (an import-linter contract).
+hook they need into hypercorn's, quart's or quart-trio's internals, and the fixes
+that are nothing but such a hook (1's idle timer, 7), are in `_compat.py`, which
+asserts the tested versions at import and says which upstream issue each hook
+works around; no other module imports their private modules (an import-linter
+contract).
 hypercorn's own error answers (malformed HTTP) have empty bodies, never HTML.
 
 Everything here listens on a loopback address only.
