@@ -380,10 +380,11 @@ class QuartTrioHTTPConnection(TrioASGIHTTPConnection):
 
     Works around: quart-trio's ``handle_request`` sends the response where the
     ``http.disconnect`` hypercorn sends during the final body send cancels it
-    half way (pitfall 1: hypercorn #106, #210, #330), and bounds every response,
-    streams included, by ``RESPONSE_TIMEOUT`` (pitfall 2); quart builds the
-    request body with the app-wide ``MAX_CONTENT_LENGTH`` before any route can
-    set its own (quart #425).
+    half way, so the connection is never recycled or closed (pitfall 1; related
+    upstream: hypercorn #106 and #210, the symptom as reported: #330); it bounds
+    every response, streams included, by ``RESPONSE_TIMEOUT`` (pitfall 2); and
+    quart builds the request body with the app-wide ``MAX_CONTENT_LENGTH`` before
+    any route can set its own (quart #425).
 
     Relies on: quart's ``ASGIHTTPConnection(app, scope)`` keeping ``app`` and
     ``scope``; ``_create_request_from_scope(send)`` building the request;
