@@ -15,10 +15,12 @@ this module fixes the ones that live in the ASGI app:
    ``Content-Length`` over the limit is answered 413 before the app runs (after
    the app's own `HEADER_CHECK`, so a refused origin hears 403, not 413); a
    chunked body is counted as it arrives and nothing past the limit is kept
-   (`HardenedRequest`).
+   (`HardenedRequest`, with `_compat.BoundedBody`).
 
 `install_json_errors` turns every error quart would render as HTML into the
-protocol's JSON error shape.
+protocol's JSON error shape. The hooks into quart-trio's handler and quart's
+body these fixes ride on are in `_compat.py` (`QuartTrioHTTPConnection`,
+`BoundedBody`).
 """
 
 from __future__ import annotations
@@ -35,11 +37,11 @@ from hypercorn.typing import ASGIReceiveCallable, ASGISendCallable, ASGISendEven
 from quart import Response, current_app, request
 from quart.wrappers import Request
 from quart_trio import QuartTrio
-from quart_trio.asgi import TrioASGIHTTPConnection
-from quart_trio.wrappers.request import TrioBody, TrioRequest
-from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
+from quart_trio.wrappers import TrioRequest
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 from werkzeug.wrappers import Response as WerkzeugResponse
 
+from commonroom.http._compat import STOCK_HTTP_CONNECTION, BoundedBody, QuartTrioHTTPConnection
 from commonroom.protocol.errors import CommonroomError, body_too_large, internal_error
 
 __all__ = [
@@ -78,47 +80,13 @@ gives the headers and the listener's own address (``scope["server"]``)."""
 
 
 
-class _BoundedBody(TrioBody):
-    """A request body that counts every byte received, not just the bytes held.
-
-    Quart's `Body` compares the limit with what it currently holds, so a body
-    consumed chunk by chunk (``async for``) is never bounded. Past the limit
-    nothing more is kept and reading raises `RequestEntityTooLarge`.
-    """
-
-    def __init__(self, expected_content_length: int | None, max_content_length: int | None) -> None:
-        super().__init__(expected_content_length, max_content_length)
-        self._received = 0
-
-    def append(self, data: bytes) -> None:
-        self._received += len(data)
-        limit = self._max_content_length
-        if limit is not None and self._received > limit:
-            if self._must_raise is None:
-                self._must_raise = RequestEntityTooLarge()
-                self.clear()
-                self.set_complete()
-            return
-        super().append(data)
-
-    async def __anext__(self) -> bytes:
-        try:
-            return await super().__anext__()
-        except StopAsyncIteration:
-            # Quart checks for the error only before waiting: an iteration that
-            # was waiting when the limit was passed would end as if complete.
-            if self._must_raise is not None:
-                raise self._must_raise from None
-            raise
-
-
 class HardenedRequest(TrioRequest):
     """quart-trio's request with a body bounded while it is received."""
 
-    body_class = _BoundedBody
+    body_class = BoundedBody
 
 
-class HardenedHTTPConnection(TrioASGIHTTPConnection):
+class HardenedHTTPConnection(QuartTrioHTTPConnection):
     """quart-trio's per-request ASGI handler with pitfalls 1, 2 and 6 fixed."""
 
     def _body_limit(self) -> int | None:
@@ -126,13 +94,12 @@ class HardenedHTTPConnection(TrioASGIHTTPConnection):
         limit = cast(int | None, self.app.config["MAX_CONTENT_LENGTH"])
         return cast(int | None, self.app.config.get("BODY_LIMITS", {}).get(self.scope["path"], limit))
 
-    def _create_request_from_scope(self, send: ASGISendCallable) -> Request:
-        request = super()._create_request_from_scope(send)
+    def prepare_request(self, request: Request) -> None:
+        # The body was built with the app-wide limit: rebuild it with the path's own.
         limit = self._body_limit()
         if limit != self.app.config["MAX_CONTENT_LENGTH"]:
             request.max_content_length = limit
             request.body = request.body_class(request.content_length, limit)
-        return request
 
     async def __call__(self, receive: ASGIReceiveCallable, send: ASGISendCallable) -> None:
         limit = self._body_limit()
@@ -156,12 +123,10 @@ class HardenedHTTPConnection(TrioASGIHTTPConnection):
             # hypercorn hands the app whatever body bytes already arrived, over
             # a bounded channel; keep taking (and dropping) them so it never blocks.
             nursery.start_soon(_discard_until_disconnect, receive)
-            await self._send_response(send, response)
+            await self.send_response(send, response)
             nursery.cancel_scope.cancel()
 
-    async def handle_request(  # type: ignore[override]
-        self, nursery: trio.Nursery, request: Request, send: ASGISendCallable
-    ) -> None:
+    async def respond(self, request: Request, send: ASGISendCallable) -> None:
         async def send_with_a_shielded_end(message: ASGISendEvent) -> None:
             event = cast(Mapping[str, Any], message)
             if event["type"] == "http.response.body" and not event.get("more_body", False):
@@ -177,11 +142,10 @@ class HardenedHTTPConnection(TrioASGIHTTPConnection):
         timeout = _response_timeout(response, self.app.config["RESPONSE_TIMEOUT"])
         try:
             with trio.move_on_after(math.inf if timeout is None else timeout):
-                await self._send_response(send_with_a_shielded_end, response)
+                await self.send_response(send_with_a_shielded_end, response)
         finally:
             for callback in getattr(response, _AFTER_SEND, ()):
                 callback()
-        nursery.cancel_scope.cancel()
 
 
 async def _discard_until_disconnect(receive: ASGIReceiveCallable) -> None:
@@ -299,7 +263,7 @@ def harden(app: QuartTrio, *, max_body_bytes: int) -> None:
         raise ValueError(f"app {app.name!r} has a static route: create it with static_folder=None")
     app.config["MAX_CONTENT_LENGTH"] = max_body_bytes
     if not issubclass(app.asgi_http_class, HardenedHTTPConnection):
-        if app.asgi_http_class is not TrioASGIHTTPConnection:
+        if app.asgi_http_class is not STOCK_HTTP_CONNECTION:
             raise TypeError("the app's asgi_http_class must derive from HardenedHTTPConnection")
         app.asgi_http_class = HardenedHTTPConnection
     if not issubclass(app.request_class, HardenedRequest):

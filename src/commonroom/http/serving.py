@@ -12,7 +12,7 @@ does about each, so that no other module has to think about it:
    final send (the socket write under it has a deadline, see 3); an earlier
    disconnect (a client leaving an SSE stream) still cancels at once. Making
    hypercorn's recycling actually run costs its keep-alive timer a new task per
-   response (measured: 20-25 % of a small request); `_IdleTimer` replaces it
+   response (measured: 20-25 % of a small request); `_compat._IdleTimer` replaces it
    with one task per connection whose deadline moves, which makes the fixed
    server as cheap as the broken one.
 2. Streams are cut by ``RESPONSE_TIMEOUT`` (60 s). `streaming_response` sets the
@@ -44,7 +44,8 @@ does about each, so that no other module has to think about it:
 
 7. A WebSocket client's compressed frames are inflated whole before any size
    check (a decompression bomb): the handshake refuses ``permessage-deflate``
-   and a message from a client is at most ``websocket_max_message_bytes``.
+   and a message from a client is at most ``websocket_max_message_bytes``
+   (`_compat.refuse_websocket_compression`, on our connections only).
 8. Nothing bounds the connections a listener holds, and running out of file
    descriptors takes everything down: under ``ulimit -n 1024`` one bearer
    holding ~1,000 streams made ``accept`` fail with EMFILE, the host's own
@@ -58,8 +59,13 @@ does about each, so that no other module has to think about it:
    EMFILE log line is let through once every 10 s (`_AcceptErrorsOnceInAWhile`).
 
 Where each fix lives: the app-level ones (1's shield, 2, 6, JSON errors) in
-`hardened_app.py`, the connection-level ones (1's idle timer, 3, 7) in
-`connection.py`, 4, 5 and 8 here with `ServeConfig` and the serve loop.
+`hardened_app.py`, the connection-level ones (3, the lingering close) in
+`connection.py`, 4, 5 and 8 here with `ServeConfig` and the serve loop. Every
+hook they need into hypercorn's, quart's or quart-trio's internals, and the fixes
+that are nothing but such a hook (1's idle timer, 7), are in `_compat.py`, which
+asserts the tested versions at import and says which upstream issue each hook
+works around; no other module imports their private modules (an import-linter
+contract).
 hypercorn's own error answers (malformed HTTP) have empty bodies, never HTML.
 
 Everything here listens on a loopback address only.
@@ -80,13 +86,10 @@ from typing import Any, Final
 import attrs
 import trio
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio.lifespan import Lifespan
-from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import ConnectionState, LifespanState
-from hypercorn.utils import wrap_app
 from quart_trio import QuartTrio
 
-from commonroom.http.connection import HardenedTCPServer, refuse_websocket_compression
+from commonroom.http._compat import HypercornWorker, refuse_websocket_compression
+from commonroom.http.connection import HardenedTCPServer
 from commonroom.http.hardened_app import harden
 
 __all__ = [
@@ -245,19 +248,13 @@ async def serve(
     """
     harden(app, max_body_bytes=config.max_body_bytes)
     refuse_websocket_compression()
-    hyper = _hypercorn_config(config)
-    asgi = wrap_app(app, hyper.wsgi_max_body_size, "asgi")
+    worker = HypercornWorker(app, _hypercorn_config(config))
     listeners = await trio.open_tcp_listeners(config.port, host=config.host, backlog=_BACKLOG)
     try:
         (listener,) = listeners
         port = int(listener.socket.getsockname()[1])
-        lifespan_state: LifespanState = {}
-        lifespan = Lifespan(asgi, hyper, lifespan_state)
-        context = WorkerContext(None)
         async with trio.open_nursery() as lifespan_nursery:
-            await lifespan_nursery.start(lifespan.handle_lifespan)
-            await lifespan.wait_for_startup()
-            state = ConnectionState(lifespan_state.copy())
+            await worker.start_app(lifespan_nursery)
 
             live: set[HardenedTCPServer] = set()
             refused = _RefusalLog(port)
@@ -269,7 +266,7 @@ async def serve(
                     return
                 if config.send_buffer_bytes is not None:
                     stream.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, config.send_buffer_bytes)
-                server = HardenedTCPServer(asgi, hyper, context, state, stream, write_timeout=config.write_timeout)
+                server = HardenedTCPServer(worker, stream, write_timeout=config.write_timeout)
                 live.add(server)
                 try:
                     await server.run()
@@ -303,9 +300,9 @@ async def serve(
                 for server in tuple(live):
                     server.shorten_writes(config.shutdown_write_timeout)
                 await listener.aclose()
-                await context.terminated.set()  # idle connections close now
+                await worker.close_idle_connections()
                 server_nursery.cancel_scope.deadline = trio.current_time() + config.graceful_timeout
-            await lifespan.wait_for_shutdown()
+            await worker.stop_app()
             lifespan_nursery.cancel_scope.cancel()
     finally:
         for each in listeners:
