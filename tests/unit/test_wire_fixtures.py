@@ -161,6 +161,17 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("workspace.proposal.revise", pal_bearer, proposal_id=asked["proposal_id"],
                content="# Plan\n\nall newer, and why\n")
     await call("workspace.proposal.rebase", pal_bearer, proposal_id=asked["proposal_id"])
+    # Resident agents (docs/spec/PROTOCOL.md 19): runtime state, permission requests.
+    await call("workspace.runtime", pal_bearer, state="running", harness="acp:scripted", queued=1,
+               turn=1)
+    pm = await call("permission.request", pal_bearer, title="Run tests", tool="execute",
+                    input_preview="pytest -q", options=[
+                        {"option_id": "allow", "name": "Allow", "kind": "allow_once"},
+                        {"option_id": "reject", "name": "Reject", "kind": "reject_once"}])
+    await call("workspace.permissions", host)
+    await call("permission.answer", host, permission_id=pm["permission_id"], option_id="allow")
+    await call("runtime.interrupt", host, participant_id=pal["participant_id"], turn=1)
+    await call("runtime.resume", host, participant_id=pal["participant_id"])
     second = await session.join(host, "second")
     await call("session.revoke", host, participant_id=second["participant_id"])
     return dict(agent)

@@ -34,6 +34,7 @@ from commonroom.engine import (
     gitsync,
     leases,
     proposals,
+    resident,
     sessions,
     threads,
 )
@@ -60,8 +61,9 @@ HOOKS = Hooks(
         threads.on_document_change,  # the review conversation: re-anchor threads (issue 22)
         gitsync.on_document_change,  # last: it only schedules the git commit after this one
     ),
-    on_expiry=(leases.expire, sessions.expire, attachments.expire),
-    next_expiry=(leases.next_expiry, sessions.next_expiry, attachments.next_expiry),
+    on_expiry=(leases.expire, sessions.expire, attachments.expire, resident.expire),
+    next_expiry=(leases.next_expiry, sessions.next_expiry, attachments.next_expiry,
+                 resident.next_expiry),
     # Presence changes are announced by the room's sweeper (participant.present/away).
     on_sweep=(access.presence_sweep,),
     next_sweep=(access.presence_due,),

@@ -23,6 +23,7 @@ from commonroom.engine import (
     policies,
     proposals,
     reads,
+    resident,
     restore,
     revisions,
     surfaces,
@@ -98,6 +99,13 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.threads": threads.list_threads,
     "workspace.thread": threads.thread_one,
     "workspace.proposal.revise": revisions.revise,
+    # -- resident agents: runtime state, permission requests (docs/spec/PROTOCOL.md 19)
+    "workspace.runtime": resident.report,
+    "permission.request": resident.request,
+    "workspace.permissions": resident.list_permissions,
+    "permission.answer": resident.answer,
+    "runtime.interrupt": resident.interrupt,
+    "runtime.resume": resident.resume,
     "workspace.proposal.rebase": revisions.rebase,
 }
 
