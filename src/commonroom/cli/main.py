@@ -34,6 +34,7 @@ from typing import Any, Final
 import click
 
 from commonroom.cli import (
+    agent_command,
     agent_session,
     agent_verbs,
     conversation,
@@ -52,6 +53,7 @@ COMMANDS: Final[tuple[click.Command, ...]] = (
     *provenance.COMMANDS,
     *agent_session.COMMANDS, *agent_verbs.COMMANDS, *mcp_command.COMMANDS,
     *conversation.COMMANDS,
+    *agent_command.COMMANDS,  # resident agents: `ce agent` and the host's permissions (section 19)
 )
 
 

@@ -25,7 +25,8 @@ class McpGroup(click.Group):
     """`ce mcp ARGS`: a subcommand when ARGS start with one, else the bridge."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ("--help", "-h"):
+        # no arguments at all: the bridge, which takes its invitation from CE_INVITATION
+        if not args or (args[0] not in self.commands and args[0] not in ("--help", "-h")):
             args = [BRIDGE, *args]
         return super().parse_args(ctx, args)
 
@@ -78,18 +79,27 @@ def config(client: str, invitation: str | None, session: str | None, profile: st
 
 
 @click.command(name=BRIDGE)
-@click.argument("invitation")
+@click.argument("invitation", required=False)
 @click.option("--session", metavar="ID", help="Use this session instead of joining (default:"
               " CE_SESSION, else join once and keep the session in your profile; an ID here is"
               " visible to other users).")
 @click.option("--name", default="mcp-agent", show_default=True,
               help="Your display name when the bridge joins.")
 @json_option
-def bridge(invitation: str, session: str | None, name: str, json_mode: bool) -> None:
+def bridge(invitation: str | None, session: str | None, name: str, json_mode: bool) -> None:
     """A stdio MCP server for local MCP clients, bridged to the room's POST /mcp (the default
-    command of `ce mcp`: `ce mcp INVITATION`; `ce mcp config CLIENT` prints a client's setup)."""
-    from commonroom.cli.mcp_bridge import command
+    command of `ce mcp`: `ce mcp INVITATION`, or INVITATION in CE_INVITATION; `ce mcp config
+    CLIENT` prints a client's setup)."""
+    import os
 
+    from commonroom.cli.mcp_bridge import command
+    from commonroom.cli.profiles import ENV_INVITATION
+
+    # `ce agent` starts the bridge with the invitation and the session in the environment,
+    # never in argv (where `ps` shows them).
+    invitation = invitation or os.environ.get(ENV_INVITATION)
+    if not invitation:
+        raise click.UsageError(f"give INVITATION (or set {ENV_INVITATION})")
     command(invitation, session=session, name=name)
 
 
