@@ -62,7 +62,7 @@ class ScriptedAgent:
 
     async def initialize(self, protocol_version: int, client_capabilities: Any = None,
                          client_info: Any = None, **kwargs: Any) -> schema.InitializeResponse:
-        log(event="initialize", protocol_version=protocol_version,
+        log(event="initialize", pid=os.getpid(), protocol_version=protocol_version,
             client=client_info.name if client_info else None)
         return schema.InitializeResponse(protocol_version=acp.PROTOCOL_VERSION,
                                          agent_capabilities=schema.AgentCapabilities())

@@ -111,8 +111,8 @@ def agent(profile: str | None, name: str | None, exec_mode: bool, turn_minutes: 
     head = rest[:1] if rest and (rest[0].startswith("commonroom://")
                                  or rest[0] == profiles.FROM_STDIN) else []
     command_words = rest[len(head):]
+    argv, harness, label = _command(tuple(command_words), exec_mode)  # before joining anything
     who = _profile(head, profile, name)
-    argv, harness, label = _command(tuple(command_words), exec_mode)
     settings = resident.Settings(command=argv, harness=harness, exec_mode=exec_mode,
                                  turn_minutes=turn_minutes, max_turns=max_turns, label=label)
     try:
