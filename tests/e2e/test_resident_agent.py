@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -266,3 +267,80 @@ def test_a_missing_shorthand_is_one_line_naming_the_package(served: Room) -> Non
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "@google/gemini-cli" in lines[0], result.stderr
+
+
+async def test_an_unanswered_permission_request_returns_cancelled_after_its_expiry(
+    tmp_path: Path, config_home: Path,
+) -> None:
+    """Fail closed: the room's clock is injected and moved past `expires_at`; the agent gets
+    `cancelled` (a real `ce agent` and the scripted agent against an in-process room)."""
+    import trio
+
+    from commonroom.protocol.timefmt import ManualClock
+    from tests.service.conftest import start_room
+
+    doc = tmp_path / "idea.md"
+    doc.write_text((Path(__file__).parents[2] / "samples" / "idea.md").read_text())
+    clock = ManualClock(datetime.now(UTC))
+    log = tmp_path / "acp.log"
+
+    def entries(event: str) -> list[dict[str, Any]]:
+        rows = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+        return [row for row in rows if row.get("event") == event]
+
+    async def until(check: Callable[[], Any], what: str) -> Any:
+        with trio.fail_after(BOUND):
+            while not (found := check()):
+                await trio.sleep(0.05)
+        return found
+
+    async with trio.open_nursery() as nursery:
+        live = await start_room(nursery, doc, clock=clock)
+        host = live.host_session
+        invite = json.loads((await live.call("POST", "/workspace/invite", host, {})).body)
+        process = await trio.lowlevel.open_process(
+            [ce_path(), "agent", invite["invitation"], "--name", "bot", "--", sys.executable,
+             str(ACP_AGENT)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env={**os.environ, "ACP_AGENT_LOG": str(log)})
+        try:
+            await until(lambda: entries("tools"), "the agent started")
+            bot = await _participant_named(live, host, "bot")
+            while bot.get("runtime") is None:
+                await trio.sleep(0.05)
+                bot = await _participant_named(live, host, "bot")
+            await live.call("POST", "/workspace/message", host,
+                            {"text": "please ask permission", "to": [bot["participant_id"]]})
+
+            async def pending() -> list[Any]:
+                answer = await live.call("GET", "/workspace/permissions", host)
+                found: list[Any] = json.loads(answer.body)["permissions"]
+                return found
+
+            with trio.fail_after(BOUND):
+                while not await pending():
+                    await trio.sleep(0.05)
+            clock.advance(seconds=299)
+            assert await pending()  # not yet
+            assert not entries("permission")
+            clock.advance(seconds=2)
+            assert await pending() == []  # this read ran the expiry: `permission.expired`
+            outcome = await until(lambda: entries("permission"), "the agent got an answer")
+            assert outcome == [{"event": "permission", "outcome": "cancelled"}]
+        finally:
+            process.send_signal(signal.SIGINT)
+            with trio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            for row in entries("initialize"):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(row["pid"]), signal.SIGKILL)
+            live.stop.set()
+
+
+async def _participant_named(live: Any, host: str, name: str) -> dict[str, Any]:
+    answer = await live.call("GET", "/workspace/participants", host)
+    found: dict[str, Any] = next(p for p in json.loads(answer.body)["participants"]
+                                 if p["name"] == name)
+    return found
