@@ -37,6 +37,7 @@
 
   const $ = (id) => document.getElementById(id);
   let threads = null; // hook: threads (threads.js, the review conversation)
+  let permissions = null; // hook: permissions (permissions.js, resident agents)
   const state = {
     room: null, names: new Map(), proposals: [], details: new Map(), doc: null, regions: [],
     selected: null, view: "rendered", editing: false, dropped: new Set(), lastVersion: 0, latestEvent: 0,
@@ -501,6 +502,7 @@
     if (again.has("panels")) loadOptionalPanels();
     if (state.selected) await refreshReview();
     if (threads) await threads.refresh().catch(() => {}); // hook: threads
+    if (permissions) await permissions.refresh().catch(() => {}); // hook: permissions
   }
 
   async function loadDocument(version) {
@@ -954,6 +956,7 @@
         ` · ${p.kind} · ${p.present ? "present" : "away"}`,
         el("div", { class: "muted" }, `can: ${caps}`),
         p.advertised && p.advertised.length ? el("div", { class: "muted" }, `advertises: ${p.advertised.join(", ")}`) : null);
+      if (permissions) permissions.participantRow(row, p); // hook: permissions
       if (!host) {
         const button = el("button", { type: "button", "aria-label": `Revoke sessions of ${p.name}`, "data-participant": p.participant_id }, "Revoke sessions");
         button.addEventListener("click", () => confirmRevoke(row, button, p));
@@ -1472,6 +1475,7 @@
       threads = window.CommonroomThreads.init({ api, el, clear, nameOf, shortRegion, renderDiff, loadRoom,
         vocabulary: VOCABULARY });
     }
+    if (window.CommonroomPermissions) permissions = window.CommonroomPermissions.init({ api, el, clear, nameOf }); // hook: permissions
     setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
     try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     connect();
