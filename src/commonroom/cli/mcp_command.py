@@ -85,8 +85,12 @@ def config(client: str, invitation: str | None, session: str | None, profile: st
               " visible to other users).")
 @click.option("--name", default="mcp-agent", show_default=True,
               help="Your display name when the bridge joins.")
+@click.option("--channel", is_flag=True, help="Also push what is addressed to you into a running"
+              " Claude Code session (its `claude/channel` capability), and relay its permission"
+              " prompts to the host.")
 @json_option
-def bridge(invitation: str | None, session: str | None, name: str, json_mode: bool) -> None:
+def bridge(invitation: str | None, session: str | None, name: str, channel: bool,
+           json_mode: bool) -> None:
     """A stdio MCP server for local MCP clients, bridged to the room's POST /mcp (the default
     command of `ce mcp`: `ce mcp INVITATION`, or INVITATION in CE_INVITATION; `ce mcp config
     CLIENT` prints a client's setup)."""
@@ -100,7 +104,7 @@ def bridge(invitation: str | None, session: str | None, name: str, json_mode: bo
     invitation = invitation or os.environ.get(ENV_INVITATION)
     if not invitation:
         raise click.UsageError(f"give INVITATION (or set {ENV_INVITATION})")
-    command(invitation, session=session, name=name)
+    command(invitation, session=session, name=name, channel=channel)
 
 
 @click.group(name="mcp", cls=McpGroup)
