@@ -26,6 +26,8 @@ PROTOCOL_VERSION: Final = 1
 # JSON-RPC's codes the client answers with.
 METHOD_NOT_FOUND: Final = -32601
 PARSE_ERROR: Final = -32700
+# ACP's "authentication required" (an agent that needs a sign-in or a key).
+AUTH_REQUIRED: Final = -32000
 # A line longer than this from the agent is not a message (a runaway agent cannot fill memory).
 LINE_MAX_BYTES: Final = 8 * 1024 * 1024
 PREVIEW_MAX: Final = 500
@@ -170,6 +172,17 @@ def selected(option_id: str) -> dict[str, Any]:
 
 
 CANCELLED: Final[dict[str, Any]] = {"outcome": {"outcome": "cancelled"}}
+
+
+def env_auth_method(methods: Any, environ: Mapping[str, str]) -> str | None:
+    """The first `env_var` auth method the agent offers whose variables are all set."""
+    for method in methods if isinstance(methods, list) else []:
+        if not isinstance(method, Mapping) or method.get("type") != "env_var":
+            continue
+        names = [v.get("name") for v in method.get("vars") or [] if isinstance(v, Mapping)]
+        if names and all(isinstance(n, str) and environ.get(n) for n in names):
+            return str(method.get("id"))
+    return None
 
 
 # -- what the agent sends ------------------------------------------------------------------

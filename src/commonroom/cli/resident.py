@@ -382,15 +382,18 @@ class Resident:
     async def start_agent(self, nursery: trio.Nursery) -> None:
         env = {k: v for k, v in os.environ.items() if k not in _PRIVATE_ENV}
         try:
+            # Its own process group: an agent is often a launcher (node) over the real binary,
+            # which starts the MCP bridge; stopping the runtime ends the whole group.
             self.process = await trio.lowlevel.open_process(
                 self.settings.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, env=env, cwd=self.settings.cwd)
+                stderr=subprocess.PIPE, env=env, cwd=self.settings.cwd, start_new_session=True)
         except OSError as error:
             raise AgentFailed(f"cannot start {self.settings.command[0]!r}: {error.strerror}") from None
         nursery.start_soon(self.read_agent)
         nursery.start_soon(self.read_stderr)
         answer = await self.ask("initialize", acp.initialize_params())
         version = answer.get("protocolVersion") if isinstance(answer, dict) else None
+        auth_methods = answer.get("authMethods") if isinstance(answer, dict) else None
         if version != acp.PROTOCOL_VERSION:
             raise AgentFailed(f"{self.settings.label} speaks ACP version {version!r}, not"
                               f" {acp.PROTOCOL_VERSION}")
@@ -398,8 +401,18 @@ class Resident:
 
         mcp_env = {profiles.ENV_INVITATION: self.profile.invitation,
                    profiles.ENV_SESSION: self.bearer}
-        session = await self.ask("session/new", acp.new_session_params(
-            self.settings.cwd, running_ce(), ["mcp"], mcp_env))
+        params = acp.new_session_params(self.settings.cwd, running_ce(), ["mcp"], mcp_env)
+        first = await self.ask_raw("session/new", params)
+        if first.error is not None and first.error.code == acp.AUTH_REQUIRED:
+            # An agent that takes its key from the environment (ACP `env_var` auth methods)
+            # is told to use it; without one set, the user must sign in (one line).
+            method = acp.env_auth_method(auth_methods, os.environ)
+            if method is not None:
+                await self.ask("authenticate", {"methodId": method})
+                first = await self.ask_raw("session/new", params)
+        if first.error is not None:
+            raise AgentFailed(self.error_line("session/new", first.error))
+        session = first.result
         session_id = session.get("sessionId") if isinstance(session, dict) else None
         if not isinstance(session_id, str):
             raise AgentFailed(f"{self.settings.label} answered session/new without a sessionId")
@@ -414,6 +427,12 @@ class Resident:
                 raise AgentFailed(self.exit_line()) from None
 
     async def ask(self, method: str, params: Mapping[str, Any]) -> Any:
+        answer = await self.ask_raw(method, params)
+        if answer.error is not None:
+            raise AgentFailed(self.error_line(method, answer.error))
+        return answer.result
+
+    async def ask_raw(self, method: str, params: Mapping[str, Any]) -> acp.Answer:
         request_id, data = self.peer.request(method, params)
         send, receive = trio.open_memory_channel[acp.Answer](1)
         self.answers[request_id] = send
@@ -422,19 +441,18 @@ class Resident:
             answer = await receive.receive()
         finally:
             self.answers.pop(request_id, None)
-        if answer.error is not None:
-            raise AgentFailed(self.error_line(method, answer.error))
-        return answer.result
+        return answer
 
     def error_line(self, method: str, error: acp.AcpError) -> str:
         text = f"{error.message} {json.dumps(error.data) if error.data else ''}".lower()
-        if error.code == -32000 or any(word in text for word in (
+        if error.code == acp.AUTH_REQUIRED or any(word in text for word in (
                 "auth", "sign in", "login", "log in", "api key", "credential")):
             label = self.settings.label
             return f"{label} needs you to sign in: run `{label}` once"
         return f"{self.settings.label} refused {method}: {error.message}"
 
     def exit_line(self) -> str:
+        # one line, whatever the agent printed
         code = self.process.returncode if self.process is not None else None
         tail = next((line for line in reversed(self.stderr_tail) if line.strip()), "")
         status = f" (status {code})" if code is not None else ""
@@ -583,6 +601,24 @@ class Resident:
                  " addressed (Ctrl-C stops it)")
 
 
+async def _end_group(process: trio.Process) -> None:
+    """SIGTERM to the agent's process group, SIGKILL to what is left after 3 s."""
+    import signal
+
+    def signal_group(sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, sig)
+
+    signal_group(signal.SIGTERM)
+    with trio.move_on_after(3) as waited:
+        waited.shield = True
+        await process.wait()
+    signal_group(signal.SIGKILL)  # the group's other members (the real binary, the bridge)
+    if process.returncode is None:
+        with trio.CancelScope(shield=True):
+            await process.wait()
+
+
 def _room_text(text: str) -> str:
     cleaned = "".join(ch if ch in "\t\n" or not (ord(ch) < 32 or 127 <= ord(ch) < 160) else " "
                       for ch in text)
@@ -605,13 +641,8 @@ def run(profile: profiles.Profile, settings: Settings, timeouts: Timeouts) -> No
                     await resident.call("workspace.runtime", {
                         "state": "idle", "harness": settings.harness, "queued": len(resident.queue),
                         "turn": resident.turn, "note": "stopped"})
-            if resident.process is not None and resident.process.returncode is None:
-                resident.process.terminate()
-                with trio.move_on_after(3) as waited:
-                    waited.shield = True
-                    await resident.process.wait()
-                if resident.process.returncode is None:
-                    resident.process.kill()
+            if resident.process is not None:
+                await _end_group(resident.process)
 
     try:
         trio.run(runtime.until_stopped, work)
