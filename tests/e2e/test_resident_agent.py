@@ -344,3 +344,40 @@ async def _participant_named(live: Any, host: str, name: str) -> dict[str, Any]:
     found: dict[str, Any] = next(p for p in json.loads(answer.body)["participants"]
                                  if p["name"] == name)
     return found
+
+
+def test_exec_runs_the_command_once_per_wake_and_posts_its_stdout_to_whoever_woke_it(
+    served: Room, tmp_path: Path,
+) -> None:
+    script = tmp_path / "headless.py"
+    script.write_text("import sys\nprompt = sys.stdin.read()\n"
+                      "print('heard: ' + prompt.splitlines()[-1].strip('> '))\n")
+    invitation = served.invite()["invitation"]
+    err = (tmp_path / "exec.err").open("wb")
+    process = subprocess.Popen(
+        [ce_path(), "agent", invitation, "--name", "bot", "--exec", "--", sys.executable,
+         str(script)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        def bot() -> dict[str, Any] | None:
+            parts = served.ok("GET", "/workspace/participants", served.host_session)
+            return next((p for p in parts["participants"] if p["name"] == "bot"
+                         and (p.get("runtime") or {}).get("state") == "idle"), None)
+
+        me = eventually(bot, "the exec runtime is in the room")
+        assert me["runtime"]["harness"] == "exec:headless"
+        _say(served, "what is the plan?", "bot")
+
+        def answers() -> list[dict[str, Any]]:
+            rows = served.ok("GET", "/workspace/messages", served.host_session)["messages"]
+            return [m for m in rows if m["participant_id"] == me["participant_id"]]
+
+        posted = eventually(answers, "the command's stdout came back as room text")
+        host_id = next(p["participant_id"] for p in served.ok(
+            "GET", "/workspace/participants", served.host_session)["participants"]
+            if "*" in p["capabilities"])
+        assert posted[0]["text"] == "heard: what is the plan?"
+        assert posted[0]["to"] == [host_id]
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(15)
+        err.close()

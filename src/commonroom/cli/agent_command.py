@@ -46,6 +46,8 @@ def _command(words: tuple[str, ...], exec_mode: bool) -> tuple[list[str], str, s
     if shutil.which(argv[0]) is None:
         raise CommonroomError("invalid_request", f"{argv[0]!r} is not on PATH")
     label = Path(argv[0]).name
+    if label.startswith(("python", "node", "bun", "deno", "uv")) and len(argv) > 1:
+        label = Path(argv[-1] if argv[1] == "run" else argv[1]).stem  # the script, not its runtime
     return argv, f"{'exec' if exec_mode else 'acp'}:{label}"[:64], label
 
 
