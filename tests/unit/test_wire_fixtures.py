@@ -40,7 +40,7 @@ from tests.conftest import SAMPLE
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
 UPDATE = os.environ.get("COMMONROOM_UPDATE_WIRE_FIXTURES") == "1"
 
-_ID = re.compile(r"\b(pt|ls|pr|ho|tk|inv|att|msg|ws|po|th|cm)_[A-Za-z0-9_-]{8,}")
+_ID = re.compile(r"\b(pt|ls|pr|ho|tk|inv|att|msg|ws|po|th|cm|pm)_[A-Za-z0-9_-]{8,}")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
 _HASH = re.compile(r"\b(?:sha256:)?[0-9a-f]{64}\b")
 _SECRET_KEYS = frozenset({"session_id", "invitation", "secret", "uri", "join_uri"})
