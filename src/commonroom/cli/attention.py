@@ -152,7 +152,7 @@ def describe(wake: Mapping[str, Any], names: Mapping[str, str]) -> str:
         return f"{who} wrote to you{where} (message {wake.get('message_id')}):{quoted}"
     if kind == "handoff.requested":
         return (f"{who} handed you a task (handoff {wake.get('handoff_id')}); accept or decline"
-                f" it with handoff.respond:{quoted}")
+                f" it:{quoted}")
     if kind in DECISIONS:
         return f"{who} {DECISIONS[str(kind)]} your proposal {wake.get('proposal_id')}.{quoted}"
     if kind == "thread.opened":
