@@ -41,3 +41,20 @@ def test_a_permission_card_answers_the_agent_with_the_clicked_option(
         expect(row.locator(".runtime")).to_contain_text("resident · idle", timeout=30_000)
     finally:
         bot.stop()
+
+
+def test_interrupt_in_the_page_cancels_the_running_turn(
+    room: Room, page: Any, tmp_path: Path,
+) -> None:
+    bot = ResidentAgent(room, tmp_path)
+    try:
+        open_page(page, room)
+        _say(room, "take your time", "bot")
+        row = page.locator("#people li[data-participant]", has_text="bot")
+        expect(row.locator(".runtime")).to_contain_text("resident · running", timeout=30_000)
+        row.get_by_role("button", name="Interrupt bot's turn").click()
+        eventually(lambda: bot.entries("cancelled"), "the agent's turn was cancelled")
+        expect(row.locator(".runtime")).to_contain_text("resident · idle", timeout=30_000)
+        expect(row.locator(".runtime")).to_contain_text("the host interrupted the turn")
+    finally:
+        bot.stop()

@@ -156,3 +156,12 @@ def test_interrupt_and_resume_need_approve_and_a_runtime(room: Driver) -> None:
         ("runtime.resumed", {"participant_id": bot["participant_id"],
                              "by": room.engine.host_participant_id}),
     ]
+
+
+def test_a_participant_who_left_shows_no_runtime(room: Driver) -> None:
+    bot = room.join("bot")
+    room.call("workspace.runtime", bot["session_id"], state="idle", harness="acp:x")
+    room.call("workspace.leave", bot["session_id"])
+    listed = room.call("workspace.participants", room.host)["participants"]
+    gone = next(p for p in listed if p["participant_id"] == bot["participant_id"])
+    assert gone["left"] and gone["runtime"] is None

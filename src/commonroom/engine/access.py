@@ -339,7 +339,8 @@ def list_participants(tx: Tx) -> list[Participant]:
         out.append(
             Participant(
                 pid, kind, name, json.loads(caps_json), json.loads(adv_json), present, joined_at,
-                last_seen, left=left_at is not None, runtime=runtimes.get(pid),
+                last_seen, left=left_at is not None,
+                runtime=runtimes.get(pid) if left_at is None else None,  # who left runs nothing
             )
         )
     return out
