@@ -381,3 +381,20 @@ def test_exec_runs_the_command_once_per_wake_and_posts_its_stdout_to_whoever_wok
         process.send_signal(signal.SIGINT)
         process.wait(15)
         err.close()
+
+
+def test_an_interrupted_turn_withdraws_its_pending_permission_request(
+    served: Room, bot: ResidentAgent,
+) -> None:
+    _say(served, "please ask permission", "bot")
+    eventually(lambda: served.ok("GET", "/workspace/permissions", served.host_session)
+               ["permissions"], "the permission request reached the room")
+    result = ce("interrupt", str(served.doc), "bot")
+    assert result.returncode == 0, result.stderr
+    outcome = eventually(lambda: bot.entries("permission"), "the agent got an answer")
+    assert outcome == [{"event": "permission", "outcome": "cancelled"}]
+    withdrawn = eventually(lambda: served.ok(
+        "GET", "/workspace/permissions?status=withdrawn", served.host_session)["permissions"],
+        "the card went away: nothing waits for it")
+    assert len(withdrawn) == 1
+    assert served.ok("GET", "/workspace/permissions", served.host_session)["permissions"] == []

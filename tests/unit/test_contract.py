@@ -86,6 +86,7 @@ RESIDENT_EVENTS: dict[str, tuple[str, ...]] = {
     "permission.requested": ("permission_id", "participant_id", "title", "tool", "expires_at"),
     "permission.answered": ("permission_id", "participant_id", "option_id", "answered_by"),
     "permission.expired": ("permission_id", "participant_id"),
+    "permission.withdrawn": ("permission_id", "participant_id"),
     "runtime.interrupted": ("participant_id", "turn", "by"),
     "runtime.resumed": ("participant_id", "by"),
 }

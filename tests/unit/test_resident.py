@@ -165,3 +165,20 @@ def test_a_participant_who_left_shows_no_runtime(room: Driver) -> None:
     listed = room.call("workspace.participants", room.host)["participants"]
     gone = next(p for p in listed if p["participant_id"] == bot["participant_id"])
     assert gone["left"] and gone["runtime"] is None
+
+
+def test_only_the_asker_withdraws_a_pending_request(room: Driver) -> None:
+    bot = room.join("bot")
+    asked = _ask(room, bot["session_id"])
+    other = room.join("other")
+    assert room.error("permission.withdraw", other["session_id"],
+                      permission_id=asked["permission_id"]).code == "permission_denied"
+    gone = room.call("permission.withdraw", bot["session_id"], permission_id=asked["permission_id"])
+    assert gone["status"] == "withdrawn"
+    assert room.call("workspace.permissions", room.host)["permissions"] == []
+    assert room.error("permission.answer", room.host, permission_id=asked["permission_id"],
+                      option_id="allow-once").code == "permission_conflict"
+    assert room.error("permission.withdraw", bot["session_id"],
+                      permission_id=asked["permission_id"]).code == "permission_conflict"
+    assert [e["type"] for e in _events(room) if e["type"] == "permission.withdrawn"] == [
+        "permission.withdrawn"]

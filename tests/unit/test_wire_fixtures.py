@@ -170,6 +170,9 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
                         {"option_id": "reject", "name": "Reject", "kind": "reject_once"}])
     await call("workspace.permissions", host)
     await call("permission.answer", host, permission_id=pm["permission_id"], option_id="allow")
+    pm2 = await call("permission.request", pal_bearer, title="Push", options=[
+        {"option_id": "allow", "name": "Allow", "kind": "allow_once"}])
+    await call("permission.withdraw", pal_bearer, permission_id=pm2["permission_id"])
     await call("runtime.interrupt", host, participant_id=pal["participant_id"], turn=1)
     await call("runtime.resume", host, participant_id=pal["participant_id"])
     second = await session.join(host, "second")

@@ -523,13 +523,18 @@ class Resident:
                 self.report_wanted.set()
                 scope = self.turn_scope
                 ttl = 300.0 + PERMISSION_GRACE_SECONDS
+                settled = False
                 with trio.move_on_after(ttl):
                     # the turn's end (cancel, interrupt) also ends the wait: cancelled
                     while scope is self.turn_scope and scope is not None:
                         with trio.move_on_after(0.5):
                             option = await receive.receive()
+                            settled = True
                             break
-                self.permission_waiters.pop(permission_id, None)
+                if self.permission_waiters.pop(permission_id, None) is not None and not settled:
+                    # nothing waits for it any more: the host's card goes away
+                    with contextlib.suppress(CommonroomError):
+                        await self.call("permission.withdraw", {"permission_id": permission_id})
         result = acp.selected(option) if option is not None else acp.CANCELLED
         await self.send(self.peer.respond(message.request_id, result))
 

@@ -104,6 +104,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "permission.request": resident.request,
     "workspace.permissions": resident.list_permissions,
     "permission.answer": resident.answer,
+    "permission.withdraw": resident.withdraw,
     "runtime.interrupt": resident.interrupt,
     "runtime.resume": resident.resume,
     "workspace.proposal.rebase": revisions.rebase,

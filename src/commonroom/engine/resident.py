@@ -41,6 +41,7 @@ from commonroom.protocol.records import (
 from commonroom.protocol.requests import (
     InterruptParams,
     PermissionAnswerParams,
+    PermissionIdParams,
     PermissionParams,
     PermissionsParams,
     ResumeParams,
@@ -218,6 +219,23 @@ def answer(tx: Tx, p: PermissionAnswerParams) -> PermissionRequest:
         (p.option_id, actor, tx.now_s, p.permission_id),
     )
     tx.emit(ev.PermissionAnswered(p.permission_id, pending.participant_id, p.option_id, actor))
+    return _get(tx, p.permission_id)
+
+
+def withdraw(tx: Tx, p: PermissionIdParams) -> PermissionRequest:
+    """`permission.withdraw`: the asker's own pending request, once nothing waits for it."""
+    pending = _get(tx, p.permission_id)
+    if pending.participant_id != tx.actor.participant_id:
+        raise CommonroomError("permission_denied", "only the participant that asked withdraws it",
+                              {"permission_id": p.permission_id})
+    if pending.status != "pending":
+        raise CommonroomError(
+            "permission_conflict", f"permission request {p.permission_id!r} is {pending.status}",
+            {"permission_id": p.permission_id, "status": pending.status},
+        )
+    tx.conn.execute("UPDATE permission_requests SET status = 'withdrawn' WHERE permission_id = ?",
+                    (p.permission_id,))
+    tx.emit(ev.PermissionWithdrawn(p.permission_id, pending.participant_id))
     return _get(tx, p.permission_id)
 
 

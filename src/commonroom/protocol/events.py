@@ -468,6 +468,15 @@ class PermissionExpired(Payload):
 
 
 @attrs.frozen
+class PermissionWithdrawn(Payload):
+    """The asking runtime withdrew its request: the turn that asked ended before an answer."""
+
+    TYPE: ClassVar[str] = "permission.withdrawn"
+    permission_id: str
+    participant_id: str
+
+
+@attrs.frozen
 class RuntimeInterrupted(Payload):
     """The host asked the runtime of `participant_id` to cancel turn `turn` (that turn only)."""
 
@@ -565,6 +574,7 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(PermissionRequested, (_PA,)),
         _spec(PermissionAnswered, (_PA,)),
         _spec(PermissionExpired, (_PA,)),
+        _spec(PermissionWithdrawn, (_PA,)),
         _spec(RuntimeInterrupted, (_PA,)),
         _spec(RuntimeResumed, (_PA,)),
     )

@@ -276,6 +276,9 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         rq.PermissionAnswerParams, r.PermissionRequest,
         "Answer a pending permission request with one of its exact options (the host or a"
         " session with approve; never the participant that asked)."),
+    _spec("permission.withdraw", "POST", "/workspace/permission/withdraw", "observe",
+        rq.PermissionIdParams, r.PermissionRequest,
+        "Withdraw your own pending permission request (its turn ended: nothing waits for it)."),
     _spec("runtime.interrupt", "POST", "/workspace/runtime/interrupt", "approve",
         rq.InterruptParams, r.RuntimeControl,
         "Cancel a resident agent's running turn (that turn only)."),

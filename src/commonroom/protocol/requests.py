@@ -466,6 +466,11 @@ class PermissionAnswerParams:
 
 
 @attrs.frozen
+class PermissionIdParams:
+    permission_id: str
+
+
+@attrs.frozen
 class InterruptParams:
     participant_id: str
     turn: int = attrs.field(metadata={"min": 1, "doc": "the turn to cancel (never a later one)"})

@@ -69,4 +69,4 @@ OPEN_STATUSES: Final[dict[str, tuple[str, ...]]] = {
 # Resident agents (docs/spec/PROTOCOL.md section 19).
 RUNTIME_STATES: Final = ("idle", "running", "paused", "reconnecting")
 PERMISSION_OPTION_KINDS: Final = ("allow_once", "allow_always", "reject_once", "reject_always")
-PERMISSION_STATUSES: Final = ("pending", "answered", "expired")
+PERMISSION_STATUSES: Final = ("pending", "answered", "expired", "withdrawn")
