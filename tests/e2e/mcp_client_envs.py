@@ -106,6 +106,31 @@ def typescript_client() -> Path:
     return path
 
 
+ACP_AGENTS: Final = REPO / "tests" / "e2e" / "acp_agents"
+
+
+def acp_agents() -> Path:
+    """The `node_modules/.bin` holding real ACP agents (`gemini` from @google/gemini-cli, and
+    `codex-acp` from @zed-industries/codex-acp), pinned by `tests/e2e/acp_agents/`'s lock."""
+    lock = (ACP_AGENTS / "package-lock.json").read_bytes()
+    home = CACHE / ("acp-" + hashlib.sha256(lock).hexdigest()[:16])
+    stamp = home / ".built"
+    with _locked():
+        if not stamp.exists():
+            shutil.rmtree(home, ignore_errors=True)
+            home.mkdir(parents=True)
+            for name in ("package.json", "package-lock.json"):
+                shutil.copyfile(ACP_AGENTS / name, home / name)
+            npm = shutil.which("npm")
+            if npm is None:
+                raise RuntimeError("npm is not on PATH: the real ACP agents' tests need it")
+            node()
+            _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=home)
+            stamp.write_text("built")
+    return home / "node_modules" / ".bin"
+
+
 if __name__ == "__main__":
     print(python_sdk_1())
     print(typescript_sdk())
+    print(acp_agents())

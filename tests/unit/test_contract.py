@@ -86,13 +86,25 @@ TASK_SURFACE_EVENTS: dict[str, tuple[str, ...]] = {
 ADDITIVE_EVENTS: dict[str, tuple[str, ...]] = {
     "proposal.changes_requested": ("proposal_id", "reviewer_id", "comment"),
 }
+# docs/spec/PROTOCOL.md section 19 (resident agents) names the first four; the interrupt and resume
+# events are ours (docs/protocol.md "Resident agents").
+RESIDENT_EVENTS: dict[str, tuple[str, ...]] = {
+    "participant.runtime": ("participant_id", "state", "harness", "queued", "turn_started_at"),
+    "permission.requested": ("permission_id", "participant_id", "title", "tool", "expires_at"),
+    "permission.answered": ("permission_id", "participant_id", "option_id", "answered_by"),
+    "permission.expired": ("permission_id", "participant_id"),
+    "permission.withdrawn": ("permission_id", "participant_id"),
+    "runtime.interrupted": ("participant_id", "turn", "by"),
+    "runtime.resumed": ("participant_id", "by"),
+}
 
 SPEC = Path(__file__).resolve().parents[2] / "docs" / "spec" / "PROTOCOL.md"
 SRC = Path(__file__).resolve().parents[2] / "src" / "commonroom"
 
 
 def test_catalogue_is_the_protocols_list() -> None:
-    every = {**PROTOCOL_EVENTS, **REVIEW_EVENTS, **ADDITIVE_EVENTS, **TASK_SURFACE_EVENTS}
+    every = {**PROTOCOL_EVENTS, **REVIEW_EVENTS, **ADDITIVE_EVENTS, **TASK_SURFACE_EVENTS,
+             **RESIDENT_EVENTS}
     assert set(events.EVENTS) == set(every)
     for name, fields in every.items():
         spec = events.EVENTS[name]

@@ -210,6 +210,9 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
         for column in ("reverts", "restores"):
             older.execute(f"ALTER TABLE versions DROP COLUMN {column}")
         older.execute("DROP TABLE IF EXISTS owner_logins")  # schema 6 (the page's logins)
+        # resident agents (PROTOCOL section 19)
+        for table in ("participant_runtimes", "permission_requests"):
+            older.execute(f"DROP TABLE IF EXISTS {table}")
         # schema 7 (the review conversation, issue 22)
         for table in ("threads", "thread_comments", "proposal_revisions"):
             older.execute(f"DROP TABLE IF EXISTS {table}")

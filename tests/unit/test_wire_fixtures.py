@@ -41,7 +41,7 @@ from tests.conftest import SAMPLE
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
 UPDATE = os.environ.get("COMMONROOM_UPDATE_WIRE_FIXTURES") == "1"
 
-_ID = re.compile(r"\b(pt|ls|pr|ho|tk|inv|att|msg|ws|po|th|cm)_[A-Za-z0-9_-]{8,}")
+_ID = re.compile(r"\b(pt|ls|pr|ho|tk|inv|att|msg|ws|po|th|cm|pm)_[A-Za-z0-9_-]{8,}")
 _TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
 _HASH = re.compile(r"\b(?:sha256:)?[0-9a-f]{64}\b")
 _SECRET_KEYS = frozenset({"session_id", "invitation", "secret", "uri", "join_uri"})
@@ -187,6 +187,20 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
         await call("task.app_request", pal_bearer, task_id=task_id, payload={"question": "which?"})
     session.room.app_hosts.close(line.host_id)
     await call("task.surfaces", bearer, task_id=task_id)
+    # Resident agents (docs/spec/PROTOCOL.md 19): runtime state, permission requests.
+    await call("workspace.runtime", pal_bearer, state="running", harness="acp:scripted", queued=1,
+               turn=1)
+    pm = await call("permission.request", pal_bearer, title="Run tests", tool="execute",
+                    input_preview="pytest -q", options=[
+                        {"option_id": "allow", "name": "Allow", "kind": "allow_once"},
+                        {"option_id": "reject", "name": "Reject", "kind": "reject_once"}])
+    await call("workspace.permissions", host)
+    await call("permission.answer", host, permission_id=pm["permission_id"], option_id="allow")
+    pm2 = await call("permission.request", pal_bearer, title="Push", options=[
+        {"option_id": "allow", "name": "Allow", "kind": "allow_once"}])
+    await call("permission.withdraw", pal_bearer, permission_id=pm2["permission_id"])
+    await call("runtime.interrupt", host, participant_id=pal["participant_id"], turn=1)
+    await call("runtime.resume", host, participant_id=pal["participant_id"])
     second = await session.join(host, "second")
     await call("session.revoke", host, participant_id=second["participant_id"])
     return {**agent, "waited": {"workspace.proposal.wait": {"proposal_id": asked["proposal_id"]},

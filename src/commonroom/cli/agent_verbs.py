@@ -27,7 +27,7 @@ import click
 
 from commonroom.cli import profiles, runtime
 from commonroom.cli.options import JSON_HELP
-from commonroom.cli.output import echo, emit_json, guarded, note, print_answer, write_text
+from commonroom.cli.output import echo, emit_json, guarded, note, print_answer, visible, write_text
 from commonroom.cli.readable import Names, event_line, review_line
 from commonroom.protocol import vocabulary
 
@@ -451,7 +451,18 @@ def participants(profile: str | None, invitation: str | None, session: str | Non
     print_answer(answer, json_mode, lambda a: [
         f"{p.get('participant_id')}  {p.get('name')}  {p.get('kind')}  "
         f"{'present' if p.get('present') else 'away'}  {','.join(p.get('capabilities', []))}"
+        + (f"  {runtime_words(p['runtime'])}" if p.get("runtime") else "")
         for p in a.get("participants", [])])
+
+
+def runtime_words(runtime: dict[str, Any]) -> str:
+    """A resident runtime as the page shows it: "resident · running · 2 queued"."""
+    words = ["resident", str(runtime.get("state"))]
+    if runtime.get("queued"):
+        words.append(f"{runtime['queued']} queued")
+    if runtime.get("note"):
+        words.append(visible(str(runtime["note"])))
+    return " · ".join(words)
 
 
 @click.command()

@@ -34,6 +34,7 @@ from typing import Any, Final
 import click
 
 from commonroom.cli import (
+    agent_command,
     agent_session,
     agent_tasks,
     agent_verbs,
@@ -54,6 +55,8 @@ COMMANDS: Final[tuple[click.Command, ...]] = (
     *agent_session.COMMANDS, *agent_verbs.COMMANDS, *mcp_command.COMMANDS,
     *conversation.COMMANDS,
     *agent_tasks.COMMANDS,  # task surfaces (docs/spec/PROTOCOL.md 20)
+
+    *agent_command.COMMANDS,  # resident agents: `ce agent` and the host's permissions (section 19)
 )
 
 

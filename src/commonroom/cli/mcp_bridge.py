@@ -103,7 +103,7 @@ class Session:
 class Bridge:
     def __init__(self, invitation: str, invite: Invitation, *, session: str | None,
                  name: str, profile_dir: os.PathLike[str] | str | None = None,
-                 timeouts: Timeouts | None = None) -> None:
+                 timeouts: Timeouts | None = None, channel: bool = False) -> None:
         self.invitation = invitation.strip()
         self.hint: TransportHint = invite.transport
         self.timeouts = timeouts or runtime.timeouts()
@@ -122,6 +122,10 @@ class Bridge:
         self._spare_wanted: trio.Event | None = None
         # stdout as a trio stream (no thread per line); set by `run`.
         self.stdout: trio.lowlevel.FdStream | None = None
+        # `--channel`: Claude Code channel notifications (`mcp_channel.py`), set by `run`.
+        self.channel_mode = channel
+        self.channel: Any = None
+        self.channel_ready = trio.Event()
 
     # -- output ---------------------------------------------------------------------
 
@@ -165,7 +169,13 @@ class Bridge:
         return await self.room.dial(), False
 
     async def keep_spare(self) -> None:
-        """Keep one young pre-dialed connection ready (best effort: errors just mean no spare)."""
+        """Keep one young pre-dialed connection ready while the client is busy (best effort:
+        errors just mean no spare).
+
+        A spare that aged unused is closed and *not* replaced until the next request: an
+        idle bridge then holds only its `GET /mcp` stream and dials nothing (it used to
+        re-dial a spare every second for ever, 24 `connect()` calls in 25 idle seconds).
+        """
         while True:
             self._spare_wanted = trio.Event()
             if self._spare is None:
@@ -177,6 +187,7 @@ class Bridge:
                 stream, _ = self._spare
                 self._spare = None
                 await stream.aclose()
+                await self._spare_wanted.wait()  # idle: the next request asks for a spare again
 
     async def ensure_session(self, *, replace: str | None = None) -> Session:
         async with self._rejoin_lock:
@@ -294,6 +305,10 @@ class Bridge:
             "capabilities": {"tools": {}, "resources": {"subscribe": True}, "prompts": {}},
             "serverInfo": {"name": "commonroom", "version": __version__},
         }
+        if self.channel_mode:
+            from commonroom.cli.mcp_channel import CAPABILITIES
+
+            result["capabilities"]["experimental"] = dict(CAPABILITIES)
         instructions = await self.discover_instructions()
         if instructions:
             result["instructions"] = instructions
@@ -330,6 +345,8 @@ class Bridge:
             return
         method = message["method"]
         if message.get("id") is None:
+            if self.channel_mode and method == "notifications/claude/channel/permission_request":
+                nursery.start_soon(self.relay_permission, message.get("params"))
             return  # notifications (initialized, cancelled, ...) need no answer
         if method == "initialize":
             nursery.start_soon(self.initialize, message)
@@ -337,6 +354,26 @@ class Bridge:
             await self.write({"jsonrpc": "2.0", "id": message["id"], "result": {}})
         else:
             nursery.start_soon(self.forward, message)
+
+    # -- --channel: attention as Claude Code channel notifications ----------------------
+
+    async def hold_channel(self) -> None:
+        from commonroom.cli.mcp_channel import Channel, participant_id_of
+
+        while True:
+            try:
+                session = await self.ensure_session()
+                me = await participant_id_of(self.room, session.bearer)
+                self.channel = Channel(self.room, session.bearer, me, self.write, diag)
+                self.channel_ready.set()
+                await self.channel.follow()
+            except CommonroomError as error:
+                diag(f"channel: {error.message}")
+            await trio.sleep(RECONNECT_BACKOFF[1])
+
+    async def relay_permission(self, params: Any) -> None:
+        await self.channel_ready.wait()
+        await self.channel.relay_permission(params if isinstance(params, dict) else {})
 
     # -- GET /mcp ---------------------------------------------------------------------
 
@@ -396,6 +433,8 @@ class Bridge:
         async with stdin, self.stdout, trio.open_nursery() as nursery:
             nursery.start_soon(self.hold_notifications)
             nursery.start_soon(self.keep_spare)
+            if self.channel_mode:
+                nursery.start_soon(self.hold_channel)
             buffer = b""
             while True:
                 data = await stdin.receive_some(65536)
@@ -416,9 +455,10 @@ def _write_stdout(data: bytes) -> None:
     out.flush()
 
 
-def run_bridge(invitation: str, invite: Invitation, *, session: str | None, name: str) -> None:
+def run_bridge(invitation: str, invite: Invitation, *, session: str | None, name: str,
+               channel: bool = False) -> None:
     """Run the bridge until EOF on stdin, SIGINT or SIGTERM (all exit 0)."""
-    bridge = Bridge(invitation, invite, session=session, name=name)
+    bridge = Bridge(invitation, invite, session=session, name=name, channel=channel)
     with contextlib.suppress(KeyboardInterrupt):
         trio.run(runtime.until_stopped, bridge.run)
 
@@ -444,10 +484,12 @@ def _session(flag: str | None, invitation: str) -> str | None:
     return os.environ.get(profiles.ENV_SESSION) or None
 
 
-def command(invitation: str, *, session: str | None, name: str, explicit: bool = False) -> None:
+def command(invitation: str, *, session: str | None, name: str, explicit: bool = False,
+            channel: bool = False) -> None:
     """`ce mcp`: errors are one line on stderr (stdout is the client's JSON-RPC channel).
 
-    `explicit`: `session` is a saved profile's, used as it is (not a flag to warn about)."""
+    `explicit`: `session` is a saved profile's, used as it is (not a flag to warn about).
+    `channel`: also push attention as Claude Code channel notifications (`--channel`)."""
     from commonroom.cli.output import guarded
     from commonroom.protocol.invitation import decode
 
@@ -455,6 +497,6 @@ def command(invitation: str, *, session: str | None, name: str, explicit: bool =
     def body(json_mode: bool = False) -> None:
         chosen = session if explicit else _session(session, invitation)
         invite = decode(invitation)
-        run_bridge(invitation, invite, session=chosen, name=name)
+        run_bridge(invitation, invite, session=chosen, name=name, channel=channel)
 
     body(json_mode=False)

@@ -125,9 +125,12 @@ def _serves_legacy_eras(hint: dict[str, Any]) -> bool | None:
               " visible to other users).")
 @click.option("--name", default="mcp-agent", show_default=True,
               help="Your display name when the bridge joins.")
+@click.option("--channel", is_flag=True, help="Also push what is addressed to you into a running"
+              " Claude Code session (its `claude/channel` capability), and relay its permission"
+              " prompts to the host.")
 @json_option
 def bridge(invitation: str | None, profile: str | None, session: str | None, name: str,
-           json_mode: bool) -> None:
+           channel: bool, json_mode: bool) -> None:
     """A stdio MCP server for local MCP clients, bridged to the room's POST /mcp (the default
     command of `ce mcp`: `ce mcp INVITATION`, `ce mcp --profile NAME`, or CE_INVITATION in the
     environment; `ce mcp config CLIENT` prints a client's setup)."""
@@ -140,13 +143,16 @@ def bridge(invitation: str | None, profile: str | None, session: str | None, nam
         if invitation is not None or session is not None:
             raise click.UsageError("give --profile, or INVITATION (and --session), not both")
         saved = profiles.load(profile)
-        command(saved.invitation, session=saved.session, name=name, explicit=True)
+        command(saved.invitation, session=saved.session, name=name, explicit=True,
+                channel=channel)
         return
     invitation = invitation or os.environ.get(profiles.ENV_INVITATION)
     if not invitation:
         raise click.UsageError(f"give INVITATION, --profile NAME, or {profiles.ENV_INVITATION} in"
                                " the environment")
-    command(invitation, session=session, name=name)
+    # `ce agent` starts the bridge with the invitation and the session in the environment,
+    # never in argv (where `ps` shows them).
+    command(invitation, session=session, name=name, channel=channel)
 
 
 @click.group(name="mcp", cls=McpGroup)

@@ -65,6 +65,7 @@ _BY_CODE: Final[dict[str, int]] = {
     "lease_conflict": EXIT_CONFLICT,
     "proposal_conflict": EXIT_CONFLICT,
     "handoff_conflict": EXIT_CONFLICT,
+    "permission_conflict": EXIT_CONFLICT,
     "stale_version": EXIT_STALE,
     "permission_denied": EXIT_PERMISSION,
     "unauthorized": EXIT_UNAUTHORIZED,

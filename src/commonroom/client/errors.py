@@ -124,6 +124,10 @@ class ThreadNotFound(NotFound):
     pass
 
 
+class PermissionNotFound(NotFound):
+    pass
+
+
 
 class Conflict(CommonroomError):
     """409: the room's state refuses the change (someone else holds it, it moved on)."""
@@ -191,6 +195,10 @@ class HandoffConflict(Conflict):
     pass
 
 
+class PermissionConflict(Conflict):
+    """A permission request answered already, or expired."""
+
+
 class LimitExceeded(CommonroomError):
     """A limit of the room: request rate (429), body size (413), or a count."""
 
@@ -243,10 +251,12 @@ _BY_CODE: Final[dict[str, type[CommonroomError]]] = {
     "handoff_not_found": HandoffNotFound,
     "attachment_not_found": AttachmentNotFound,
     "thread_not_found": ThreadNotFound,
+    "permission_not_found": PermissionNotFound,
     "lease_conflict": LeaseConflict,
     "stale_version": StaleVersion,
     "proposal_conflict": ProposalConflict,
     "handoff_conflict": HandoffConflict,
+    "permission_conflict": PermissionConflict,
     "limit_exceeded": LimitExceeded,
     "transport_unavailable": TransportUnavailable,
     "storage_unavailable": StorageUnavailable,

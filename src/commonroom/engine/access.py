@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from commonroom.engine import handoffs, sessions, surfaces
+from commonroom.engine import handoffs, resident, sessions, surfaces
 from commonroom.engine.ids import hash_secret, new_id
 from commonroom.engine.leases import end_leases_of
 from commonroom.engine.tx import Tx
@@ -328,6 +328,7 @@ def participants(tx: Tx, p: NoParams) -> Participants:
 def list_participants(tx: Tx) -> list[Participant]:
     out: list[Participant] = []
     presence = tx.engine.presence
+    runtimes = resident.runtimes(tx)
     for pid, kind, name, caps_json, adv_json, joined_at, last_seen_db, left_at in tx.conn.execute(
         "SELECT participant_id, kind, name, capabilities, advertised, joined_at, last_seen,"
         " left_at FROM participants ORDER BY joined_at, participant_id"
@@ -339,6 +340,7 @@ def list_participants(tx: Tx) -> list[Participant]:
             Participant(
                 pid, kind, name, json.loads(caps_json), json.loads(adv_json), present, joined_at,
                 last_seen, left=left_at is not None,
+                runtime=runtimes.get(pid) if left_at is None else None,  # who left runs nothing
             )
         )
     return out

@@ -34,6 +34,7 @@ from commonroom.engine import (
     gitsync,
     leases,
     proposals,
+    resident,
     sessions,
     task_surfaces,
     threads,
@@ -61,9 +62,10 @@ HOOKS = Hooks(
         threads.on_document_change,  # the review conversation: re-anchor threads (issue 22)
         gitsync.on_document_change,  # last: it only schedules the git commit after this one
     ),
-    on_expiry=(leases.expire, sessions.expire, attachments.expire, task_surfaces.expire),
+    on_expiry=(leases.expire, sessions.expire, attachments.expire, task_surfaces.expire,
+               resident.expire),
     next_expiry=(leases.next_expiry, sessions.next_expiry, attachments.next_expiry,
-                 task_surfaces.next_expiry),
+                 task_surfaces.next_expiry, resident.next_expiry),
     # Presence changes are announced by the room's sweeper (participant.present/away).
     on_sweep=(access.presence_sweep,),
     next_sweep=(access.presence_due,),

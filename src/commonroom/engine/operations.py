@@ -23,6 +23,7 @@ from commonroom.engine import (
     policies,
     proposals,
     reads,
+    resident,
     restore,
     revisions,
     surfaces,
@@ -99,6 +100,14 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.threads": threads.list_threads,
     "workspace.thread": threads.thread_one,
     "workspace.proposal.revise": revisions.revise,
+    # -- resident agents: runtime state, permission requests (docs/spec/PROTOCOL.md 19)
+    "workspace.runtime": resident.report,
+    "permission.request": resident.request,
+    "workspace.permissions": resident.list_permissions,
+    "permission.answer": resident.answer,
+    "permission.withdraw": resident.withdraw,
+    "runtime.interrupt": resident.interrupt,
+    "runtime.resume": resident.resume,
     "workspace.proposal.rebase": revisions.rebase,
     # -- task surfaces: live views, generated apps, app requests (docs/spec/PROTOCOL.md 20)
     "task.live_view": task_surfaces.publish_live_view,

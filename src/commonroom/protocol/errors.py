@@ -24,10 +24,12 @@ STATUS: Final[dict[str, int]] = {
     "handoff_not_found": 404,
     "attachment_not_found": 404,
     "thread_not_found": 404,  # the review conversation (issue 22)
+    "permission_not_found": 404,  # resident agents' permission requests (section 19)
     "lease_conflict": 409,
     "stale_version": 409,
     "proposal_conflict": 409,
     "handoff_conflict": 409,
+    "permission_conflict": 409,  # answered already, or expired
     "limit_exceeded": 429,
     "transport_unavailable": 503,
     # Server faults (docs/protocol.md "Server faults"): never `invalid_request`.

@@ -465,6 +465,77 @@ class TaskAppState(Payload):
     participant_id: str
 
 
+# -- resident agents (docs/spec/PROTOCOL.md section 19) -----------------------------------------
+
+
+@attrs.frozen
+class ParticipantRuntime(Payload):
+    """A resident runtime reported its state (`POST /workspace/runtime`)."""
+
+    TYPE: ClassVar[str] = "participant.runtime"
+    participant_id: str
+    state: str
+    harness: str
+    queued: int
+    turn: int
+    turn_started_at: str | None
+    note: str | None = None
+
+
+@attrs.frozen
+class PermissionRequested(Payload):
+    TYPE: ClassVar[str] = "permission.requested"
+    permission_id: str
+    participant_id: str
+    title: str
+    tool: str
+    expires_at: str
+
+
+@attrs.frozen
+class PermissionAnswered(Payload):
+    TYPE: ClassVar[str] = "permission.answered"
+    permission_id: str
+    participant_id: str
+    option_id: str
+    answered_by: str
+
+
+@attrs.frozen
+class PermissionExpired(Payload):
+    TYPE: ClassVar[str] = "permission.expired"
+    permission_id: str
+    participant_id: str
+
+
+@attrs.frozen
+class PermissionWithdrawn(Payload):
+    """The asking runtime withdrew its request: the turn that asked ended before an answer."""
+
+    TYPE: ClassVar[str] = "permission.withdrawn"
+    permission_id: str
+    participant_id: str
+
+
+@attrs.frozen
+class RuntimeInterrupted(Payload):
+    """The host asked the runtime of `participant_id` to cancel turn `turn` (that turn only)."""
+
+    TYPE: ClassVar[str] = "runtime.interrupted"
+    participant_id: str
+    turn: int
+    by: str
+
+
+@attrs.frozen
+class RuntimeResumed(Payload):
+    """The host resumed a paused runtime."""
+
+    TYPE: ClassVar[str] = "runtime.resumed"
+    participant_id: str
+    by: str
+
+
 # -- the catalogue --------------------------------------------------------------
 
 
@@ -543,6 +614,15 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(TaskLiveView, ("task_surfaces",)),
         _spec(TaskAppPublished, ("task_surfaces",)),
         _spec(TaskAppState, ("task_surfaces",)),
+
+        # -- resident agents (section 19): shown with the participants
+        _spec(ParticipantRuntime, (_PA,)),
+        _spec(PermissionRequested, (_PA,)),
+        _spec(PermissionAnswered, (_PA,)),
+        _spec(PermissionExpired, (_PA,)),
+        _spec(PermissionWithdrawn, (_PA,)),
+        _spec(RuntimeInterrupted, (_PA,)),
+        _spec(RuntimeResumed, (_PA,)),
     )
 }
 

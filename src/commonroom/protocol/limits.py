@@ -111,6 +111,17 @@ SETTLE_WAIT_SECONDS: Final = 2.0
 # A file gone this long is put back from the last version (docs/protocol.md).
 RESTORE_AFTER_SECONDS: Final = 5.0
 
+# Resident agents (docs/spec/PROTOCOL.md section 19): a permission request's life and bounds.
+PERMISSION_TTL_SECONDS: Final = 300
+PERMISSION_PREVIEW_MAX: Final = 500
+PERMISSION_TITLE_MAX: Final = 200
+PERMISSION_OPTIONS_MAX: Final = 10
+PERMISSION_OPTION_FIELD_MAX: Final = 200
+# How many of them one participant may have open at once (a runtime has at most one per turn).
+PERMISSIONS_OPEN_MAX: Final = 20
+RUNTIME_HARNESS_MAX: Final = 64
+RUNTIME_QUEUED_MAX: Final = 20
+
 
 @attrs.frozen
 class ServingLimits:

@@ -304,6 +304,33 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         "Wait for a reply: answers once someone else has the thread's last word (or it is"
         " resolved), or after timeout_seconds (max 25) with waiting: true.",
         **_stream("long_poll")),
+
+    # -- resident agents (docs/spec/PROTOCOL.md section 19) ------------------------------------
+    _spec("workspace.runtime", "POST", "/workspace/runtime", "observe", rq.RuntimeParams,
+        r.Participant,
+        "A resident runtime (`ce agent`) reports its state on its own participant:"
+        " idle, running, paused or reconnecting, its harness and its queued wakes.",
+        idempotent=True),
+    _spec("permission.request", "POST", "/workspace/permission", "observe",
+        rq.PermissionParams, r.PermissionRequest,
+        "A resident runtime relays its agent's permission prompt to the host: the tool, an"
+        " input preview and the exact options. Expires (fails closed) after 5 minutes."),
+    _spec("workspace.permissions", "GET", "/workspace/permissions", "read",
+        rq.PermissionsParams, r.PermissionRequests,
+        "Permission requests (default: the pending ones), oldest first.", **_READ),
+    _spec("permission.answer", "POST", "/workspace/permission/answer", "approve",
+        rq.PermissionAnswerParams, r.PermissionRequest,
+        "Answer a pending permission request with one of its exact options (the host or a"
+        " session with approve; never the participant that asked)."),
+    _spec("permission.withdraw", "POST", "/workspace/permission/withdraw", "observe",
+        rq.PermissionIdParams, r.PermissionRequest,
+        "Withdraw your own pending permission request (its turn ended: nothing waits for it)."),
+    _spec("runtime.interrupt", "POST", "/workspace/runtime/interrupt", "approve",
+        rq.InterruptParams, r.RuntimeControl,
+        "Cancel a resident agent's running turn (that turn only)."),
+    _spec("runtime.resume", "POST", "/workspace/runtime/resume", "approve",
+        rq.ResumeParams, r.RuntimeControl,
+        "Resume a resident agent its runtime paused (three turns in a row with no room action)."),
 )
 
 OPERATIONS_BY_NAME: Final[dict[str, OperationSpec]] = {spec.name: spec for spec in OPERATIONS}

@@ -28,7 +28,7 @@ from typing import Any, Final, TypeVar
 
 import attrs
 
-from commonroom.protocol.errors import invalid_request
+from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.schema import NONBLANK, hints, unwrap_optional
 
 P = TypeVar("P")
@@ -126,6 +126,13 @@ def _coerce(name: str, tp: Any, value: Any, from_query: bool, document: bool = F
         if not isinstance(value, dict):
             raise invalid_request(f"{name} must be a JSON object", name)
         return value
+
+    if typing.get_origin(tp) is list and attrs.has(typing.get_args(tp)[0]):
+        # A list of small records (a permission request's options): each parsed like a body.
+        if not isinstance(value, list) or not all(isinstance(v, Mapping) for v in value):
+            raise invalid_request(f"{name} must be a list of objects", name)
+        item_cls = typing.get_args(tp)[0]
+        return [_record_item(name, item_cls, v) for v in value]
     if typing.get_origin(tp) is list:
         if from_query and isinstance(value, str):
             value = [v for v in value.split(",") if v]
@@ -133,6 +140,15 @@ def _coerce(name: str, tp: Any, value: Any, from_query: bool, document: bool = F
             raise invalid_request(f"{name} must be a list of strings", name)
         return [_text(name, v) for v in value]
     raise TypeError(f"unsupported parameter type {tp!r} for {name}")
+
+
+def _record_item(name: str, item_cls: type[Any], value: Mapping[str, Any]) -> Any:
+    try:
+        return parse_params(item_cls, value)
+    except CommonroomError as error:
+        field = error.details.get("field")
+        raise invalid_request(f"{name}: {error.message}", f"{name}.{field}" if field else name
+                              ) from None
 
 
 def _check_text_constraints(name: str, value: Any, meta: Mapping[str, Any]) -> None:

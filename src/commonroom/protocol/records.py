@@ -69,6 +69,19 @@ class Participant:
     last_seen: str | None
     left: bool = False
     """Ran `ce leave` (or left over the API): listed for history, never present again."""
+    runtime: Runtime | None = None
+    """A resident runtime's last report (`ce agent`, PROTOCOL section 19), else null."""
+
+
+@attrs.frozen
+class Runtime:
+    state: str
+    harness: str
+    queued: int
+    turn: int
+    turn_started_at: str | None
+    note: str | None
+    updated_at: str
 
 
 @attrs.frozen
@@ -794,3 +807,44 @@ class AppReply:
     task_id: str
     app_revision: int
     reply: Any
+
+# -- resident agents (docs/spec/PROTOCOL.md section 19) -----------------------------------------
+
+
+@attrs.frozen
+class PermissionOptionRecord:
+    option_id: str
+    name: str
+    kind: str
+
+
+@attrs.frozen
+class PermissionRequest:
+    permission_id: str
+    participant_id: str
+    title: str
+    tool: str
+    input_preview: str
+    options: list[PermissionOptionRecord]
+    status: str
+    """`pending`, `answered` or `expired`."""
+    option_id: str | None
+    """The answer: exactly one of the offered options (null while pending or once expired)."""
+    answered_by: str | None
+    created_at: str
+    expires_at: str
+    answered_at: str | None
+
+
+@attrs.frozen
+class PermissionRequests:
+    permissions: list[PermissionRequest]
+
+
+@attrs.frozen
+class RuntimeControl:
+    """The answer of an interrupt or a resume: what the runtime is told (by its event)."""
+
+    participant_id: str
+    turn: int | None
+    runtime: Runtime | None

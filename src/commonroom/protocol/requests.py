@@ -476,3 +476,71 @@ class AppRequestParams:
 class TaskSurfacesParams:
     task_id: str | None = attrs.field(default=None, metadata={
         "doc": "one task's surfaces (default: every task that has any)"})
+
+# -- resident agents (docs/spec/PROTOCOL.md section 19) -----------------------------------------
+
+
+@attrs.frozen
+class RuntimeParams:
+    state: str = attrs.field(metadata={"choices": vocabulary.RUNTIME_STATES})
+    harness: str = attrs.field(metadata={
+        "doc": "what runs the agent: `acp:gemini`, `acp:<command>`, `exec:<command>`",
+        "pattern": NONBLANK, "max_length": limits.RUNTIME_HARNESS_MAX})
+    queued: int = attrs.field(default=0, metadata={
+        "min": 0, "max": limits.RUNTIME_QUEUED_MAX, "doc": "wakes waiting for the next turn"})
+    turn: int = attrs.field(default=0, metadata={
+        "min": 0, "doc": "the number of the turn running (or last run)"})
+    turn_started_at: str | None = attrs.field(default=None, metadata={
+        "doc": "when the running turn started (RFC 3339)", "max_length": 40})
+    note: str | None = attrs.field(default=None, metadata={
+        "doc": "why it is paused, for the host", "max_length": 200})
+
+
+@attrs.frozen
+class PermissionOption:
+    option_id: str = attrs.field(metadata={"pattern": NONBLANK,
+                                           "max_length": limits.PERMISSION_OPTION_FIELD_MAX})
+    name: str = attrs.field(metadata={"pattern": NONBLANK,
+                                      "max_length": limits.PERMISSION_OPTION_FIELD_MAX})
+    kind: str = attrs.field(metadata={"choices": vocabulary.PERMISSION_OPTION_KINDS})
+
+
+@attrs.frozen
+class PermissionParams:
+    title: str = attrs.field(metadata={"pattern": NONBLANK,
+                                       "max_length": limits.PERMISSION_TITLE_MAX})
+    tool: str = attrs.field(default="", metadata={
+        "doc": "the tool the agent asks to run", "max_length": limits.PERMISSION_TITLE_MAX})
+    input_preview: str = attrs.field(default="", metadata={
+        "doc": f"the tool's input, at most {limits.PERMISSION_PREVIEW_MAX} characters",
+        "max_length": limits.PERMISSION_PREVIEW_MAX, "document": True})
+    options: list[PermissionOption] = attrs.field(factory=list, metadata={
+        "doc": f"1-{limits.PERMISSION_OPTIONS_MAX} options, exactly as the agent offered them"})
+
+
+@attrs.frozen
+class PermissionsParams:
+    status: str | None = attrs.field(default=None, metadata={
+        "choices": vocabulary.PERMISSION_STATUSES, "doc": "default: pending"})
+
+
+@attrs.frozen
+class PermissionAnswerParams:
+    permission_id: str
+    option_id: str = attrs.field(metadata={"max_length": limits.PERMISSION_OPTION_FIELD_MAX})
+
+
+@attrs.frozen
+class PermissionIdParams:
+    permission_id: str
+
+
+@attrs.frozen
+class InterruptParams:
+    participant_id: str
+    turn: int = attrs.field(metadata={"min": 1, "doc": "the turn to cancel (never a later one)"})
+
+
+@attrs.frozen
+class ResumeParams:
+    participant_id: str

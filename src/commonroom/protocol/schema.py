@@ -132,6 +132,9 @@ def json_schema(cls: type[Any], *, params: bool = False) -> dict[str, Any]:
     for field in attrs.fields(cls):
         tp = hints(cls)[field.name]
         schema = _type_schema(tp)
+        item = typing.get_args(unwrap_optional(tp)[0])
+        if params and item and attrs.has(item[0]):
+            schema["items"] = json_schema(item[0], params=True)  # a list of records
         meta = field.metadata
         if "choices" in meta:
             schema["enum"] = list(meta["choices"])

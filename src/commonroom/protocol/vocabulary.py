@@ -64,3 +64,9 @@ OPEN_STATUSES: Final[dict[str, tuple[str, ...]]] = {
     "task": TASK_OPEN,
     "thread": THREAD_OPEN,
 }
+
+
+# Resident agents (docs/spec/PROTOCOL.md section 19).
+RUNTIME_STATES: Final = ("idle", "running", "paused", "reconnecting")
+PERMISSION_OPTION_KINDS: Final = ("allow_once", "allow_always", "reject_once", "reject_always")
+PERMISSION_STATUSES: Final = ("pending", "answered", "expired", "withdrawn")

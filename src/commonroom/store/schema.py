@@ -301,7 +301,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     CREATE INDEX proposals_pending ON proposals (participant_id) WHERE status = 'pending';
 """,
-    # task surfaces (docs/spec/PROTOCOL.md 20): one row per task with a live view or an app
+    # 10 -> 11: task surfaces (docs/spec/PROTOCOL.md 20): one row per task with a live view or an app
     # (`engine/task_surfaces.py`); the JSON as checked and stored, who published it when.
     """
     CREATE TABLE task_surfaces (
@@ -324,6 +324,36 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         state_at TEXT
     );
     CREATE INDEX task_surfaces_handoff ON task_surfaces (handoff_id);
+""",
+    # 11 -> 12: resident agents (PROTOCOL section 19): each participant's runtime report, and
+    # the permission requests its runtime relays to the host.
+    """
+    CREATE TABLE participant_runtimes (
+        participant_id TEXT PRIMARY KEY,
+        state TEXT NOT NULL,
+        harness TEXT NOT NULL,
+        queued INTEGER NOT NULL,
+        turn INTEGER NOT NULL,
+        turn_started_at TEXT,
+        note TEXT,
+        updated_at TEXT NOT NULL
+    );
+    CREATE TABLE permission_requests (
+        permission_id TEXT PRIMARY KEY,
+        participant_id TEXT NOT NULL,
+        title TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        input_preview TEXT NOT NULL,
+        options TEXT NOT NULL,
+        status TEXT NOT NULL,
+        option_id TEXT,
+        answered_by TEXT,
+        created_at TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        answered_at TEXT
+    );
+    CREATE INDEX permission_requests_pending ON permission_requests (expires_at)
+        WHERE status = 'pending';
 """,
 )
 

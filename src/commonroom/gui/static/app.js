@@ -38,6 +38,8 @@
   const $ = (id) => document.getElementById(id);
   let threads = null; // hook: threads (threads.js, the review conversation)
   let tasks = null; // hook: tasks (tasks.js, task surfaces: live views and apps)
+
+  let permissions = null; // hook: permissions (permissions.js, resident agents)
   const state = {
     room: null, names: new Map(), proposals: [], details: new Map(), doc: null, regions: [],
     selected: null, view: "rendered", editing: false, dropped: new Set(), lastVersion: 0, latestEvent: 0,
@@ -504,6 +506,7 @@
     if (tasks && again.has("panels") && again.has("invitations")) tasks.refresh();
     if (state.selected) await refreshReview();
     if (threads) await threads.refresh().catch(() => {}); // hook: threads
+    if (permissions) await permissions.refresh().catch(() => {}); // hook: permissions
   }
 
   async function loadDocument(version) {
@@ -957,6 +960,7 @@
         ` · ${p.kind} · ${p.present ? "present" : "away"}`,
         el("div", { class: "muted" }, `can: ${caps}`),
         p.advertised && p.advertised.length ? el("div", { class: "muted" }, `advertises: ${p.advertised.join(", ")}`) : null);
+      if (permissions) permissions.participantRow(row, p); // hook: permissions
       if (!host) {
         const button = el("button", { type: "button", "aria-label": `Revoke sessions of ${p.name}`, "data-participant": p.participant_id }, "Revoke sessions");
         button.addEventListener("click", () => confirmRevoke(row, button, p));
@@ -1477,6 +1481,8 @@
         vocabulary: VOCABULARY });
     }
     if (window.CommonroomTasks) tasks = await window.CommonroomTasks.init({ api, el, clear, nameOf, ago }); // hook: tasks
+
+    if (window.CommonroomPermissions) permissions = window.CommonroomPermissions.init({ api, el, clear, nameOf }); // hook: permissions
     setInterval(tickCountdowns, 1000); // the countdowns only; data comes from events
     try { await loadRoom(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     connect();
