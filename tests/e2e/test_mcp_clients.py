@@ -67,7 +67,7 @@ def another_agent_commits(port: int, host: str, region: str) -> int:
         "content": read["content"].rstrip() + "\n\nAnother agent added this.\n"})
     assert status == 200, proposal
     http_call(port, "POST", "/workspace/proposal/review", host,
-              {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+              {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"})
     status, committed, _ = http_call(port, "POST", "/workspace/commit", me,
                                      {"proposal_id": proposal["proposal_id"]})
     assert status == 200, committed

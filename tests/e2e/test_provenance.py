@@ -58,7 +58,8 @@ def propose(room: Room, bearer: str, region: str, content: str, summary: str) ->
 def land(room: Room, bearer: str, region: str, content: str, summary: str, *,
          amend: str | None = None) -> dict[str, Any]:
     proposal = propose(room, bearer, region, content, summary)
-    review: dict[str, Any] = {"proposal_id": proposal["proposal_id"], "decision": "approve"}
+    review: dict[str, Any] = {"proposal_id": proposal["proposal_id"],
+            "revision": proposal["revision"], "decision": "approve"}
     if amend is not None:
         review["content"] = amend
     room.ok("POST", "/workspace/proposal/review", room.host_session, review)

@@ -108,7 +108,8 @@ def region_commit(engine: Engine, host: str, agent: str, region: str, content: s
     })
     assert prop.error is None, prop.error
     proposal_id = to_wire(prop.result)["proposal_id"]
-    review = dispatch.execute(engine, "workspace.review", host, {"proposal_id": proposal_id, "decision": "approve"})
+    review = dispatch.execute(engine, "workspace.review", host, {"proposal_id": proposal_id,
+            "revision": 1, "decision": "approve"})
     assert review.error is None, review.error
     done = dispatch.execute(engine, "workspace.commit", agent, {"proposal_id": proposal_id})
     assert done.error is None, done.error

@@ -19,7 +19,8 @@ def commit(room: Driver, agent: str, region: str, content: str, *, amend: str | 
     prop = room.call("workspace.propose", agent, region=region, base_version=room.version,
                      summary=summary, content=content)
     if prop["status"] == "pending":
-        params: dict[str, Any] = {"proposal_id": prop["proposal_id"], "decision": "approve"}
+        params: dict[str, Any] = {"proposal_id": prop["proposal_id"],
+                "revision": prop["revision"], "decision": "approve"}
         if amend is not None:
             params["content"] = amend
         room.call("workspace.review", room.host, **params)

@@ -222,12 +222,17 @@ class Operations:
                 "summary": summary or f"update {region}"}
 
     @operation("workspace.review", r.Reviewed)
-    def review(self, proposal_id: str, decision: str, *, comment: str | None = None,
-               content: str | None = None) -> Params:
+    def review(self, proposal_id: str, decision: str, *, revision: int | None = None,
+               comment: str | None = None, content: str | None = None) -> Params:
         """Approve, reject or request_changes (needs `comment`); `content` (approve only) amends
-        the text that lands."""
-        return {"proposal_id": proposal_id, "decision": decision, "comment": comment,
-                "content": content}
+        the text that lands.
+
+        `revision` is the proposal's revision you read (`proposal(id).revision`): approve and
+        request_changes need it, and decide nothing (`ProposalConflict`, reason `revised`) when
+        the author revised it since. There is no default on purpose: approving without reading
+        means reading the proposal first and saying which revision you approve."""
+        return {"proposal_id": proposal_id, "decision": decision, "revision": revision,
+                "comment": comment, "content": content}
 
     @operation("workspace.withdraw", r.Proposal)
     def withdraw(self, proposal_id: str) -> Params:

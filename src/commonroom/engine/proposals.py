@@ -405,6 +405,7 @@ def review(tx: Tx, p: ReviewParams) -> Reviewed:
     from commonroom.engine import threads  # the review conversation (issue 22)
 
     proposal = _get(tx, p.proposal_id)
+    check_reviewed_revision(proposal, p.decision, p.revision)
     reviewer = tx.actor.participant_id
     comment = p.comment if p.comment is not None and p.comment.strip() else None
     if p.decision == "request_changes" and comment is None:
@@ -427,6 +428,33 @@ def review(tx: Tx, p: ReviewParams) -> Reviewed:
         # PROTOCOL §17: a review comment opens a thread on the region, linked to the proposal.
         threads.open_review_thread(tx, moved.region, moved.proposal_id, comment)
     return Reviewed(moved.proposal_id, moved.status, reviewer)
+
+
+# The decisions that let a text land or ask its author to change it name the revision read.
+BOUND_DECISIONS: Final = ("approve", "request_changes")
+
+
+def check_reviewed_revision(proposal: Proposal, decision: str, revision: int | None) -> None:
+    """The review binds to what the reviewer saw (PROTOCOL section 7): its author may revise
+    a pending proposal at any moment, so a decision names the revision it was made on and
+    decides nothing when the proposal moved on since."""
+    if revision is None:
+        if decision in BOUND_DECISIONS:
+            error = invalid_request(
+                f"{decision} needs the revision you reviewed: read the proposal"
+                " (GET /workspace/proposal) and send its revision", "revision")
+            error.details["reason"] = "revision_required"
+            raise error
+        return
+    if revision != proposal.revision:
+        raise CommonroomError(
+            "proposal_conflict",
+            f"{proposal.proposal_id} was revised: you reviewed revision {revision}, it is now"
+            f" at revision {proposal.revision}; read it again before deciding",
+            {"reason": "revised", "revision": revision, "current_revision": proposal.revision,
+             "status": proposal.status},
+            proposal_id=proposal.proposal_id,
+        )
 
 
 def _amend(tx: Tx, proposal: Proposal, p: ReviewParams) -> None:

@@ -146,6 +146,12 @@ class ReviewParams:
         "doc": "approve only: the text to approve instead of the proposed one (edit before approve)",
         "document": True,
     })
+    # The review binds to what the reviewer saw (docs/spec/PROTOCOL.md section 7).
+    revision: int | None = attrs.field(default=None, metadata={
+        "min": 1,
+        "doc": "the proposal's revision you read (GET /workspace/proposal); required with approve"
+               " and request_changes: when the author revised it since, nothing is decided"
+               " (proposal_conflict, reason revised)"})
 
 
 @attrs.frozen

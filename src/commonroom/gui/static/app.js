@@ -666,6 +666,7 @@
       state.view = p && p.amended ? "amended" : "rendered"; // an amended one opens on what the reviewer changed
       $("review-comment").value = ""; $("edit-text").value = "";
       $("review-error").hidden = true; $("reject-hint").hidden = true;
+      $("review-revised").hidden = true;
     }
     $("review").hidden = false;
     markSelected();
@@ -709,6 +710,10 @@
     const previous = state.detail && state.detail.proposal_id === id ? state.detail : null;
     const sameText = previous && previous.content === detail.content && state.current === current;
     if (previous && !sameText) state.dropped = new Set(); // new hunks: old choices do not carry over
+    // The review binds to the revision shown: a new one while it was open is said, not slipped in.
+    if (previous && previous.revision !== detail.revision) {
+      showRevised(`${nameOf(detail.participant_id)} revised this proposal (now revision ${detail.revision}) while it was open: the diff below is the new one.`);
+    }
     // Re-draw the diff only when what it shows changed: focus and scroll stay put otherwise.
     const redraw = !sameText || previous.status !== detail.status || previous.stale !== detail.stale;
     state.detail = detail; state.current = current;
@@ -850,7 +855,9 @@
       $("review-comment").focus();
       return;
     }
-    const params = { proposal_id: state.selected, decision };
+    // The decision names the revision on screen: the room decides nothing when it moved on.
+    if (!state.detail || state.detail.proposal_id !== state.selected) return;
+    const params = { proposal_id: state.selected, decision, revision: state.detail.revision };
     if (comment) params.comment = comment;
     if (decision === "approve" && (state.editing || state.dropped.size)) {
       const text = proposedText();
@@ -890,8 +897,43 @@
     state.held.delete(id);
     held.toast.remove();
     try { await api("POST", "/proposal/review", held.params); }
-    catch (error) { showNotice(`Could not ${held.params.decision} “${held.summary}”: ${error.message}`); }
+    catch (error) {
+      const body = error.body || {};
+      if (body.error === "proposal_conflict" && body.details && body.details.reason === "revised") {
+        await reopenRevised(id, held, body.details.current_revision);
+      } else {
+        showNotice(`Could not ${held.params.decision} “${held.summary}”: ${error.message}`);
+      }
+    }
     scheduleRefresh();
+  }
+
+  function showRevised(text) { const n = $("review-revised"); n.textContent = text; n.hidden = !text; }
+
+  // A revision that arrives while a decision waits out its undo window cancels that
+  // decision (it was made on the text before): nothing is sent, the new diff is shown.
+  function revisedWhileHeld(data) {
+    let event;
+    try { event = JSON.parse(data); } catch (_) { return; }
+    const p = event && event.payload;
+    const held = p && state.held.get(p.proposal_id);
+    if (!held || held.params.revision === p.revision) return;
+    clearTimeout(held.timer);
+    state.held.delete(p.proposal_id);
+    held.toast.remove();
+    renderQueue(); renderDocument();
+    reopenRevised(p.proposal_id, held, p.revision);
+  }
+
+  async function reopenRevised(id, held, revision) {
+    const what = held.params.decision === "approve" ? "approval" : "decision";
+    const text = `“${held.summary}” was revised (now revision ${revision}) while your ${what} waited: nothing was sent. Here is the new diff; decide again.`;
+    showNotice(text);
+    await openReview(id, { keepFocus: true });
+    showRevised(text);
+    $("review-comment").value = held.params.comment || "";
+    const item = queueItem(id);
+    (item || $("review-title")).focus();
   }
 
   // Undo: nothing was sent; the proposal is open again as it was (comment and edit kept).
@@ -1363,6 +1405,7 @@
         const id = Number(event.lastEventId);
         if (id) state.latestEvent = Math.max(state.latestEvent, id);
         if (type === "proposal.created") showArrived(event.data);
+        if (type === "proposal.revised") revisedWhileHeld(event.data);
         scheduleRefresh(type);
       });
     }
