@@ -226,7 +226,7 @@ def test_policies_over_the_cli_and_rest(doc: Path) -> None:
             "name_pattern": "*", "region_pattern": "*", "max_changed_lines": 999})
         assert status == 403 and refused["error"] == "permission_denied"
 
-        error, _ = ce_err("policy", "add", str(doc), "--name", "ada", "--regions", "Nowhere/*",
+        error, _ = ce_err("policy", "add", str(doc), "--label", "ada", "--regions", "Nowhere/*",
                           "--max-lines", "3")
         assert error["error"] == "invalid_request"
         assert error["details"]["reason"] == "pattern_matches_nothing"

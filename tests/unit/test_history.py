@@ -201,6 +201,7 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
     # ... and nothing of the migrations after the index one (schemas 5 and 6, issue 24); on a
     # connection of its own (the engine's undo triggers name every column)
     with contextlib.closing(sqlite3.connect(engine.sidecar_path)) as older:
+        older.execute("ALTER TABLE participants DROP COLUMN label")  # narrow policies' labels
         older.execute("DROP INDEX proposals_pending")  # schema 10 (the pending-proposal limit)
         older.execute("DROP INDEX proposals_unpruned")  # schema 9 (pruning by the unpruned)
         # schema 7 (provenance, issue 23)

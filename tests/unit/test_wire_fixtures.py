@@ -143,7 +143,7 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("workspace.blame", bearer, region="workspace")
     restored = await call("workspace.restore", host, region="Plan", version=1)
     await call("workspace.revert", host, version=restored["version"])
-    policy = await call("workspace.policy_add", host, name_pattern="pal*", region_pattern="Plan*",
+    policy = await call("workspace.policy_add", host, label="pal", region_pattern="Plan*",
                         max_changed_lines=2)
     await call("workspace.policies", host)
     await call("workspace.policy_pause", host, all=True)

@@ -388,12 +388,14 @@ class Operations:
 
     @operation("workspace.policy_add", r.Policy)
     def add_policy(self, region_pattern: str, max_changed_lines: int, *,
-                   participant_id: str | None = None, name_pattern: str | None = None,
-                   expires_at: str | None = None) -> Params:
-        """Host: an auto-approve policy."""
+                   participant_id: str | None = None, label: str | None = None,
+                   expires_at: str | None = None, name_pattern: str | None = None) -> Params:
+        """Host: an auto-approve policy for one participant, or for those who joined through an
+        invitation you gave `label`. `name_pattern` is refused (`InvalidRequest`, reason
+        `display_name_untrusted`): anyone may join under any name."""
         return {"region_pattern": region_pattern, "max_changed_lines": max_changed_lines,
-                "participant_id": participant_id, "name_pattern": name_pattern,
-                "expires_at": expires_at}
+                "participant_id": participant_id, "label": label,
+                "expires_at": expires_at, "name_pattern": name_pattern}
 
     @operation("workspace.policy_remove", r.PolicyRemoved)
     def remove_policy(self, policy_id: str) -> Params:

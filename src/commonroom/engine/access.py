@@ -68,12 +68,13 @@ def join(tx: Tx, p: JoinParams) -> Joined:
         raise invalid_request(f"name must be 1 to {limits.NAME_MAX} characters", "name")
     row = tx.conn.execute(
         "SELECT invite_id, capabilities, expires_at, max_uses, used_count, revoked_at,"
-        " max_sessions FROM invitations WHERE secret_hash = ?",
+        " max_sessions, label, created_by FROM invitations WHERE secret_hash = ?",
         (hash_secret(secret),),
     ).fetchone()
     if row is None:
         raise CommonroomError("unauthorized", "unknown invitation")
-    invite_id, caps_json, expires_at, max_uses, used_count, revoked_at, max_sessions = row
+    (invite_id, caps_json, expires_at, max_uses, used_count, revoked_at, max_sessions,
+     invite_label, created_by) = row
     if revoked_at is not None:
         raise CommonroomError("invitation_revoked", "this invitation was revoked")
     if expires_at <= tx.now_s:
@@ -107,10 +108,13 @@ def join(tx: Tx, p: JoinParams) -> Joined:
         )
     capabilities = tuple(json.loads(caps_json))
     participant_id = new_id("pt_")
+    # The label a policy may name (PROTOCOL section 18) is the host's alone: a label on an
+    # invitation some participant minted is shown, never carried.
+    label = invite_label if created_by == tx.engine.host_participant_id else None
     tx.conn.execute(
-        "INSERT INTO participants (participant_id, kind, name, capabilities, joined_at)"
-        " VALUES (?, ?, ?, ?, ?)",
-        (participant_id, p.kind, name, caps_json, tx.now_s),
+        "INSERT INTO participants (participant_id, kind, name, capabilities, joined_at, label)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (participant_id, p.kind, name, caps_json, tx.now_s, label),
     )
     bearer, session_expires = sessions.create_session(
         tx, participant_id, capabilities, limits.SESSION_DEFAULT_MINUTES, invite_id=invite_id
@@ -328,17 +332,17 @@ def participants(tx: Tx, p: NoParams) -> Participants:
 def list_participants(tx: Tx) -> list[Participant]:
     out: list[Participant] = []
     presence = tx.engine.presence
-    for pid, kind, name, caps_json, adv_json, joined_at, last_seen_db, left_at in tx.conn.execute(
-        "SELECT participant_id, kind, name, capabilities, advertised, joined_at, last_seen,"
-        " left_at FROM participants ORDER BY joined_at, participant_id"
-    ):
+    for pid, kind, name, caps_json, adv_json, joined_at, last_seen_db, left_at, label in (
+        tx.conn.execute(
+            "SELECT participant_id, kind, name, capabilities, advertised, joined_at, last_seen,"
+            " left_at, label FROM participants ORDER BY joined_at, participant_id")):
         seen = presence.last_seen(pid)
         last_seen = format_ts(seen) if seen is not None else last_seen_db
         present = left_at is None and presence.is_present(pid, tx.now)
         out.append(
             Participant(
                 pid, kind, name, json.loads(caps_json), json.loads(adv_json), present, joined_at,
-                last_seen, left=left_at is not None,
+                last_seen, left=left_at is not None, label=label,
             )
         )
     return out

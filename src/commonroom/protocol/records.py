@@ -69,6 +69,8 @@ class Participant:
     last_seen: str | None
     left: bool = False
     """Ran `ce leave` (or left over the API): listed for history, never present again."""
+    label: str | None = None
+    """The label of the host's invitation it joined through (`ce invite --label`), if any."""
 
 
 @attrs.frozen
@@ -646,6 +648,9 @@ class Policy:
     approved_count: int
     approved: list[PolicyApproval]
     """The newest proposals it approved (at most 20)."""
+    label: str | None = None
+    """It approves for the participants that joined through an invitation the host gave this
+    label (or for `participant_id`)."""
 
 
 @attrs.frozen

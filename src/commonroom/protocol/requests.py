@@ -337,11 +337,16 @@ class PolicyParams:
         "pattern": NONBLANK})
     max_changed_lines: int = attrs.field(metadata={"min": 1, "max": limits.POLICY_MAX_CHANGED_LINES})
     participant_id: str | None = attrs.field(default=None, metadata={
-        "doc": "the participant it approves for (or name_pattern)"})
+        "doc": "the participant it approves for (or label)"})
     name_pattern: str | None = attrs.field(default=None, metadata={
-        "doc": "glob over participant names (or participant_id)", "pattern": NONBLANK})
+        "doc": "refused: a display name is whatever a joiner chose; name participants by"
+               " participant_id or label", "pattern": NONBLANK})
     expires_at: str | None = attrs.field(default=None, metadata={
         "doc": "ISO 8601 UTC time after which it approves nothing"})
+    label: str | None = attrs.field(default=None, metadata={
+        "doc": "the participants that joined through an invitation the host labelled so"
+               " (ce invite --label) (or participant_id)", "pattern": NONBLANK,
+        "max_length": limits.NAME_MAX})
 
 
 @attrs.frozen

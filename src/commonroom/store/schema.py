@@ -301,6 +301,13 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     CREATE INDEX proposals_pending ON proposals (participant_id) WHERE status = 'pending';
 """,
+    # 10 -> 11: narrow policies (docs/spec/PROTOCOL.md section 18, wave 4). A policy names
+    # participants by an invitation label the host set, never by a display name; each
+    # participant keeps the label of the host's invitation it joined through.
+    """
+    ALTER TABLE policies ADD COLUMN label TEXT;
+    ALTER TABLE participants ADD COLUMN label TEXT;
+""",
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)
