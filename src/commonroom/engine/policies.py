@@ -28,12 +28,12 @@ path: `*` matches any text, `/` included (`Notes/*` covers every depth under
 
 from __future__ import annotations
 
-import difflib
 from bisect import bisect_right
 from datetime import datetime
 from fnmatch import fnmatchcase
 from typing import Any, Final
 
+from commonroom.engine import linediff
 from commonroom.engine.commonmark import special_blocks
 from commonroom.engine.ids import new_id
 from commonroom.engine.leases import HUMAN_EDITING, active_leases
@@ -213,8 +213,10 @@ def _measure(outline: Outline, region: str, content: str) -> tuple[int, set[str]
     new_at = [span.start, *(span.start + n for n in _ends(new_lines))]
     changed = 0
     touched: set[str] = set()
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(
-            None, old_lines, new_lines, autojunk=False).get_opcodes():
+    ops = linediff.opcodes(old_lines, new_lines, autojunk=False)
+    if ops is None:  # too costly to measure: nobody measured it, a person reviews it
+        return len(old_lines) + len(new_lines), {WHOLE}, after
+    for tag, i1, i2, j1, j2 in ops:
         if tag == "equal":
             continue
         changed += max(i2 - i1, j2 - j1)

@@ -22,13 +22,12 @@ from the quota (not from pruning).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from typing import Any, Final
 
 import attrs
 
-from commonroom.engine import policies
+from commonroom.engine import linediff, policies
 from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.ids import new_id
 from commonroom.engine.leases import raise_if_blocked
@@ -107,11 +106,9 @@ def in_region_line_endings(region_text: str, content: str) -> str:
 
 
 def unified_diff(before: str, after: str, from_label: str, to_label: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True), from_label, to_label
-        )
-    )
+    """difflib's unified diff, bounded in cost: past the bound, both texts in full
+    (engine/linediff.py; every diff the room answers comes from here)."""
+    return linediff.unified_diff(before, after, from_label, to_label)
 
 
 def _get(tx: Tx, proposal_id: str) -> Proposal:
@@ -330,7 +327,7 @@ def proposal_detail(tx: Tx, p: ProposalDetailParams) -> ProposalDetail:
     open_ = proposal.status in PROPOSAL.open_states
     stale = open_ and is_stale(current, proposal.region, proposal.base_version, base_digest)
     pruned = pruned_at is not None  # its text is gone: no diff to show (it would read as a deletion)
-    diff = "" if pruned else unified_diff(
+    diff = "" if pruned else linediff.later(
         region_text(current, proposal.region), content,
         f"{proposal.region}@{current.version}", f"{proposal.region}@proposed",
     )

@@ -61,6 +61,12 @@ WIDE_LEASE_SUBSECTIONS: Final = 8
 # messages of 4 KB a minute cycled the 2,000-event ring.
 MESSAGE_BUDGET: Final = 60
 MESSAGE_BUDGET_WINDOW_SECONDS: Final = 5 * 60
+# Reads that compute diffs or merges (a proposal's detail, a diff between versions, blame,
+# a rebase): per participant (the host excepted) per minute, beyond the request limit. One
+# such read is bounded (engine/linediff.py), this bounds how often one agent asks.
+HEAVY_READS_PER_MINUTE: Final = 60
+HEAVY_READS: Final = frozenset({"workspace.proposal", "workspace.diff", "workspace.blame",
+                                "workspace.proposal.rebase"})
 # Attachments: what one participant (the host excepted) may hold in the sidecar, and how
 # long a handoff's attachments outlive it (or live at most, while it stays open).
 ATTACHMENT_QUOTA_BYTES: Final = 8 * 1024 * 1024
