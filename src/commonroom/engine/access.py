@@ -17,6 +17,7 @@ set 1..64), so one multi-use invitation cannot fill the room's 64.
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,33 @@ if TYPE_CHECKING:
 
 
 # ---------------------------------------------------------------- handlers
+
+
+def folded_name(name: str) -> str:
+    """What two names are compared by: NFKC, case-folded, letters and digits only."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", name).casefold() if ch.isalnum())
+
+
+def _name_in_the_room(tx: Tx, wanted: str) -> str:
+    """`wanted`, or `wanted-2`, `-3`…: unique among those in the room (not left), compared
+    case-insensitively (`folded_name`). `host` and the host's own name are nobody else's:
+    a joiner asking for one is refused, so no agent's text reads as the host's."""
+    host_name = tx.conn.execute("SELECT name FROM participants WHERE is_host = 1").fetchone()
+    reserved = {folded_name("host"), folded_name(host_name[0] if host_name else "host")}
+    if folded_name(wanted) in reserved:
+        error = invalid_request(f"{wanted!r} is the host's name: choose another", "name")
+        error.details["reason"] = "name_reserved"
+        raise error
+    taken = {folded_name(str(row[0])) for row in tx.conn.execute(
+        "SELECT name FROM participants WHERE left_at IS NULL")}
+    if folded_name(wanted) not in taken:
+        return wanted
+    for number in range(2, limits.MAX_PARTICIPANTS + 2):
+        suffix = f"-{number}"
+        candidate = wanted[: limits.NAME_MAX - len(suffix)] + suffix
+        if folded_name(candidate) not in taken:
+            return candidate
+    raise invalid_request(f"too many participants are called {wanted!r}", "name")
 
 
 def join(tx: Tx, p: JoinParams) -> Joined:
@@ -107,6 +135,7 @@ def join(tx: Tx, p: JoinParams) -> Joined:
             retry_after_seconds=60,
         )
     capabilities = tuple(json.loads(caps_json))
+    name = _name_in_the_room(tx, name)
     participant_id = new_id("pt_")
     # The label a policy may name (PROTOCOL section 18) is the host's alone: a label on an
     # invitation some participant minted is shown, never carried.

@@ -68,7 +68,21 @@
   function nameOf(pid) {
     if (!pid) return "someone editing the file";
     const p = state.names.get(pid);
-    return p ? p.name : "someone who left";
+    if (!p) return "someone who left";
+    return misleading(pid, p) ? `${p.name} (${p.kind} ${pid.slice(0, 7)})` : p.name;
+  }
+
+  // A name that could pass for someone else's is shown with its kind and a short id: not
+  // plain ASCII, or alike (case, width, punctuation aside) to the host's or another's.
+  function foldedName(name) { return String(name).normalize("NFKC").toLowerCase().replace(/[^\p{L}\p{N}]/gu, ""); }
+  function misleading(pid, p) {
+    const host = p.capabilities && p.capabilities.includes("*");
+    if (!/^[\x20-\x7e]*$/.test(p.name)) return true;
+    if (host) return false;
+    const folded = foldedName(p.name);
+    if (folded === "host") return true;
+    for (const [other, q] of state.names) if (other !== pid && foldedName(q.name) === folded) return true;
+    return false;
   }
 
   function ago(iso) {
