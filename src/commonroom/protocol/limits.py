@@ -84,6 +84,9 @@ PROPOSAL_BYTES_PER_PARTICIPANT: Final = 2 * 1024 * 1024
 THREAD_QUOTE_MAX: Final = 500  # characters
 THREAD_BODY_MAX_BYTES: Final = 8 * 1024
 THREAD_COMMENTS_MAX: Final = 200
+# Comments the sidecar keeps in the whole room, newest first (each thread's opening comment
+# is always kept): like room text (`MESSAGES_KEPT`), threads are bounded, not a record.
+THREAD_COMMENTS_KEPT: Final = 2000
 OPEN_THREADS_PER_PARTICIPANT: Final = 100
 PROPOSAL_REVISIONS_MAX: Final = 50
 # Open streams (SSE, WebSocket, long-poll, MCP streams) at once, issue 24 item 2.

@@ -403,6 +403,9 @@ class ThreadsParams:
         "doc": "only the threads of this proposal's review"})
     limit: int = attrs.field(default=limits.LIST_DEFAULT,
                              metadata={"min": 1, "max": limits.LIST_MAX})
+    since: str | None = attrs.field(default=None, metadata={
+        "doc": "only the threads that changed (a comment, a status) at or after this time:"
+               " the newest updated_at you hold"})
 
 
 @attrs.frozen
