@@ -246,6 +246,7 @@ def test_attachment_store_bound_removes_oldest_room_scoped(
     room: Driver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(limits, "ATTACHMENTS_TOTAL_BYTES", 30)
+    monkeypatch.setattr(limits, "ATTACHMENT_HOST_RESERVED_BYTES", 0)  # the host's share aside
     a, b = room.join("a"), room.join("b")
     hid = room.call("handoff.request", a["session_id"], to_participant_id=b["participant_id"],
                     summary="x")["handoff_id"]

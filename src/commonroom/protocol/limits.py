@@ -70,6 +70,10 @@ HEAVY_READS: Final = frozenset({"workspace.proposal", "workspace.diff", "workspa
 # Attachments: what one participant (the host excepted) may hold in the sidecar, and how
 # long a handoff's attachments outlive it (or live at most, while it stays open).
 ATTACHMENT_QUOTA_BYTES: Final = 8 * 1024 * 1024
+# The share of the room's attachment store only the host's uploads may use: everyone else's
+# attachments together stay within the rest, so nine agents' handoff files never lock the
+# host out.
+ATTACHMENT_HOST_RESERVED_BYTES: Final = 16 * 1024 * 1024
 HANDOFF_ATTACHMENT_GRACE_MINUTES: Final = 60
 HANDOFF_ATTACHMENT_TTL_MINUTES: Final = 24 * 60
 # Proposal text the sidecar keeps: terminal proposals (rejected, committed, conflicted,
