@@ -285,6 +285,7 @@ def format_proposal_detail(detail: dict[str, Any], *, colour: bool) -> str:
         head.append(f"comment: {detail.get('review_comment')}")
     if detail.get("amended"):
         head.append("amended: the reviewer edited it before approving")
+    head.extend(f"warning: {warning}" for warning in detail.get("warnings") or [])
     diff = str(detail.get("diff") or "")
     body = colour_diff(diff, colour) if diff else "(no change to the current text)\n"
     return visible("\n".join(head)) + "\n\n" + body

@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import attrs
 
-from commonroom.engine import linediff, policies
+from commonroom.engine import linediff, linkrefs, policies
 from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.ids import new_id
 from commonroom.engine.leases import raise_if_blocked
@@ -333,10 +333,14 @@ def proposal_detail(tx: Tx, p: ProposalDetailParams) -> ProposalDetail:
     )
     fields = attrs.asdict(proposal, recurse=False)
     del fields["stale"], fields["amended"]  # computed here, for any status
+    # What the diff of one region does not show: links elsewhere it re-points.
+    warnings = [] if pruned or not open_ else linkrefs.proposal_warnings(
+        current.outline, proposal.region, content)
     detail = ProposalDetail(
         **fields, content=content,
         current_version=current.version, diff=diff, stale=stale, original_content=original,
         pruned=pruned, amended=original is not None, proposed_content=original,
+        warnings=warnings,
     )
     from commonroom.engine import revisions  # the review conversation (issue 22)
 

@@ -207,6 +207,9 @@ class ProposalDetail(Proposal):
     """The revision `content` and `diff` are of (`?revision=N`; default the latest)."""
     revision_diff: str = ""
     """Unified diff from the revision before `content_revision` to it ("" for the first)."""
+    warnings: list[str] = attrs.field(factory=list)
+    """What the change does beyond its region, for the reviewer: a link reference definition
+    it adds, removes or changes that links in other sections use."""
 
 
 @attrs.frozen

@@ -345,6 +345,8 @@
     const before = blocksOf(oldSrc), after = blocksOf(newSrc);
     const parts = Diff.diffArrays(before.map((b) => b.src), after.map((b) => b.src));
     let i = 0, j = 0, changed = 0;
+    // What the rendered text does not show: where links point (definitions, destinations).
+    changed += markDefinitions(oldSrc, newSrc, parent);
     for (let k = 0; k < parts.length; k++) {
       const part = parts[k];
       if (!part.added && !part.removed) {
@@ -370,6 +372,10 @@
         if (n < pairs && old.type === neu.type && similar(old, neu)) {
           const box = el("div", { class: "blk-changed" });
           renderWordDiff(old, neu, box);
+          const pointed = markTargets(old, neu, box);
+          if (!pointed && joinPieces(pieces(old.tokens)).text === joinPieces(pieces(neu.tokens)).text) {
+            box.append(el("p", { class: "outside-change", role: "note" }, "Its source changed, not its rendered text (spacing, escapes or markup that renders the same): see the Unified view."));
+          }
           parent.append(box);
         } else {
           if (old) { const box = el("div", { class: "blk-del", "aria-label": "removed" }); renderTokens(old.tokens, box, plainText); parent.append(box); }
@@ -377,7 +383,52 @@
         }
       }
     }
-    if (changed === 0) parent.append(el("p", { class: "muted no-change" }, "No change: the two texts are the same."));
+    if (changed === 0 && (oldSrc || "") !== (newSrc || "")) {
+      // Never "No change" for a text that changes: say where the change is.
+      parent.append(el("p", { class: "outside-change", role: "note" }, "This changes only what the rendered text does not show (spacing, escapes, comments or markup that renders the same): see the Unified view."));
+    } else if (changed === 0) parent.append(el("p", { class: "muted no-change" }, "No change: the two texts are the same."));
+  }
+
+  // Link reference definitions ([label]: destination) render as nothing, yet decide where
+  // every [label] link in the document points: each one added, removed or changed is shown.
+  function definitionsOf(src) {
+    const env = {};
+    md.parse(src || "", env);
+    return env.references || {};
+  }
+  function markDefinitions(oldSrc, newSrc, parent) {
+    const was = definitionsOf(oldSrc), now = definitionsOf(newSrc);
+    let marked = 0;
+    for (const label of new Set([...Object.keys(was), ...Object.keys(now)])) {
+      const a = was[label], b = now[label];
+      if (a && b && a.href === b.href && (a.title || "") === (b.title || "")) continue;
+      const what = !a ? `added: [${label}] → ${b.href}` : !b ? `removed: [${label}] (was ${a.href})` : `changed: [${label}] ${a.href} → ${b.href}`;
+      parent.append(el("p", { class: "link-change", role: "note" }, `Link definition ${what}. It decides where every [${label}] link points, in any section.`));
+      marked++;
+    }
+    return marked;
+  }
+
+  // Link destinations and images inside a changed block: their text may read the same.
+  function targetsOf(tokens) {
+    const out = [];
+    for (const token of tokens) {
+      for (const child of token.children || []) {
+        if (child.type === "link_open") out.push(`link → ${child.attrGet("href")}`);
+        if (child.type === "image") out.push(`image ${child.attrGet("src")}`);
+      }
+    }
+    return out;
+  }
+  function markTargets(oldBlock, newBlock, box) {
+    const was = targetsOf(oldBlock.tokens), now = targetsOf(newBlock.tokens);
+    const gone = was.filter((t) => !now.includes(t)), come = now.filter((t) => !was.includes(t));
+    if (!gone.length && !come.length) return false;
+    const note = el("p", { class: "link-change", role: "note" }, "Where it points changed: ");
+    for (const t of gone) note.append(el("del", {}, t), " ");
+    for (const t of come) note.append(el("ins", {}, t), " ");
+    box.append(note);
+    return true;
   }
 
   // A word diff with semantic cleanup (diff-match-patch): each word (or space run, or
@@ -743,6 +794,7 @@
     const notes = [];
     if (detail.amended) notes.push(`Approved with edits by ${nameOf(detail.reviewer_id)}: "Amendment" shows them against the author's text.`);
     if (detail.review_comment) notes.push(`${nameOf(detail.reviewer_id)} commented: ${detail.review_comment}`);
+    for (const warning of detail.warnings || []) notes.push(`Beyond this section: ${warning}.`);
     $("review-amended").hidden = notes.length === 0;
     $("review-amended").textContent = notes.join(" ");
     $("view-amended").hidden = !detail.amended;
