@@ -82,3 +82,35 @@ async def test_an_agent_asking_for_its_costly_diff_does_not_stall_the_room(doc: 
             assert host.status == 200
         finally:
             live.stop.set()
+
+
+async def test_a_rebase_applied_through_the_heavy_path_is_published(doc: Path) -> None:  # noqa: F811
+    """The heavy path runs `workspace.proposal.rebase`; when it writes (apply), its
+    `proposal.revised` reaches the room's live readers like any write's events."""
+    async with trio.open_nursery() as nursery:
+        live = await start_room(nursery, doc)
+        try:
+            agent = (await live.join("author"))["session_id"]
+            status = await _ok(live, "GET", "/workspace/status", agent)
+            read = await _ok(live, "GET", "/workspace/read?region=Risks", agent)
+            made = await _ok(live, "POST", "/workspace/propose", agent, {
+                "region": "Risks", "base_version": status["version"], "summary": "one more",
+                "content": read["content"].rstrip("\n") + "\n- one more risk\n\n"})
+            await live.host_appends("a host's line")  # the region moved on: a rebase is due
+            cursor = (await _ok(live, "GET", "/workspace/wait?cursor=0", agent))["latest_event_id"]
+            got: list[Any] = []
+
+            async def wait() -> None:
+                got.append(await _ok(live, "GET", f"/workspace/wait?cursor={cursor}"
+                                     "&timeout_seconds=20", agent))
+
+            async with trio.open_nursery() as inner:
+                inner.start_soon(wait)
+                await trio.sleep(0.2)
+                applied = await _ok(live, "POST", "/workspace/proposal/rebase", agent,
+                                    {"proposal_id": made["proposal_id"], "apply": True})
+                assert applied["applied"] is True
+            types = [event["type"] for event in got[0]["events"]]
+            assert "proposal.revised" in types, types
+        finally:
+            live.stop.set()

@@ -137,7 +137,17 @@ class Room:
             return facade.execute(self.engine, name, bearer, params, from_query=from_query)
 
         if name in limits.HEAVY_READS and not self.inline_store:
-            return await self._heavy_read(name, bearer, params, from_query)
+            heavy = await self._heavy_read(name, bearer, params, from_query)
+            if publish:
+                self.publish(heavy.events)
+            else:
+                self._deferred.extend(heavy.events)
+            if heavy.retry_at is None:  # (a rebase that writes may find the file settling)
+                if self.engine.presence.pending():
+                    self._sweep_wakeup.set()
+                if heavy.error is not None:
+                    self.faults.report(heavy.error)
+                return heavy
         give_up = trio.current_time() + limits.SETTLE_WAIT_SECONDS
         while True:
             outcome: Outcome
@@ -183,7 +193,6 @@ class Room:
                 outcome: Outcome = await trio.to_thread.run_sync(run)
             self._checkpoint_if_due()
             if outcome.error is not None:
-                self.faults.report(outcome.error)
                 return outcome
             result = await trio.to_thread.run_sync(facade.resolve_later, outcome.result)
         return Outcome(result, None, outcome.events)
