@@ -433,9 +433,12 @@ class Operations:
 
     @operation("workspace.threads", r.Threads)
     def threads(self, *, region: str | None = None, status: str | None = None,
-                proposal_id: str | None = None, limit: int | None = None) -> Params:
-        """Threads, newest first, by region, status or proposal."""
-        return {"region": region, "status": status, "proposal_id": proposal_id, "limit": limit}
+                proposal_id: str | None = None, limit: int | None = None,
+                since: str | None = None) -> Params:
+        """Threads, newest first, by region, status or proposal; `since` (a thread's
+        `updated_at`): only those that changed at or after it."""
+        return {"region": region, "status": status, "proposal_id": proposal_id, "limit": limit,
+                "since": since}
 
     @operation("workspace.thread", r.Thread)
     def thread(self, thread_id: str) -> Params:
