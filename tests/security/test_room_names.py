@@ -11,6 +11,9 @@ another's) is shown by `ce` and the page with its kind and a short id.
 
 from __future__ import annotations
 
+from typing import Any
+
+from tests.browser.conftest import browser, open_page, page  # noqa: F401
 from tests.e2e.conftest import Room, ce
 
 
@@ -41,3 +44,20 @@ def test_a_lookalike_name_is_shown_with_its_kind_and_id(served: Room) -> None:
     assert f"(agent {sly['participant_id'][:7]})" in forged, out
     mine = next(line for line in out.splitlines() if "I approve what I read" in line)
     assert " host · " in mine and "(agent" not in mine, out
+
+
+def test_the_page_shows_a_lookalike_with_its_kind_and_id(page: Any, served: Room) -> None:  # noqa: F811
+    room = served
+    open_page(page, room)
+    sly = room.join("Hоst")  # a Cyrillic "о"
+    read = room.read(sly["session_id"], "Risks")
+    proposal = room.ok("POST", "/workspace/propose", sly["session_id"], {
+        "region": "Risks", "base_version": read["version"], "summary": "from the host, honest",
+        "content": read["content"] + "- Nothing else.\n\n"})
+    page.locator(f"[data-proposal='{proposal['proposal_id']}']").click()
+    provenance = page.locator("#review-provenance")
+    provenance.wait_for()
+    page.wait_for_function(
+        "id => document.getElementById('review-provenance').textContent.includes(id)",
+        arg=sly["participant_id"][:7])
+    assert f"Hоst (agent {sly['participant_id'][:7]})" in provenance.inner_text()
