@@ -38,7 +38,8 @@ def _fill_the_room(room: Room) -> dict[str, str]:
     questions = room.host.ok("GET", "/workspace/read?region=Open%20questions")["content"]
     asked = questions + "- Who keeps the catalogue when a member moves away?\n\n"
     landed = room.propose(editor, "Open questions", asked, "Ask what happens when a member moves")
-    room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": landed["proposal_id"], "decision": "approve"})
+    room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": landed["proposal_id"],
+            "revision": landed["revision"], "decision": "approve"})
     editor.ok("POST", "/workspace/commit", {"proposal_id": landed["proposal_id"]})
     drafter.ok("POST", "/workspace/checkout", {"region": "Problem", "minutes": 15})
     problem = room.host.ok("GET", "/workspace/read?region=Problem")["content"]
@@ -47,7 +48,8 @@ def _fill_the_room(room: Room) -> dict[str, str]:
     idea = room.host.ok("GET", "/workspace/read?region=The%20idea")["content"]
     approved = room.propose(editor, "The idea", idea.replace("a gentle reminder", "a friendly reminder"),
                             "Friendlier reminder")
-    room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": approved["proposal_id"], "decision": "approve"})
+    room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": approved["proposal_id"],
+            "revision": approved["revision"], "decision": "approve"})
     risks = room.host.ok("GET", "/workspace/read?region=Risks")["content"]
     rejected = room.propose(editor, "Risks", risks + "- Nobody joins.\n\n", "Add a risk")
     room.host.ok("POST", "/workspace/proposal/review", {

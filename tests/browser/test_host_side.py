@@ -183,7 +183,8 @@ def test_the_amendment_shows_as_a_diff_against_the_authors_text(page: Any, room:
     proposal = room.propose(agent, "Problem", PROBLEM, "to be amended")
     edited = PROBLEM.replace("right next door", "two doors down")
     room.host.ok("POST", "/workspace/proposal/review", {
-        "proposal_id": proposal["proposal_id"], "decision": "approve", "content": edited})
+        "proposal_id": proposal["proposal_id"],
+                "revision": proposal["revision"], "decision": "approve", "content": edited})
     agent.ok("POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]})
     item = page.locator(f"[data-proposal='{proposal['proposal_id']}']", has_text="committed")
     item.wait_for()
@@ -228,7 +229,7 @@ def test_the_queue_counts_pending_and_groups_approved(page: Any, room: Room) -> 
     waiting = room.propose(agent, "Problem", PROBLEM, "still to review")
     approved = room.propose(agent, "The idea", IDEA, "approved, not committed")
     room.host.ok("POST", "/workspace/proposal/review", {
-        "proposal_id": approved["proposal_id"], "decision": "approve"})
+        "proposal_id": approved["proposal_id"], "revision": approved["revision"], "decision": "approve"})
     page.locator("[data-group='approved'] [data-proposal]", has_text="approved, not committed").wait_for()
     assert page.locator("#queue-count").inner_text() == "1"
     heads = page.locator("#queue-list .group-head").all_inner_texts()

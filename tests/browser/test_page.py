@@ -145,7 +145,8 @@ def test_stale_proposal_shows_its_badge_before_anyone_clicks(page: Any, room: Ro
     second = room.propose(two, "Problem", "## Problem\n\nAnother take.\n\n", "second take")
     pending = room.propose(two, "Problem", "## Problem\n\nA third take.\n\n", "third take")
     for p in (first, second):
-        room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": p["proposal_id"], "decision": "approve"})
+        room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": p["proposal_id"],
+                "revision": p["revision"], "decision": "approve"})
     page.locator(f"[data-proposal='{second['proposal_id']}']", has_text="approved").wait_for()
     assert page.locator(".stale").count() == 0
     # A review open on the third one, with a comment being written, when the section moves on.

@@ -24,7 +24,8 @@ def join(room: Room, name: str) -> tuple[Http, str]:
 def land(room: Room, agent: Http, region: str, content: str, summary: str,
          amend: str | None = None) -> dict[str, Any]:
     proposal = room.propose(agent, region, content, summary)
-    review: dict[str, Any] = {"proposal_id": proposal["proposal_id"], "decision": "approve"}
+    review: dict[str, Any] = {"proposal_id": proposal["proposal_id"],
+            "revision": proposal["revision"], "decision": "approve"}
     if amend is not None:
         review["content"] = amend
     room.host.ok("POST", "/workspace/proposal/review", review)

@@ -159,7 +159,7 @@ def test_request_changes_revise_and_the_revision_diff_in_the_page(room: Room, pa
     assert "café" in " ".join(page.locator("#revision-diff ins").all_inner_texts())
     assert "What do we do when it rains?" in page.inner_text("#review-threads")
     screenshot(page, "threads-revision.png")
-    room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": pid, "decision": "approve"})
+    room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": pid, "revision": 2, "decision": "approve"})
     committed = author.ok("POST", "/workspace/commit", {"proposal_id": pid})
     assert committed["version"] == room.version()
     assert "a café when it rains" in room.doc.read_text()
@@ -191,7 +191,7 @@ def test_rebase_preview_then_apply_as_reviewer_then_commit(room: Room, page: Any
         time.sleep(0.1)
     detail = room.host.ok("GET", f"/workspace/proposal?proposal_id={pid}")
     assert detail["rebased"] is True and detail["stale"] is False and detail["status"] == "pending"
-    room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": pid, "decision": "approve"})
+    room.host.ok("POST", "/workspace/proposal/review", {"proposal_id": pid, "revision": 2, "decision": "approve"})
     # The human-editing hold on Risks (the host's save) ends after its minutes; the host commits.
     committed = room.host.ok("POST", "/workspace/commit", {"proposal_id": pid})
     assert committed["proposal_id"] == pid

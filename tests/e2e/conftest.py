@@ -28,7 +28,7 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -176,11 +176,12 @@ def ce_err(*args: str) -> tuple[dict[str, Any], subprocess.CompletedProcess[str]
     return error, result
 
 
-def at_terminal(args: Sequence[str], steps: Sequence[tuple[str, bytes]] = (), *,
+def at_terminal(args: Sequence[str], steps: Sequence[tuple[str, bytes | Callable[[], bytes]]] = (), *,
                 env: Mapping[str, str] | None = None, size: tuple[int, int] | None = None,
                 timeout: float = 30.0) -> tuple[int, str]:
     """Run `ce ARGS` with stdin, stdout and stderr on a pseudo-terminal (`size`: columns, rows);
-    for each (prompt text, answer) wait for the text, then type the answer. Every prompt must
+    for each (prompt text, answer) wait for the text, then type the answer (a callable answer is
+    called at that moment: something can happen while the prompt waits). Every prompt must
     come. Returns (exit code, everything it printed, escapes kept)."""
     import fcntl
     import pty
@@ -211,7 +212,7 @@ def at_terminal(args: Sequence[str], steps: Sequence[tuple[str, bytes]] = (), *,
             while pending and pending[0][0].encode() in out[seen:]:
                 prompt, answer = pending.pop(0)
                 seen = out.index(prompt.encode(), seen) + len(prompt)
-                os.write(leader, answer)
+                os.write(leader, answer() if callable(answer) else answer)
     finally:
         os.close(leader)
         try:

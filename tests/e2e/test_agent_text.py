@@ -35,8 +35,10 @@ def shown(text: str) -> str:
 
 
 def approve(room: Room, proposal_id: str) -> None:
+    """The host approves the revision it read."""
+    shown = room.host.ok("GET", f"/workspace/proposal?proposal_id={proposal_id}")
     room.host.ok("POST", "/workspace/proposal/review",
-                 {"proposal_id": proposal_id, "decision": "approve"})
+                 {"proposal_id": proposal_id, "decision": "approve", "revision": shown["revision"]})
 
 
 def region_text(agent: Http, region: str) -> str:

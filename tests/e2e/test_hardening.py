@@ -71,7 +71,7 @@ def test_a_commit_the_file_refuses_commits_nothing_even_after_restart(
         assert status == 200, proposal
         pid = proposal["proposal_id"]
         status, _ = http_json(port, "POST", "/workspace/proposal/review", host,
-                              {"proposal_id": pid, "decision": "approve"})
+                              {"proposal_id": pid, "revision": 1, "decision": "approve"})
         assert status == 200
         versions_before, events_before = _sidecar(doc)
         assert _chattr("+i", doc)
@@ -232,7 +232,8 @@ def test_a_folder_made_immutable_mid_run_refuses_commits_then_recovers(tmp_path:
                     answers.append((status, proposal, "propose"))
                     continue
                 http_json(port, "POST", "/workspace/proposal/review", host,
-                          {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+                          {"proposal_id": proposal["proposal_id"],
+                                  "revision": proposal["revision"], "decision": "approve"})
                 status, answer = http_json(port, "POST", "/workspace/commit", agent,
                                            {"proposal_id": proposal["proposal_id"]})
                 answers.append((status, answer, text))

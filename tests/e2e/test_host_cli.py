@@ -73,7 +73,7 @@ def test_names_not_ids_in_history_wait_and_leases(room: RoomProcess, doc: Path) 
     # The host amends it before approving, as the page's "Edit" does (its own HTTP call).
     from commonroom.cli.host_call import host_call
 
-    host_call(doc, "workspace.review", {"proposal_id": proposal, "decision": "approve",
+    host_call(doc, "workspace.review", {"proposal_id": proposal, "revision": 1, "decision": "approve",
                                         "content": edited})
     waited = run("wait", proposal)
     assert waited.returncode == 0

@@ -137,7 +137,7 @@ def test_host_saves_in_place_and_by_rename_while_agents_work(tmp_path: Path) -> 
         committer = agents[-1]
         approved = committer.propose(f"S{COMMITTER_SECTION}", section(COMMITTER_SECTION, "committed"),
                                      base_version=1, summary="approved").proposal_id
-        host.review(approved, "approve")
+        host.review(approved, "approve", revision=1)
         for agent, n in zip(agents, AGENT_SECTIONS, strict=False):
             pollers.append(Poller(agent, f"S{n:02d}", section(n), stop))
         for poller in pollers:

@@ -70,9 +70,13 @@ def host_approves(doc: Path, proposal_id: str) -> None:
 
 
 def host_approves_over_http(port: int, host: str, proposal_id: str) -> None:
-    """The host approves over REST (the one place these tests call the review operation)."""
+    """The host approves over REST (the one place these tests call the review operation),
+    bound to the revision it read."""
+    status, shown, _ = http_call(port, "GET", f"/workspace/proposal?proposal_id={proposal_id}", host)
+    assert status == 200, shown
     status, answer, _ = http_call(port, "POST", "/workspace/proposal/review", host,
-                                  {"proposal_id": proposal_id, "decision": "approve"})
+                                  {"proposal_id": proposal_id, "decision": "approve",
+                                   "revision": shown["revision"]})
     assert status == 200, answer
 
 

@@ -58,7 +58,8 @@ def propose(room: Room, bearer: str, region: str, content: str, summary: str) ->
 def land(room: Room, bearer: str, region: str, content: str, summary: str, *,
          amend: str | None = None) -> dict[str, Any]:
     proposal = propose(room, bearer, region, content, summary)
-    review: dict[str, Any] = {"proposal_id": proposal["proposal_id"], "decision": "approve"}
+    review: dict[str, Any] = {"proposal_id": proposal["proposal_id"],
+            "revision": proposal["revision"], "decision": "approve"}
     if amend is not None:
         review["content"] = amend
     room.ok("POST", "/workspace/proposal/review", room.host_session, review)
@@ -225,7 +226,7 @@ def test_policies_over_the_cli_and_rest(doc: Path) -> None:
             "name_pattern": "*", "region_pattern": "*", "max_changed_lines": 999})
         assert status == 403 and refused["error"] == "permission_denied"
 
-        error, _ = ce_err("policy", "add", str(doc), "--name", "ada", "--regions", "Nowhere/*",
+        error, _ = ce_err("policy", "add", str(doc), "--label", "ada", "--regions", "Nowhere/*",
                           "--max-lines", "3")
         assert error["error"] == "invalid_request"
         assert error["details"]["reason"] == "pattern_matches_nothing"

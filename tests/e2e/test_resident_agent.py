@@ -43,9 +43,10 @@ def eventually(check: Callable[[], T | None], what: str, bound: float = BOUND) -
 
 
 def approve(room: Room, proposal_id: str) -> None:
-    """The host approves (one helper: the review's parameters may grow a `revision`)."""
+    """The host approves the revision it read."""
+    shown = room.ok("GET", f"/workspace/proposal?proposal_id={proposal_id}", room.host_session)
     room.ok("POST", "/workspace/proposal/review", room.host_session,
-            {"proposal_id": proposal_id, "decision": "approve"})
+            {"proposal_id": proposal_id, "decision": "approve", "revision": shown["revision"]})
 
 
 class ResidentAgent:

@@ -81,7 +81,7 @@ def _run_bot(room: RoomProcess, doc: Path) -> None:
         detail = host.proposal(second)
         assert detail.base_version == 2 and LINE in detail.content
         assert "quick and easy" in detail.content  # proposed on the fresh text
-        host.review(second, "approve")
+        host.review(second, "approve", revision=detail.revision)
         out, err = bot.communicate(timeout=60)
     finally:
         if bot.poll() is None:

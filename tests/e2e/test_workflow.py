@@ -145,7 +145,7 @@ def test_refusals(room: RoomProcess, doc: Path) -> None:
     )
     denied = bot.err(
         "POST", "/workspace/proposal/review",
-        {"proposal_id": proposal["proposal_id"], "decision": "approve"},
+        {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"},
     )
     assert denied["error"] == "permission_denied"
     raw = bot.err(

@@ -43,7 +43,7 @@ async def approved_proposal(live: LiveRoom, bearer: str, region: str, content: s
         "region": region, "base_version": await version_of(live), "summary": "s",
         "content": content})
     await ok(live, "POST", "/workspace/proposal/review", live.host_session,
-             {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+             {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"})
     proposal_id: str = proposal["proposal_id"]
     return proposal_id
 

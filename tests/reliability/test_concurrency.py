@@ -77,7 +77,8 @@ async def test_twenty_agents_racing_on_one_region_one_wins_each_base(abuse_doc: 
                     "content": f"## Goals\n\n- agent {n}, round {round_number}\n\n"})
                 proposal_ids.append(proposal["proposal_id"])
                 await ok(live, "POST", "/workspace/proposal/review", live.host_session,
-                         {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+                         {"proposal_id": proposal["proposal_id"],
+                                 "revision": proposal["revision"], "decision": "approve"})
             answers: dict[str, Any] = {}
 
             async def commit(bearer: str, proposal_id: str, answers: dict[str, Any]) -> None:

@@ -125,7 +125,7 @@ def _commit_once(agent: Agent, room: Room) -> None:
     proposal = crash.ok(room.port, "POST", "/workspace/propose", agent.session, {
         "region": agent.region, "base_version": read["version"], "summary": "s", "content": text})
     crash.ok(room.port, "POST", "/workspace/proposal/review", room.host,
-             {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+             {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"})
     answer = crash.ok(room.port, "POST", "/workspace/commit", agent.session,
                       {"proposal_id": proposal["proposal_id"]})
     agent.acked.append(crash.Ack(answer["version"], answer["content_hash"], 0, text))

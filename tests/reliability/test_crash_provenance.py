@@ -67,7 +67,7 @@ class Crew:
             "region": region, "base_version": base, "summary": summary, "content": content})
         if proposal["status"] == "pending":
             self.host("POST", "/workspace/proposal/review",
-                      {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+                      {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"})
         done: dict[str, Any] = crash.ok(port, "POST", "/workspace/commit", self.agent,
                                         {"proposal_id": proposal["proposal_id"]})
         self.acked[done["version"]] = done["content_hash"]

@@ -70,7 +70,7 @@ def propose_approved(agent: Agent, room: Room, text: str) -> str:
     proposal = crash.ok(room.port, "POST", "/workspace/propose", agent.session, {
         "region": agent.region, "base_version": read["version"], "summary": text[:20], "content": text})
     crash.ok(room.port, "POST", "/workspace/proposal/review", room.host,
-             {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+             {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"})
     return str(proposal["proposal_id"])
 
 

@@ -81,7 +81,7 @@ def test_the_outline_is_checked_again_at_commit(served: Room) -> None:
     status, proposal = _propose(room, attacker, "Open questions", last["content"] + "```\n")
     assert status == 200, proposal  # nothing follows the last section yet
     room.ok("POST", "/workspace/proposal/review", room.host_session,
-            {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+            {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"})
     whole = room.read(room.host_session, "workspace")
     room.ok("POST", "/workspace/commit", room.host_session, {
         "base_version": whole["version"], "summary": "add a budget",

@@ -129,8 +129,15 @@ async def legacy_rpc(live: LiveRoom, session_id: str, method: str, params: dict[
 
 async def host_reviews(live: LiveRoom, proposal_id: str, decision: str = "approve",
                        comment: str | None = None) -> dict[str, Any]:
-    """The host reviews a proposal over REST: the one place these tests call the review."""
-    body: dict[str, Any] = {"proposal_id": proposal_id, "decision": decision}
+    """The host reviews a proposal over REST: the one place these tests call the review.
+
+    It reads the proposal first and binds the review to the revision it read, as a reviewer
+    must (docs/spec/PROTOCOL.md section 7)."""
+    shown = await live.call("GET", f"/workspace/proposal?proposal_id={proposal_id}",
+                            live.host_session)
+    assert shown.status == 200, shown.body
+    body: dict[str, Any] = {"proposal_id": proposal_id, "decision": decision,
+                            "revision": shown.json()["revision"]}
     if comment is not None:
         body["comment"] = comment
     answer = await live.call("POST", "/workspace/proposal/review", live.host_session, body)

@@ -49,7 +49,7 @@ async def test_async_client_loop_errors_and_review_wait(live: LiveRoom, doc: Pat
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(wait)
                 await trio.sleep(0)  # let the waiter start its long-poll first
-                await host.review(proposal.proposal_id, "approve")
+                await host.review(proposal.proposal_id, "approve", revision=proposal.revision)
             assert decided[0].status == "approved"
             committed = await bot.commit(proposal.proposal_id)
             assert committed.version == 2 and "ship it soon" in doc.read_text()
@@ -65,7 +65,7 @@ async def test_async_client_loop_errors_and_review_wait(live: LiveRoom, doc: Pat
         for word in ("one", "two"):
             made = await bot.propose("Risks", f"## Risks\n\n{word}\n\n",
                                      base_version=current.version)
-            await host.review(made.proposal_id, "approve")
+            await host.review(made.proposal_id, "approve", revision=made.revision)
             ids.append(made.proposal_id)
         await bot.commit(ids[0])
         with pytest.raises(commonroom.StaleVersion) as stale:

@@ -55,7 +55,8 @@ async def test_async_client_asks_waits_for_the_reply_revises_and_rebases(
         text = await bot.read("Goals")
         made = await bot.propose("Goals", "## Goals\n\n- ship it\n- ship it well\n\n",
                                  base_version=text.version)
-        await host.review(made.proposal_id, "request_changes", comment="when?")
+        await host.review(made.proposal_id, "request_changes", revision=made.revision,
+                          comment="when?")
         revised = await bot.revise(made.proposal_id, "## Goals\n\n- ship it\n- ship it soon\n\n")
         assert revised.revision == 2 and revised.status == "pending"
         detail = await bot.proposal(made.proposal_id, revision=1)

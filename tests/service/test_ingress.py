@@ -108,7 +108,7 @@ async def test_agent_cannot_approve_or_raw_commit(live: LiveRoom) -> None:
         "region": "Goals", "base_version": status["version"], "summary": "s",
         "content": "## Goals\n\nnew\n"})).json()
     review = await live.call("POST", "/workspace/proposal/review", bearer,
-                             {"proposal_id": prop["proposal_id"], "decision": "approve"})
+                             {"proposal_id": prop["proposal_id"], "revision": prop["revision"], "decision": "approve"})
     assert review.status == 403 and review.json()["error"] == "permission_denied"
     raw = await live.call("POST", "/workspace/commit", bearer,
                           {"base_version": status["version"], "summary": "x", "content": "# X\n"})

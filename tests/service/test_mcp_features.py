@@ -97,7 +97,7 @@ async def test_the_stale_version_recovery_fields_reach_the_agent(live: LiveRoom)
                            base_version=read["version"], summary="more goals",
                            content="## Goals\n\n- ship it\n- test it\n"))["structuredContent"]
     await live.call("POST", "/workspace/proposal/review", live.host_session,
-                    {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+                    {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"})
     # The host changes the same region meanwhile: the approved proposal is stale.
     current = live.path.read_text().replace("- ship it", "- ship it soon")
     changed = await live.call("POST", "/workspace/commit", live.host_session,
@@ -367,7 +367,8 @@ async def test_a_region_subscription_hints_changes_in_that_region_only(live: Liv
                 "region": region, "base_version": read["version"], "summary": region,
                 "content": content})).json()
             await live.call("POST", "/workspace/proposal/review", live.host_session,
-                            {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+                            {"proposal_id": proposal["proposal_id"],
+                                    "revision": proposal["revision"], "decision": "approve"})
             done = await live.call("POST", "/workspace/commit", writer,
                                    {"proposal_id": proposal["proposal_id"]})
             assert done.status == 200, done.body

@@ -58,7 +58,8 @@ async def test_listen_sees_another_participants_commit(live: LiveRoom) -> None:
                 "region": "Plan/Risks", "base_version": read["version"], "summary": "a risk",
                 "content": "## Risks\n\nThe SDK might disagree.\n"})).json()
             await live.call("POST", "/workspace/proposal/review", live.host_session,
-                            {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+                            {"proposal_id": proposal["proposal_id"],
+                                    "revision": proposal["revision"], "decision": "approve"})
             committed = await live.call("POST", "/workspace/commit", bearer,
                                         {"proposal_id": proposal["proposal_id"]})
             assert committed.status == 200, committed.body

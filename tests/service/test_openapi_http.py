@@ -95,7 +95,7 @@ async def test_real_answers_validate_against_the_documents_schemas(live: LiveRoo
         "content": "## Goals\n\n- ship it well\n\n"})
     await call("GET", "/workspace/proposal", bearer, {"proposal_id": proposal["proposal_id"]})
     await call("POST", "/workspace/proposal/review", host,
-               {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+               {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"})
     await call("POST", "/workspace/commit", bearer, {"proposal_id": proposal["proposal_id"]})
     await call("POST", "/workspace/release", bearer, {"lease_id": lease["lease_id"]})
     await call("GET", "/workspace/wait", bearer, {"cursor": 0})

@@ -155,7 +155,7 @@ async def _watching_room(doc_path: Path, clock: trio.testing.MockClock,
     agent = (await room.call("session.join", None, {"invite": invite["invitation"], "name": "a"}))
     proposal = await room.call("workspace.propose", agent["session_id"], {
         "region": "Goals", "base_version": 1, "summary": "s", "content": "## Goals\n\n- mine\n\n"})
-    await room.call("workspace.review", host, {"proposal_id": proposal["proposal_id"],
+    await room.call("workspace.review", host, {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"],
                                                "decision": "approve"})
     return room, agent["session_id"], proposal["proposal_id"]
 

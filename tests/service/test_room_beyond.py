@@ -241,7 +241,7 @@ async def test_surfaces_and_advertised_tokens_over_http(live: LiveRoom) -> None:
         "region": "Goals", "base_version": status["version"], "summary": "s",
         "content": "## Goals\n\nnew\n"})).json()
     review = await live.call("POST", "/workspace/proposal/review", sa,
-                             {"proposal_id": prop["proposal_id"], "decision": "approve"})
+                             {"proposal_id": prop["proposal_id"], "revision": prop["revision"], "decision": "approve"})
     assert review.status == 403 and review.json()["error"] == "permission_denied"
     too_many = await live.call("POST", "/workspace/capabilities", sa,
                                {"capabilities": [f"t{i}" for i in range(33)]})

@@ -23,7 +23,7 @@ async def test_a_fault_inside_a_commit_is_internal_error_and_rolls_back(
         "content": "## Goals\n\n- faulty\n\n"})).json()
     pid = proposal["proposal_id"]
     approved = await live.call("POST", "/workspace/proposal/review", live.host_session,
-                               {"proposal_id": pid, "decision": "approve"})
+                               {"proposal_id": pid, "revision": 1, "decision": "approve"})
     assert approved.status == 200
     history_before = (await live.call("GET", "/workspace/history?limit=200",
                                       live.host_session)).json()["events"]

@@ -61,6 +61,7 @@ async def test_small_writes_run_on_the_event_loop_and_a_commit_on_the_store_thre
         proposal = await room.call("workspace.propose", agent, {
             "region": "Goals", "base_version": 1, "summary": "s", "content": "## Goals\n\n- ship\n\n"})
         await room.call("workspace.review", host, {"proposal_id": proposal["proposal_id"],
+                "revision": proposal["revision"],
                                                    "decision": "approve"})
         await room.call("workspace.commit", agent, {"proposal_id": proposal["proposal_id"]})
         await room.call("workspace.release", agent, {"lease_id": lease["lease_id"]})

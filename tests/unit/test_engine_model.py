@@ -348,7 +348,7 @@ class EngineModel(RuleBasedStateMachine):
         proposal = self.draw_proposal(data, "pending")
         error = None if proposal.status == "pending" else "proposal_conflict"
         answer = self.call("workspace.review", self.host, error, proposal_id=proposal.proposal_id,
-                           decision=decision)
+                           revision=1, decision=decision)
         if error is None:
             proposal.status = "approved" if decision == "approve" else "rejected"
             assert answer["status"] == proposal.status

@@ -108,7 +108,8 @@ def region_commit(engine: Engine, host: str, agent: str, region: str, content: s
     })
     assert prop.error is None, prop.error
     proposal_id = to_wire(prop.result)["proposal_id"]
-    review = dispatch.execute(engine, "workspace.review", host, {"proposal_id": proposal_id, "decision": "approve"})
+    review = dispatch.execute(engine, "workspace.review", host, {"proposal_id": proposal_id,
+            "revision": 1, "decision": "approve"})
     assert review.error is None, review.error
     done = dispatch.execute(engine, "workspace.commit", agent, {"proposal_id": proposal_id})
     assert done.error is None, done.error
@@ -200,6 +201,7 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
     # ... and nothing of the migrations after the index one (schemas 5 and 6, issue 24); on a
     # connection of its own (the engine's undo triggers name every column)
     with contextlib.closing(sqlite3.connect(engine.sidecar_path)) as older:
+        older.execute("ALTER TABLE participants DROP COLUMN label")  # narrow policies' labels
         older.execute("DROP INDEX proposals_pending")  # schema 10 (the pending-proposal limit)
         older.execute("DROP INDEX proposals_unpruned")  # schema 9 (pruning by the unpruned)
         # schema 7 (provenance, issue 23)

@@ -85,7 +85,7 @@ def test_region_removed_by_commit_ends_its_leases(room: Driver) -> None:
     proposal = room.call("workspace.propose", a, region="Plan", base_version=room.version,
                          summary="drop risks",
                          content="# Plan\n\nIntro text.\n\n## Goals\n\n- ship it\n\n")
-    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
+    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"], revision=proposal["revision"],
               decision="approve")
     room.call("workspace.commit", a, proposal_id=proposal["proposal_id"])
     assert "Risks" not in room.call("workspace.read", room.host)["content"]

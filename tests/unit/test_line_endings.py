@@ -43,7 +43,8 @@ def test_lf_text_into_a_crlf_file_keeps_the_file_crlf(room: Driver) -> None:
     changed = [line for line in detail["diff"].splitlines()
                if line[:1] in "+-" and not line.startswith(("+++", "---"))]
     assert changed == ["+- tell people"]
-    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"], decision="approve")
+    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
+            revision=proposal["revision"], decision="approve")
     room.call("workspace.commit", agent, proposal_id=proposal["proposal_id"])
     data = room.engine.path.read_bytes()
     assert b"- tell people\r\n" in data
@@ -63,8 +64,8 @@ def test_the_hosts_edit_and_the_authors_revision_take_the_file_endings(room: Dri
     revised = room.call("workspace.proposal.revise", agent, proposal_id=first["proposal_id"],
                         content="## Risks\n\nTwo risks.\n\n```python\n# not a heading\n```\n\n")
     assert "\r\n" in room.call("workspace.proposal", agent, proposal_id=revised["proposal_id"])["content"]
-    room.call("workspace.review", room.host, proposal_id=first["proposal_id"], decision="approve",
-              content="## Risks\n\nThree risks.\n\n```python\n# not a heading\n```\n\n")
+    room.call("workspace.review", room.host, proposal_id=first["proposal_id"], revision=revised["revision"],
+              decision="approve", content="## Risks\n\nThree risks.\n\n```python\n# not a heading\n```\n\n")
     room.call("workspace.commit", agent, proposal_id=first["proposal_id"])
     data = room.engine.path.read_bytes()
     assert b"Three risks.\r\n" in data and data.count(b"\n") == data.count(b"\r\n")

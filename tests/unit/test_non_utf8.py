@@ -53,7 +53,8 @@ def test_a_latin1_edit_while_running_is_not_a_version_and_blocks_only_commits(
     assert read["version"] == 1 and "ship it" in read["content"]
     prop = room.call("workspace.propose", agent, region="Goals", base_version=1, summary="s",
                      content="## Goals\n\n- later\n\n")
-    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"], decision="approve")
+    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"],
+            revision=prop["revision"], decision="approve")
     err = room.error("workspace.commit", agent, proposal_id=prop["proposal_id"])
     assert err.code == "storage_unavailable" and "not UTF-8 text" in err.message
     assert room.engine.path.read_bytes() == LATIN1  # the edit is not overwritten

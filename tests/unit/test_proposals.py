@@ -11,7 +11,7 @@ RISKS = "## Risks\n\nThe sky may fall.\n\n```python\n# not a heading\n```\n\n"
 
 
 def approve(room: Driver, proposal: dict[str, Any]) -> None:
-    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
+    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"], revision=proposal["revision"],
               decision="approve")
 
 
@@ -39,7 +39,7 @@ def test_agent_without_approve_cannot_review(room: Driver) -> None:
     agent = room.join()["session_id"]
     prop = room.call("workspace.propose", agent, region="Goals", base_version=room.version,
                      summary="s", content=GOALS)
-    err = room.error("workspace.review", agent, proposal_id=prop["proposal_id"],
+    err = room.error("workspace.review", agent, proposal_id=prop["proposal_id"], revision=prop["revision"],
                      decision="approve")
     assert err.code == "permission_denied"
 
@@ -218,7 +218,7 @@ def test_approve_with_content_lands_the_reviewers_text(room: Driver) -> None:
     prop = room.call("workspace.propose", agent, region="Goals", base_version=room.version,
                      summary="sharpen goals", content=GOALS)
     edited = "## Goals\n\n- ship it, carefully\n\n"
-    answer = room.call("workspace.review", room.host, proposal_id=prop["proposal_id"],
+    answer = room.call("workspace.review", room.host, proposal_id=prop["proposal_id"], revision=prop["revision"],
                        decision="approve", content=edited, comment="tightened")
     assert answer["status"] == "approved"
     detail = room.call("workspace.proposal", agent, proposal_id=prop["proposal_id"])
@@ -242,7 +242,7 @@ def test_content_is_refused_with_reject_and_on_a_decided_proposal(room: Driver) 
                      decision="reject", content="## Goals\n\nx\n")
     assert err.code == "invalid_request" and err.details.get("field") == "content"
     approve(room, prop)
-    err = room.error("workspace.review", room.host, proposal_id=prop["proposal_id"],
+    err = room.error("workspace.review", room.host, proposal_id=prop["proposal_id"], revision=prop["revision"],
                      decision="approve", content="## Goals\n\nx\n")
     assert err.code == "proposal_conflict"
     detail = room.call("workspace.proposal", agent, proposal_id=prop["proposal_id"])
@@ -268,7 +268,8 @@ def test_listed_proposals_say_whether_they_went_stale(room: Driver) -> None:
     agent = room.join("a", ["read", "propose", "commit"])["session_id"]
     first = room.call("workspace.propose", agent, region="Goals", base_version=1, summary="g",
                       content="## Goals\n\n- ship it well\n\n")
-    room.call("workspace.review", room.host, proposal_id=first["proposal_id"], decision="approve")
+    room.call("workspace.review", room.host, proposal_id=first["proposal_id"],
+            revision=first["revision"], decision="approve")
     listed = {p["proposal_id"]: p for p in room.call("workspace.proposals", agent)["proposals"]}
     assert listed[first["proposal_id"]]["stale"] is False
     # Goals moves on under the approved proposal (a raw host commit).
@@ -302,7 +303,7 @@ def test_an_amended_proposal_says_so_and_keeps_the_authors_text(room: Driver) ->
     plain = room.call("workspace.proposal", agent, proposal_id=prop["proposal_id"])
     assert plain["amended"] is False and plain["proposed_content"] is None
     edited = "## Goals\n\n- ship it, but well\n\n"
-    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"],
+    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"], revision=prop["revision"],
               decision="approve", content=edited)
     detail = room.call("workspace.proposal", agent, proposal_id=prop["proposal_id"])
     assert detail["amended"] is True

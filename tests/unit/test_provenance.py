@@ -19,7 +19,8 @@ def commit(room: Driver, agent: str, region: str, content: str, *, amend: str | 
     prop = room.call("workspace.propose", agent, region=region, base_version=room.version,
                      summary=summary, content=content)
     if prop["status"] == "pending":
-        params: dict[str, Any] = {"proposal_id": prop["proposal_id"], "decision": "approve"}
+        params: dict[str, Any] = {"proposal_id": prop["proposal_id"],
+                "revision": prop["revision"], "decision": "approve"}
         if amend is not None:
             params["content"] = amend
         room.call("workspace.review", room.host, **params)
@@ -271,8 +272,8 @@ def test_policy_approves_a_small_fix_and_refuses_a_big_one(room: Driver) -> None
 
 def test_kill_switch_pauses_every_policy(room: Driver) -> None:
     ada = room.join("ada")
-    room.call("workspace.policy_add", room.host, name_pattern="a*", region_pattern="*",
-              max_changed_lines=5)
+    room.call("workspace.policy_add", room.host, participant_id=ada["participant_id"],
+              region_pattern="*", max_changed_lines=5)
     paused = room.call("workspace.policy_pause", room.host, all=True)
     assert paused["paused"] is True and len(paused["policy_ids"]) == 1
     prop = room.call("workspace.propose", ada["session_id"], region="Goals",
@@ -295,7 +296,7 @@ def test_agents_never_touch_policies(room: Driver) -> None:
 
 
 def test_policy_glob_that_matches_nothing_is_refused(room: Driver) -> None:
-    err = room.error("workspace.policy_add", room.host, name_pattern="*",
+    err = room.error("workspace.policy_add", room.host, label="bots",
                      region_pattern="Nowhere/*", max_changed_lines=3)
     assert err.code == "invalid_request" and err.details["reason"] == "pattern_matches_nothing"
     assert err.details["field"] == "region_pattern"

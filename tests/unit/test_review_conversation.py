@@ -117,10 +117,10 @@ def test_request_changes_then_revise_then_approve_and_commit(room: Driver) -> No
     author = room.join("author")["session_id"]
     prop = propose(room, author)
     pid = prop["proposal_id"]
-    err = room.error("workspace.review", room.host, proposal_id=pid, decision="request_changes")
+    err = room.error("workspace.review", room.host, proposal_id=pid, revision=1, decision="request_changes")
     assert err.code == "invalid_request" and err.details["field"] == "comment"
     reviewed = room.call("workspace.review", room.host, proposal_id=pid,
-                         decision="request_changes", comment="add a date")
+                         revision=1, decision="request_changes", comment="add a date")
     assert reviewed["status"] == "changes_requested"
     linked = room.call("workspace.threads", author, proposal_id=pid)["threads"]
     assert [t["comments"][0]["body"] for t in linked] == ["add a date"]
@@ -136,7 +136,7 @@ def test_request_changes_then_revise_then_approve_and_commit(room: Driver) -> No
     assert first["content"] == GOALS_V2 and first["content_revision"] == 1
     assert room.error("workspace.proposal", author, proposal_id=pid, revision=3).code == (
         "invalid_request")
-    room.call("workspace.review", room.host, proposal_id=pid, decision="approve")
+    room.call("workspace.review", room.host, proposal_id=pid, revision=2, decision="approve")
     room.call("workspace.commit", author, proposal_id=pid)
     assert "- ship it soon" in room.engine.path.read_text()
 
@@ -156,7 +156,7 @@ def test_revise_by_another_participant_is_refused(room: Driver) -> None:
 def test_revise_is_refused_from_approved_and_terminal_statuses(room: Driver) -> None:
     author = room.join("author")["session_id"]
     pid = propose(room, author)["proposal_id"]
-    room.call("workspace.review", room.host, proposal_id=pid, decision="approve")
+    room.call("workspace.review", room.host, proposal_id=pid, revision=1, decision="approve")
     err = room.error("workspace.proposal.revise", author, proposal_id=pid, content=GOALS_V3)
     assert err.code == "proposal_conflict" and err.details["status"] == "approved"
     room.call("workspace.commit", author, proposal_id=pid)
@@ -212,7 +212,7 @@ def test_rebase_clean_previews_then_applies_as_a_new_revision(room: Driver) -> N
     detail = room.call("workspace.proposal", author, proposal_id=pid)
     assert detail["rebased"] is True and detail["status"] == "pending"
     assert detail["base_version"] == room.version and detail["stale"] is False
-    room.call("workspace.review", room.host, proposal_id=pid, decision="approve")
+    room.call("workspace.review", room.host, proposal_id=pid, revision=2, decision="approve")
     room.call("workspace.commit", author, proposal_id=pid)
     assert "Why we do this.\n\n- ship it\n- ship it well\n" in room.engine.path.read_text()
 
@@ -235,7 +235,7 @@ def test_rebase_of_a_committed_proposal_or_by_a_bystander_is_refused(room: Drive
     pid = propose(room, author)["proposal_id"]
     assert room.error("workspace.proposal.rebase", bystander, proposal_id=pid).code == (
         "permission_denied")
-    room.call("workspace.review", room.host, proposal_id=pid, decision="approve")
+    room.call("workspace.review", room.host, proposal_id=pid, revision=1, decision="approve")
     room.call("workspace.commit", author, proposal_id=pid)
     err = room.error("workspace.proposal.rebase", author, proposal_id=pid)
     assert err.code == "proposal_conflict" and err.details["status"] == "committed"

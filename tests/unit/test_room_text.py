@@ -155,7 +155,8 @@ def test_advertised_tokens_are_hints_never_authority(room: Driver) -> None:
         room.call("session.join", None, invite=room.invite()["invitation"], name="x")["capabilities"])
     proposal = room.call("workspace.propose", sa, region="Goals", base_version=1, summary="s",
                          content="## Goals\n\nnew\n\n")
-    err = room.error("workspace.review", sa, proposal_id=proposal["proposal_id"], decision="approve")
+    err = room.error("workspace.review", sa, proposal_id=proposal["proposal_id"],
+            revision=proposal["revision"], decision="approve")
     assert err.code == "permission_denied"
     assert room.error("workspace.commit", sa, base_version=1, summary="raw", content="x").code == \
         "permission_denied"
@@ -245,6 +246,7 @@ def test_attachment_store_bound_removes_oldest_room_scoped(
     room: Driver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(limits, "ATTACHMENTS_TOTAL_BYTES", 30)
+    monkeypatch.setattr(limits, "ATTACHMENT_HOST_RESERVED_BYTES", 0)  # the host's share aside
     a, b = room.join("a"), room.join("b")
     hid = room.call("handoff.request", a["session_id"], to_participant_id=b["participant_id"],
                     summary="x")["handoff_id"]
@@ -391,7 +393,8 @@ def test_an_external_edit_holds_the_innermost_regions_it_changed(room: Driver) -
     b = room.join("b")["session_id"]
     approved = room.call("workspace.propose", b, region="Risks", base_version=1, summary="s",
                          content="## Risks\n\nSome.\n\n")
-    room.call("workspace.review", room.host, proposal_id=approved["proposal_id"], decision="approve")
+    room.call("workspace.review", room.host, proposal_id=approved["proposal_id"],
+            revision=approved["revision"], decision="approve")
     _edit(room, "- ship it\n", "- ship it now\n")
     _edit(room, "Nothing yet.", "Plenty.")  # one external edit touching two sections
     let_settle(room.engine, room.clock)
@@ -430,7 +433,7 @@ def test_edits_through_the_room_and_a_zero_hold_place_no_hold(room: Driver) -> N
     a = room.join("a")["session_id"]
     p = room.call("workspace.propose", a, region="Goals", base_version=1, summary="s",
                   content="## Goals\n\n- ship\n\n")
-    room.call("workspace.review", room.host, proposal_id=p["proposal_id"], decision="approve")
+    room.call("workspace.review", room.host, proposal_id=p["proposal_id"], revision=p["revision"], decision="approve")
     room.call("workspace.commit", a, proposal_id=p["proposal_id"])
     assert room.call("workspace.leases", a)["leases"] == []
     room.engine.human_hold_minutes = 0

@@ -34,7 +34,8 @@ def approved(room: Driver, region: str, content: str) -> tuple[str, str]:
     agent = room.join(caps=["read", "propose", "commit"])["session_id"]
     proposal = room.call("workspace.propose", agent, region=region, base_version=room.version,
                          summary="s", content=content)
-    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"], decision="approve")
+    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
+            revision=proposal["revision"], decision="approve")
     return agent, proposal["proposal_id"]
 
 

@@ -10,7 +10,8 @@ GOALS = "## Goals\n\n- ship it\n- ship it well\n\n"
 def _commit_goals(room: Driver, agent: str) -> int:
     prop = room.call("workspace.propose", agent, region="Goals", base_version=room.version,
                      summary="first", content="## Goals\n\n- ship it soon\n\n")
-    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"], decision="approve")
+    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"],
+            revision=prop["revision"], decision="approve")
     return int(room.call("workspace.commit", agent, proposal_id=prop["proposal_id"])["version"])
 
 
@@ -48,8 +49,9 @@ def test_conflict_messages_use_the_right_article(room: Driver) -> None:
     agent = room.join()["session_id"]
     prop = room.call("workspace.propose", agent, region="Goals", base_version=1,
                      summary="s", content=GOALS)
-    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"], decision="approve")
-    err = room.error("workspace.review", room.host, proposal_id=prop["proposal_id"],
+    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"],
+            revision=prop["revision"], decision="approve")
+    err = room.error("workspace.review", room.host, proposal_id=prop["proposal_id"], revision=prop["revision"],
                      decision="approve")
     assert err.message == "cannot approve an approved proposal"
     room.call("workspace.withdraw", agent, proposal_id=prop["proposal_id"])

@@ -99,7 +99,8 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
                           summary="sharper", content="## Goals\n\n- ship it well\n\n")
     await call("workspace.proposals", bearer)
     await call("workspace.proposal", bearer, proposal_id=proposal["proposal_id"])
-    await call("workspace.review", host, proposal_id=proposal["proposal_id"], decision="approve",
+    await call("workspace.review", host, proposal_id=proposal["proposal_id"],
+            revision=proposal["revision"], decision="approve",
                comment="ok")
     await call("workspace.commit", bearer, proposal_id=proposal["proposal_id"])
     await call("workspace.release", bearer, lease_id=lease["lease_id"])
@@ -143,7 +144,7 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("workspace.blame", bearer, region="workspace")
     restored = await call("workspace.restore", host, region="Plan", version=1)
     await call("workspace.revert", host, version=restored["version"])
-    policy = await call("workspace.policy_add", host, name_pattern="pal*", region_pattern="Plan*",
+    policy = await call("workspace.policy_add", host, label="pal", region_pattern="Plan*",
                         max_changed_lines=2)
     await call("workspace.policies", host)
     await call("workspace.policy_pause", host, all=True)
@@ -157,7 +158,8 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     version = (await session.room.call("workspace.status", bearer, {}))["version"]
     asked = await call("workspace.propose", pal_bearer, region="Plan", base_version=version,
                        summary="y", content="# Plan\n\nall newer\n")
-    await call("workspace.review", host, proposal_id=asked["proposal_id"], decision="request_changes",
+    await call("workspace.review", host, proposal_id=asked["proposal_id"],
+            revision=asked["revision"], decision="request_changes",
                comment="say more")
     await call("workspace.proposal.revise", pal_bearer, proposal_id=asked["proposal_id"],
                content="# Plan\n\nall newer, and why\n")

@@ -55,7 +55,8 @@ def _approved(room: Driver) -> tuple[str, str]:
     agent = room.join(caps=["read", "propose", "commit", "checkout"])["session_id"]
     prop = room.call("workspace.propose", agent, region="Goals", base_version=room.version,
                      summary="goals", content="## Goals\n\n- ship it twice\n")
-    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"], decision="approve")
+    room.call("workspace.review", room.host, proposal_id=prop["proposal_id"],
+            revision=prop["revision"], decision="approve")
     return agent, prop["proposal_id"]
 
 

@@ -74,7 +74,8 @@ def build_history(path: Path, versions: int, seed: int) -> list[str]:
             agent = agents[n % 2]
             proposal = _ok(dispatch.execute(engine, "workspace.propose", agent, {
                 "region": region, "base_version": n, "summary": f"edit {n}", "content": content}))
-            review: dict[str, Any] = {"proposal_id": proposal.proposal_id, "decision": "approve"}
+            review: dict[str, Any] = {"proposal_id": proposal.proposal_id, "revision": proposal.revision,
+                                      "decision": "approve"}
             if n % 5 == 0:
                 review["content"] = edit_one_line(rng, content, n + 100_000)
             _ok(dispatch.execute(engine, "workspace.review", host, review))

@@ -61,7 +61,7 @@ def client_cycles(invitation: str, agent: str, host: str, region: str, *, second
         with bot.checkout(region):
             proposal = bot.propose(region, f"## {title}\n\nCycle {n} wrote this line.\n\n",
                                    base_version=version, summary=f"cycle {n}")
-            owner.review(proposal.proposal_id, "approve")
+            owner.review(proposal.proposal_id, "approve", revision=proposal.revision)
             version = bot.commit(proposal.proposal_id).version
         if t0 >= measure_from:
             cycles += 1

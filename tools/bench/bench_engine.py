@@ -560,7 +560,7 @@ def region_commit(engine: Engine, host: str, agent: str, rng: random.Random, sec
         raise RuntimeError(f"propose failed: {proposed.error}")
     proposal_id = proposed.result.proposal_id
     reviewed = dispatch.execute(engine, "workspace.review", host,
-                              {"proposal_id": proposal_id, "decision": "approve"})
+                              {"proposal_id": proposal_id, "revision": 1, "decision": "approve"})
     if reviewed.error is not None:
         raise RuntimeError(f"review failed: {reviewed.error}")
     t0 = time.perf_counter_ns()
@@ -672,7 +672,7 @@ def bench_rss(folder: Path, commits: int) -> None:
                 "content": edit_one_line(rng, read["content"], n),
             }, bearer=agent)
             http.call("POST", "/workspace/proposal/review", {
-                "proposal_id": proposal["proposal_id"], "decision": "approve"},
+                "proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"},
                 bearer=room.host_session)
             version = int(http.call("POST", "/workspace/commit",
                                     {"proposal_id": proposal["proposal_id"]}, bearer=agent)["version"])
@@ -862,7 +862,7 @@ def bench_prune_history(folder: Path, small: int, large: int, rounds: int) -> No
             })
             proposal_id = proposed.result.proposal_id
             dispatch.execute(engine, "workspace.review", host,
-                             {"proposal_id": proposal_id, "decision": "approve"})
+                             {"proposal_id": proposal_id, "revision": 1, "decision": "approve"})
             dispatch.execute(engine, "workspace.commit", agent, {"proposal_id": proposal_id})
         samples = []
         with engine.transaction(engine.clock()) as tx:  # the queries alone, in one transaction

@@ -91,7 +91,7 @@ class Room:
         theirs = _call(self.engine, "workspace.propose", self.host, region=region,
                        base_version=self.engine.current_version, summary=f"theirs {number}",
                        content=_edit(text, prose[-1], f"theirs{number}"))
-        _call(self.engine, "workspace.review", self.host, proposal_id=theirs.proposal_id,
+        _call(self.engine, "workspace.review", self.host, proposal_id=theirs.proposal_id, revision=theirs.revision,
               decision="approve")
         _call(self.engine, "workspace.commit", self.host, proposal_id=theirs.proposal_id)
         return str(ours.proposal_id)

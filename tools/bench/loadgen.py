@@ -619,7 +619,8 @@ def _timed_cycles(call: Step, version: int, region: str, *, seconds: float,
             "content": f"## {title}\n\nCycle {n} wrote this line.\n\n",
         }, False)
         t2 = time.perf_counter()
-        call("workspace.review", {"proposal_id": proposal["proposal_id"], "decision": "approve"}, True)
+        call("workspace.review", {"proposal_id": proposal["proposal_id"],
+                "revision": proposal["revision"], "decision": "approve"}, True)
         t3 = time.perf_counter()
         version = int(call("workspace.commit", {"proposal_id": proposal["proposal_id"]}, False)["version"])
         t4 = time.perf_counter()

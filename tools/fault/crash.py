@@ -288,7 +288,7 @@ def _commit_loop(agent: Agent, room: Room, agents: int, stop: threading.Event, t
             "region": agent.region, "base_version": read["version"],
             "summary": f"commit {agent.index}.{agent.seq}", "content": text})
         ok(port, "POST", "/workspace/proposal/review", room.host,
-           {"proposal_id": proposal["proposal_id"], "decision": "approve"})
+           {"proposal_id": proposal["proposal_id"], "revision": proposal["revision"], "decision": "approve"})
         agent.in_flight = text
         status, answer = call(port, "POST", "/workspace/commit", agent.session,
                               {"proposal_id": proposal["proposal_id"]})

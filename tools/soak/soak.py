@@ -485,7 +485,7 @@ class Soak:
                                                           "comment": "not now"}, expect=expect)
             self.figures.rejected += answer.ok
             return
-        params: dict[str, Any] = {"proposal_id": proposal_id, "decision": "approve"}
+        params: dict[str, Any] = {"proposal_id": proposal_id, "revision": 1, "decision": "approve"}
         if roll > 0.92:
             detail = await self.host("workspace.proposal", {"proposal_id": proposal_id})
             if detail.ok:

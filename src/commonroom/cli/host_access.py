@@ -32,15 +32,18 @@ BROWSER_ENVIRONMENT: Final = ("BROWSER", "DISPLAY", "WAYLAND_DISPLAY")
               help="How many joins it allows (default 1).")
 @click.option("--max-sessions", type=click.IntRange(min=1), metavar="N",
               help="How many of its sessions may be active at once (default 8).")
+@click.option("--label", metavar="NAME",
+              help="A label every participant joining through it carries; a policy may name it"
+              " (ce policy add --label NAME).")
 @json_option
 @guarded()
 def invite(
     file: Path, capabilities: str | None, expires: int | None, max_uses: int | None,
-    max_sessions: int | None, json_mode: bool,
+    max_sessions: int | None, label: str | None, json_mode: bool,
 ) -> None:
     """Create an invitation to the room around FILE; print its commonroom:// line."""
     params: dict[str, Any] = {"expires_in_minutes": expires, "max_uses": max_uses,
-                              "max_sessions": max_sessions}
+                              "max_sessions": max_sessions, "label": label}
     if capabilities is not None:
         params["capabilities"] = [c.strip() for c in capabilities.split(",") if c.strip()]
     answer = host_answer(file, "workspace.invite", params)

@@ -18,9 +18,18 @@ import click
 
 from commonroom.cli.host_call import host_answer
 from commonroom.cli.options import file_argument, json_option
-from commonroom.cli.output import colour_diff, echo, emit_json, guarded, print_answer, visible
+from commonroom.cli.output import (
+    EXIT_CONFLICT,
+    colour_diff,
+    echo,
+    emit_json,
+    guarded,
+    print_answer,
+    visible,
+)
 from commonroom.cli.readable import Names
 from commonroom.protocol import vocabulary
+from commonroom.protocol.errors import CommonroomError
 
 
 @click.command()
@@ -58,17 +67,23 @@ def show(file: Path, proposal_id: str, json_mode: bool) -> None:
               " reject or a request for changes needs one when asked).")
 @click.option("--yes", "-y", "assume_yes", is_flag=True,
               help="Do not show the diff and ask first (the default at a terminal).")
+@click.option("--revision", type=click.IntRange(min=1), default=None,
+              help="The revision you read (`ce show --json`): nothing is decided when the"
+              " author revised it since. Default: the revision shown here, or, when nothing is"
+              " shown (--yes, no terminal), the one current when the command reads it.")
 @json_option
 @guarded()
 def review(
     file: Path, proposal_id: str | None, approve: bool, reject: bool, request_changes: bool,
-    comment: str | None, assume_yes: bool, json_mode: bool,
+    comment: str | None, assume_yes: bool, revision: int | None, json_mode: bool,
 ) -> None:
     """Review PROPOSAL_ID, or every pending proposal in turn when no id is given.
 
     Without --approve/--reject it shows each diff and asks: approve, reject
     (asking for the comment), skip or quit. With one of them it decides at
     once; at a terminal it shows the diff and asks to confirm unless --yes.
+    A decision binds to the revision shown: when the author revises the
+    proposal while the question waits, nothing is decided.
     """
     chosen = [name for name, given in (("approve", approve), ("reject", reject),
                                        ("request_changes", request_changes)) if given]
@@ -87,11 +102,47 @@ def review(
     if not assume_yes and not json_mode and sys.stdin.isatty() and sys.stdout.isatty():
         detail = proposal_view(file, proposal_id)
         sys.stdout.write(format_proposal_detail(detail, colour=True))
+        if revision is not None and revision != detail.get("revision"):
+            raise click.UsageError(
+                f"{proposal_id} is at revision {detail.get('revision')}, not {revision}: the"
+                " diff above is the current one; run the command again without --revision")
         if not click.confirm(f"{decision} {proposal_id}?", default=False):
             raise click.UsageError("not reviewed (answer y to confirm, or pass --yes)")
-    params = {"proposal_id": proposal_id, "decision": decision, "comment": comment}
+        params = {"proposal_id": proposal_id, "decision": decision, "comment": comment,
+                  "revision": _revision_of(detail)}
+        try:
+            answer = host_answer(file, "workspace.review", params)
+        except CommonroomError as error:
+            notice = _revised_notice(error)
+            if notice is None:
+                raise
+            echo(notice)
+            sys.stdout.write(format_proposal_detail(proposal_view(file, proposal_id), colour=True))
+            echo(f"run `ce review {file} {proposal_id}` again to decide on it")
+            raise SystemExit(EXIT_CONFLICT) from None
+        print_answer(answer, json_mode, lambda a: format_review(a, file))
+        return
+    if revision is None:
+        # Nothing was shown: the decision is on the revision current as the command reads it.
+        revision = _revision_of(host_answer(file, "workspace.proposal", {"proposal_id": proposal_id}))
+    params = {"proposal_id": proposal_id, "decision": decision, "comment": comment,
+              "revision": revision}
     answer = host_answer(file, "workspace.review", params)
     print_answer(answer, json_mode, lambda a: format_review(a, file))
+
+
+def _revision_of(detail: dict[str, Any]) -> int:
+    revision = detail.get("revision")
+    return revision if isinstance(revision, int) else 1
+
+
+def _revised_notice(error: CommonroomError) -> str | None:
+    """The line `ce review` prints when the author revised the proposal while it asked."""
+    if error.code != "proposal_conflict" or error.details.get("reason") != "revised":
+        return None
+    return (f"{error.recovery.get('proposal_id')} was revised while you read it (now revision"
+            f" {error.details.get('current_revision')}): nothing was decided; here is the new"
+            " diff")
 
 
 def review_interactively(doc: Path, proposal_id: str | None) -> None:
@@ -110,21 +161,31 @@ def review_interactively(doc: Path, proposal_id: str | None) -> None:
     names = _names(doc)
     colour = sys.stdout.isatty()
     for index, pid in enumerate(ids, 1):
-        detail = proposal_view(doc, pid)
         if len(ids) > 1:
             echo(f"({index}/{len(ids)})")
+        if not _review_one(doc, pid, names, colour):
+            return
+
+
+def _review_one(doc: Path, pid: str, names: Names, colour: bool) -> bool:
+    """Show one proposal and ask until it is decided or skipped; False when the host quits.
+
+    The decision names the revision shown; when the author revised it while the question
+    waited, the room decides nothing and the new diff is shown and asked about again."""
+    while True:
+        detail = proposal_view(doc, pid)
         sys.stdout.write(format_proposal_detail(detail, colour=colour))
         if detail.get("status") != "pending":
             echo(f"{pid} is {detail.get('status')}: nothing to decide")
-            continue
+            return True
         answer = click.prompt("approve, reject, skip or quit? [a/r/s/q]",
                               type=click.Choice(["a", "r", "s", "q"]), show_choices=False)
         if answer == "q":
-            return
+            return False
         if answer == "s":
             echo(f"skipped {pid}")
-            continue
-        params: dict[str, Any] = {"proposal_id": pid,
+            return True
+        params: dict[str, Any] = {"proposal_id": pid, "revision": _revision_of(detail),
                                   "decision": "approve" if answer == "a" else "reject"}
         if answer == "r":
             # A rejection tells the author why: the comment is asked for, never optional.
@@ -135,8 +196,16 @@ def review_interactively(doc: Path, proposal_id: str | None) -> None:
                 if not comment:
                     echo("a reject needs a comment: it tells the author what to change")
             params["comment"] = comment
-        reviewed = host_answer(doc, "workspace.review", params)
+        try:
+            reviewed = host_answer(doc, "workspace.review", params)
+        except CommonroomError as error:
+            notice = _revised_notice(error)
+            if notice is None:
+                raise
+            echo(notice)
+            continue
         echo(f"{pid} {reviewed.get('status')} (by {names.name(reviewed.get('reviewer_id'))})")
+        return True
 
 
 # -- views: the room's answers, with names -----------------------------------------------
@@ -205,7 +274,8 @@ def format_proposals(answer: dict[str, Any]) -> list[str]:
 def format_proposal_detail(detail: dict[str, Any], *, colour: bool) -> str:
     """What `ce show` and `ce review` print: nothing in it can drive the terminal (`visible`)."""
     head = [
-        f"proposal {detail.get('proposal_id')} ({detail.get('status')})",
+        f"proposal {detail.get('proposal_id')} ({detail.get('status')}, revision"
+        f" {detail.get('revision', 1)})",
         f"region:  {detail.get('region')}",
         f"by:      {_author(detail)}",
         f"base:    v{detail.get('base_version')} (current v{detail.get('current_version')})",
@@ -215,6 +285,7 @@ def format_proposal_detail(detail: dict[str, Any], *, colour: bool) -> str:
         head.append(f"comment: {detail.get('review_comment')}")
     if detail.get("amended"):
         head.append("amended: the reviewer edited it before approving")
+    head.extend(f"warning: {warning}" for warning in detail.get("warnings") or [])
     diff = str(detail.get("diff") or "")
     body = colour_diff(diff, colour) if diff else "(no change to the current text)\n"
     return visible("\n".join(head)) + "\n\n" + body

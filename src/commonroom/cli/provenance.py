@@ -96,7 +96,8 @@ def policy() -> None:
 
 
 def format_policy(row: dict[str, Any]) -> str:
-    who = row.get("participant_id") or f"name {row.get('name_pattern')}"
+    who = row.get("participant_id") or (
+        f"label {row.get('label')}" if row.get("label") else f"name {row.get('name_pattern')} (never)")
     state = "active" if row.get("active") else ("paused" if row.get("paused") else "expired")
     until = f" until {row['expires_at']}" if row.get("expires_at") else ""
     return (f"{row['policy_id']}  {state:<7} {who}  regions {row['region_pattern']}"
@@ -106,7 +107,8 @@ def format_policy(row: dict[str, Any]) -> str:
 @policy.command("add")
 @file_argument
 @click.option("--participant", "participant_id", metavar="PT_ID", help="The participant's id.")
-@click.option("--name", "name_pattern", metavar="GLOB", help="Or a glob over participant names.")
+@click.option("--label", metavar="LABEL",
+              help="Or whoever joined through an invitation you gave this label (ce invite --label).")
 @click.option("--regions", "region_pattern", required=True, metavar="GLOB",
               help="Glob over heading paths (`*` crosses `/`), e.g. 'Plan/*'.")
 @click.option("--max-lines", "max_changed_lines", required=True, type=click.IntRange(min=1),
@@ -115,7 +117,7 @@ def format_policy(row: dict[str, Any]) -> str:
               help="Expire after M minutes (default: never).")
 @json_option
 @guarded()
-def policy_add(file: Path, participant_id: str | None, name_pattern: str | None,
+def policy_add(file: Path, participant_id: str | None, label: str | None,
                region_pattern: str, max_changed_lines: int, minutes: float | None,
                json_mode: bool) -> None:
     """Add a policy; prints its id."""
@@ -124,7 +126,7 @@ def policy_add(file: Path, participant_id: str | None, name_pattern: str | None,
         moment = datetime.now(UTC) + timedelta(minutes=minutes)
         expires_at = moment.isoformat(timespec="microseconds")
     answer = host_answer(file, "workspace.policy_add", {
-        "participant_id": participant_id, "name_pattern": name_pattern,
+        "participant_id": participant_id, "label": label,
         "region_pattern": region_pattern, "max_changed_lines": max_changed_lines,
         "expires_at": expires_at,
     })

@@ -8,6 +8,7 @@ listed, so their name stays readable in history).
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -20,27 +21,55 @@ _PEOPLE_FIELDS: Final = ("participant_id", "reviewer_id", "from_participant_id",
 
 
 class Names:
-    """Participant id -> name and kind, from one `workspace.participants` answer."""
+    """Participant id -> name and kind, from one `workspace.participants` answer.
+
+    A name that could mislead is never shown alone: one that is not plain ASCII (a
+    Cyrillic "о" in "hоst"), or that folds to the host's or another listed participant's
+    name (`access.folded_name`: case, width and punctuation aside), is followed by its
+    kind and a short id, `hоst (agent pt_9lM0)`."""
 
     def __init__(self, participants: Any) -> None:
         rows = participants.get("participants") if isinstance(participants, dict) else None
         self._rows: dict[str, Mapping[str, Any]] = {
             str(p.get("participant_id")): p for p in rows or [] if isinstance(p, dict)}
+        folds: dict[str, int] = {}
+        for row in self._rows.values():
+            key = _folded(str(row.get("name")))
+            folds[key] = folds.get(key, 0) + 1
+        self._shared = {key for key, count in folds.items() if count > 1} | {_folded("host")}
+
+    def _kind(self, row: Mapping[str, Any]) -> str:
+        return "host" if "*" in (row.get("capabilities") or []) else str(row.get("kind", "?"))
+
+    def _misleading(self, row: Mapping[str, Any]) -> bool:
+        name = str(row.get("name"))
+        if self._kind(row) == "host":
+            return not name.isascii()
+        return not name.isascii() or _folded(name) in self._shared
 
     def name(self, pid: Any) -> str:
         """The name, or the id when the room does not know it (never empty)."""
         if pid is None:
             return "the host's editor"  # a version nobody in the room wrote: an external save
         row = self._rows.get(str(pid))
-        return visible(str(row.get("name"))) if row else str(pid)
+        if row is None:
+            return str(pid)
+        shown = visible(str(row.get("name")))
+        if self._misleading(row):
+            return f"{shown} ({self._kind(row)} {str(pid)[:7]})"
+        return shown
 
     def who(self, pid: Any) -> str:
         """`name (kind)`, the way a person is introduced in a line."""
         row = self._rows.get(str(pid)) if pid is not None else None
-        if row is None:
+        if row is None or self._misleading(row):
             return self.name(pid)
-        kind = "host" if "*" in (row.get("capabilities") or []) else row.get("kind", "?")
-        return f"{self.name(pid)} ({kind})"
+        return f"{self.name(pid)} ({self._kind(row)})"
+
+
+def _folded(name: str) -> str:
+    """As the room compares names (engine/access.py `folded_name`)."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", name).casefold() if ch.isalnum())
 
 
 def ago(iso: Any, now: datetime | None = None) -> str:

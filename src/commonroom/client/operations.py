@@ -222,12 +222,17 @@ class Operations:
                 "summary": summary or f"update {region}"}
 
     @operation("workspace.review", r.Reviewed)
-    def review(self, proposal_id: str, decision: str, *, comment: str | None = None,
-               content: str | None = None) -> Params:
+    def review(self, proposal_id: str, decision: str, *, revision: int | None = None,
+               comment: str | None = None, content: str | None = None) -> Params:
         """Approve, reject or request_changes (needs `comment`); `content` (approve only) amends
-        the text that lands."""
-        return {"proposal_id": proposal_id, "decision": decision, "comment": comment,
-                "content": content}
+        the text that lands.
+
+        `revision` is the proposal's revision you read (`proposal(id).revision`): approve and
+        request_changes need it, and decide nothing (`ProposalConflict`, reason `revised`) when
+        the author revised it since. There is no default on purpose: approving without reading
+        means reading the proposal first and saying which revision you approve."""
+        return {"proposal_id": proposal_id, "decision": decision, "revision": revision,
+                "comment": comment, "content": content}
 
     @operation("workspace.withdraw", r.Proposal)
     def withdraw(self, proposal_id: str) -> Params:
@@ -414,12 +419,14 @@ class Operations:
 
     @operation("workspace.policy_add", r.Policy)
     def add_policy(self, region_pattern: str, max_changed_lines: int, *,
-                   participant_id: str | None = None, name_pattern: str | None = None,
-                   expires_at: str | None = None) -> Params:
-        """Host: an auto-approve policy."""
+                   participant_id: str | None = None, label: str | None = None,
+                   expires_at: str | None = None, name_pattern: str | None = None) -> Params:
+        """Host: an auto-approve policy for one participant, or for those who joined through an
+        invitation you gave `label`. `name_pattern` is refused (`InvalidRequest`, reason
+        `display_name_untrusted`): anyone may join under any name."""
         return {"region_pattern": region_pattern, "max_changed_lines": max_changed_lines,
-                "participant_id": participant_id, "name_pattern": name_pattern,
-                "expires_at": expires_at}
+                "participant_id": participant_id, "label": label,
+                "expires_at": expires_at, "name_pattern": name_pattern}
 
     @operation("workspace.policy_remove", r.PolicyRemoved)
     def remove_policy(self, policy_id: str) -> Params:
@@ -457,9 +464,12 @@ class Operations:
 
     @operation("workspace.threads", r.Threads)
     def threads(self, *, region: str | None = None, status: str | None = None,
-                proposal_id: str | None = None, limit: int | None = None) -> Params:
-        """Threads, newest first, by region, status or proposal."""
-        return {"region": region, "status": status, "proposal_id": proposal_id, "limit": limit}
+                proposal_id: str | None = None, limit: int | None = None,
+                since: str | None = None) -> Params:
+        """Threads, newest first, by region, status or proposal; `since` (a thread's
+        `updated_at`): only those that changed at or after it."""
+        return {"region": region, "status": status, "proposal_id": proposal_id, "limit": limit,
+                "since": since}
 
     @operation("workspace.thread", r.Thread)
     def thread(self, thread_id: str) -> Params:

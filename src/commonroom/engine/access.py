@@ -17,6 +17,7 @@ set 1..64), so one multi-use invitation cannot fill the room's 64.
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,33 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- handlers
 
 
+def folded_name(name: str) -> str:
+    """What two names are compared by: NFKC, case-folded, letters and digits only."""
+    return "".join(ch for ch in unicodedata.normalize("NFKC", name).casefold() if ch.isalnum())
+
+
+def _name_in_the_room(tx: Tx, wanted: str) -> str:
+    """`wanted`, or `wanted-2`, `-3`…: unique among those in the room (not left), compared
+    case-insensitively (`folded_name`). `host` and the host's own name are nobody else's:
+    a joiner asking for one is refused, so no agent's text reads as the host's."""
+    host_name = tx.conn.execute("SELECT name FROM participants WHERE is_host = 1").fetchone()
+    reserved = {folded_name("host"), folded_name(host_name[0] if host_name else "host")}
+    if folded_name(wanted) in reserved:
+        error = invalid_request(f"{wanted!r} is the host's name: choose another", "name")
+        error.details["reason"] = "name_reserved"
+        raise error
+    taken = {folded_name(str(row[0])) for row in tx.conn.execute(
+        "SELECT name FROM participants WHERE left_at IS NULL")}
+    if folded_name(wanted) not in taken:
+        return wanted
+    for number in range(2, limits.MAX_PARTICIPANTS + 2):
+        suffix = f"-{number}"
+        candidate = wanted[: limits.NAME_MAX - len(suffix)] + suffix
+        if folded_name(candidate) not in taken:
+            return candidate
+    raise invalid_request(f"too many participants are called {wanted!r}", "name")
+
+
 def join(tx: Tx, p: JoinParams) -> Joined:
     secret = codec.secret_from(p.invite)
     name = p.name.strip()
@@ -68,12 +96,13 @@ def join(tx: Tx, p: JoinParams) -> Joined:
         raise invalid_request(f"name must be 1 to {limits.NAME_MAX} characters", "name")
     row = tx.conn.execute(
         "SELECT invite_id, capabilities, expires_at, max_uses, used_count, revoked_at,"
-        " max_sessions FROM invitations WHERE secret_hash = ?",
+        " max_sessions, label, created_by FROM invitations WHERE secret_hash = ?",
         (hash_secret(secret),),
     ).fetchone()
     if row is None:
         raise CommonroomError("unauthorized", "unknown invitation")
-    invite_id, caps_json, expires_at, max_uses, used_count, revoked_at, max_sessions = row
+    (invite_id, caps_json, expires_at, max_uses, used_count, revoked_at, max_sessions,
+     invite_label, created_by) = row
     if revoked_at is not None:
         raise CommonroomError("invitation_revoked", "this invitation was revoked")
     if expires_at <= tx.now_s:
@@ -106,11 +135,15 @@ def join(tx: Tx, p: JoinParams) -> Joined:
             retry_after_seconds=60,
         )
     capabilities = tuple(json.loads(caps_json))
+    name = _name_in_the_room(tx, name)
     participant_id = new_id("pt_")
+    # The label a policy may name (PROTOCOL section 18) is the host's alone: a label on an
+    # invitation some participant minted is shown, never carried.
+    label = invite_label if created_by == tx.engine.host_participant_id else None
     tx.conn.execute(
-        "INSERT INTO participants (participant_id, kind, name, capabilities, joined_at)"
-        " VALUES (?, ?, ?, ?, ?)",
-        (participant_id, p.kind, name, caps_json, tx.now_s),
+        "INSERT INTO participants (participant_id, kind, name, capabilities, joined_at, label)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (participant_id, p.kind, name, caps_json, tx.now_s, label),
     )
     bearer, session_expires = sessions.create_session(
         tx, participant_id, capabilities, limits.SESSION_DEFAULT_MINUTES, invite_id=invite_id
@@ -329,17 +362,17 @@ def list_participants(tx: Tx) -> list[Participant]:
     out: list[Participant] = []
     presence = tx.engine.presence
     runtimes = resident.runtimes(tx)
-    for pid, kind, name, caps_json, adv_json, joined_at, last_seen_db, left_at in tx.conn.execute(
-        "SELECT participant_id, kind, name, capabilities, advertised, joined_at, last_seen,"
-        " left_at FROM participants ORDER BY joined_at, participant_id"
-    ):
+    for pid, kind, name, caps_json, adv_json, joined_at, last_seen_db, left_at, label in (
+        tx.conn.execute(
+            "SELECT participant_id, kind, name, capabilities, advertised, joined_at, last_seen,"
+            " left_at, label FROM participants ORDER BY joined_at, participant_id")):
         seen = presence.last_seen(pid)
         last_seen = format_ts(seen) if seen is not None else last_seen_db
         present = left_at is None and presence.is_present(pid, tx.now)
         out.append(
             Participant(
                 pid, kind, name, json.loads(caps_json), json.loads(adv_json), present, joined_at,
-                last_seen, left=left_at is not None,
+                last_seen, left=left_at is not None, label=label,
                 runtime=runtimes.get(pid) if left_at is None else None,  # who left runs nothing
             )
         )

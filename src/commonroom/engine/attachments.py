@@ -33,7 +33,12 @@ handoff it then cancelled evicted everyone else's and locked uploads for good):
   `participant_quota`), and when its handoff-scoped ones alone fill it the
   upload is 429 `limit_exceeded` with `details.scope: "attachment_quota"`;
 - `attachment.delete` removes one (its uploader, or an `admin` such as the
-  host; reason `deleted`).
+  host; reason `deleted`);
+- the host has a reserved share (`ATTACHMENT_HOST_RESERVED_BYTES`, 16 MiB):
+  everyone else's attachments, handoff-scoped ones included (each counted
+  against its uploader), stay within the bound less that share, so the host's
+  uploads never wait on others' (issue 31: nine agents' handoff files filled
+  the 64 MiB and the host got 429 for up to 24 h).
 """
 
 from __future__ import annotations
@@ -234,13 +239,25 @@ def next_expiry(tx: Tx) -> datetime | None:
 
 
 def _make_room(tx: Tx, size: int) -> None:
-    """Remove the oldest room-scoped attachments until `size` more bytes fit the bound."""
-    total = tx.conn.execute("SELECT coalesce(sum(size), 0) FROM attachments").fetchone()[0]
-    bound = limits.ATTACHMENTS_TOTAL_BYTES
+    """Remove the oldest room-scoped attachments until `size` more bytes fit the bound; an
+    upload by anyone but the host first fits everyone-but-the-host's share."""
+    host = tx.engine.host_participant_id
+    if tx.actor.participant_id != host:
+        _fit(tx, size, limits.ATTACHMENTS_TOTAL_BYTES - limits.ATTACHMENT_HOST_RESERVED_BYTES,
+             "AND participant_id != ?", (host,))
+    _fit(tx, size, limits.ATTACHMENTS_TOTAL_BYTES)
+
+
+def _fit(tx: Tx, size: int, bound: int, where: str = "", args: tuple[str, ...] = ()) -> None:
+    """Remove the oldest room-scoped attachments (of those `where` selects) until `size`
+    more bytes fit `bound`; `limit_exceeded` when their handoff-scoped ones alone fill it."""
+    total = tx.conn.execute(f"SELECT coalesce(sum(size), 0) FROM attachments WHERE 1 {where}",
+                            args).fetchone()[0]
     if total + size <= bound:
         return
     room_scoped = tx.conn.execute(
-        "SELECT attachment_id, size FROM attachments WHERE handoff_id IS NULL ORDER BY seq"
+        f"SELECT attachment_id, size FROM attachments WHERE handoff_id IS NULL {where}"
+        " ORDER BY seq", args,
     ).fetchall()
     freeable = sum(row[1] for row in room_scoped)
     if total - freeable + size > bound:

@@ -24,13 +24,13 @@ computes the missing rows in memory.
 
 from __future__ import annotations
 
-import difflib
 import sqlite3
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from typing import Final
 
+from commonroom.engine import linediff
 from commonroom.engine.history import StoredOutline
 from commonroom.engine.regions import WHOLE, Outline, Span
 from commonroom.engine.snapshot import Snapshot
@@ -197,8 +197,8 @@ def _advance(rows: _Rows, before: Outline, after: Outline, version: int, amended
     kept = origins[head : head + len(old_lines)]
     first_line = new_text.count("\n", 0, line_start) if amended else 0
     window = [version * 2 + (first_line + i in amended) for i in range(len(new_lines))]
-    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    for a, b, size in matcher.get_matching_blocks():
+    # Past the diff bound the window is all new: blame stays cheap at a commit.
+    for a, b, size in linediff.matching_blocks(old_lines, new_lines, autojunk=False) or ():
         window[b : b + size] = kept[a : a + size]
     merged = origins[:head] + window + origins[head + len(old_lines):]
     at = 0
@@ -253,7 +253,7 @@ def _amended_lines(conn: sqlite3.Connection, before: Outline, after: Outline, ve
     first = after.text.count("\n", 0, start)
     theirs, ours = split_lines(original), split_lines(content)
     written = set(range(len(ours)))
-    for _, b, size in difflib.SequenceMatcher(None, theirs, ours, autojunk=False).get_matching_blocks():
+    for _, b, size in linediff.matching_blocks(theirs, ours, autojunk=False) or ():
         written.difference_update(range(b, b + size))
     return {first + i for i in written}, reviewer
 

@@ -176,6 +176,7 @@ class _Scanner:
         "list_indent",
         "n",
         "s",
+        "special",
         "src",
         "t",
     )
@@ -193,6 +194,9 @@ class _Scanner:
         self.list_indent = -1
         self.level = 0
         self.found: list[tuple[int, int, str]] = []
+        # When a list: every link reference definition and HTML block met, at any nesting,
+        # as (kind, its source text) (`special_blocks`).
+        self.special: list[tuple[str, str]] | None = None
 
     # ParserBlock.tokenize
     def tokenize(self, line: int, end: int) -> None:
@@ -233,9 +237,11 @@ class _Scanner:
                     return
             elif ch == "<":
                 if self._html(line, end, False):
+                    self._note("html", line)
                     return
             elif ch == "[":
                 if self._reference(line):
+                    self._note("reference", line)
                     return
             else:
                 if ch in "*-_" and self._hr(line, False):
@@ -243,6 +249,12 @@ class _Scanner:
                 if ch != "_" and self._list(line, end, False, False):
                     return
         self._paragraph(line, end)
+
+    def _note(self, kind: str, line: int) -> None:
+        """Keep the block just scanned (lines `line` to `self.line`) when asked to."""
+        if self.special is not None:
+            last = max(self.line - 1, line)
+            self.special.append((kind, self.src[self.b[line] + self.t[line]:self.e[last]]))
 
     def _interrupts(self, line: int, paragraph: bool) -> bool:
         """Does a block start at `line` that ends a paragraph (or blockquote, reference)?
@@ -905,19 +917,35 @@ def _front_matter_end(src: str, b: list[int], e: list[int]) -> int:
     return 0
 
 
-def _scan(text: str, document: bool = True) -> tuple[list[tuple[int, int, str]], list[int]]:
+def special_blocks(text: str) -> list[tuple[str, str]]:
+    """The link reference definitions and HTML blocks of `text` (a region, or a whole
+    document), at any nesting, as ("reference" | "html", source text), in order.
+
+    Both act beyond where they stand: a definition decides where links elsewhere in the
+    document point (the first one of a label wins), an HTML block can hide or restyle what
+    follows. The room's auto-approve policies never approve a change to either.
+    """
+    special: list[tuple[str, str]] = []
+    _scan(text, document=False, special=special)
+    return special
+
+
+def _scan(text: str, document: bool = True, special: list[tuple[str, str]] | None = None,
+          ) -> tuple[list[tuple[int, int, str]], list[int]]:
     """Top-level headings of `text` as (level, line index, title), and line starts.
 
     `document=False` scans a stretch that starts at a top-level block boundary
     inside a document (the incremental outline): no byte order mark, no front
     matter.
     """
-    scanner = _scanned(text, document, _Scanner)
+    scanner = _scanned(text, document, _Scanner, special)
     return scanner.found, scanner.b
 
 
-def _scanned(text: str, document: bool, kind: type[_Scanner]) -> _Scanner:
-    """A scanner of `kind` that has tokenized `text` (see `_scan`)."""
+def _scanned(text: str, document: bool, kind: type[_Scanner],
+             special: list[tuple[str, str]] | None = None) -> _Scanner:
+    """A scanner of `kind` that has tokenized `text` (see `_scan`), noting its link reference
+    definitions and HTML blocks in `special` when given (`special_blocks`)."""
     src = text.replace("\0", "\ufffd") if "\0" in text else text  # as markdown-it
     widths: list[int] | None = None  # line ending lengths, when not all 1
     if "\r" not in src:
@@ -963,6 +991,7 @@ def _scanned(text: str, document: bool, kind: type[_Scanner]) -> _Scanner:
     t.append(0)
     s.append(0)
     scanner = kind(src, b, e, t, s)
+    scanner.special = special
     scanner.tokenize(_front_matter_end(src, b, e) if document else 0, scanner.n)
     return scanner
 

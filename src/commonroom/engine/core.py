@@ -76,7 +76,7 @@ from commonroom.protocol.events import Event
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.timefmt import Clock, format_ts, system_clock
 from commonroom.store import blobs, faults
-from commonroom.store.document import DocumentFile, FileStamp
+from commonroom.store.document import DocumentFile, FileStamp, NotRegularFile
 from commonroom.store.private import make_private
 from commonroom.store.schema import migrate
 from commonroom.store.undo import UndoLog
@@ -150,9 +150,11 @@ class Engine:
         self.settle = Settle(timedelta(milliseconds=config.settle_ms))
         # Checked before the sidecar exists, so refusing leaves nothing behind.
         try:
-            self._require_text(self.path.read_bytes())
+            self._require_text(DocumentFile(self.path).read()[0])
         except FileNotFoundError:
             pass  # a new document: created empty by _open
+        except NotRegularFile:
+            raise self._not_a_file() from None
         except OSError as exc:
             raise CommonroomError(
                 "storage_unavailable",
@@ -286,9 +288,17 @@ class Engine:
             data, before, after = self.doc.read()
         except FileNotFoundError:
             return b"", self.doc.write(b"")
+        except NotRegularFile:
+            raise self._not_a_file() from None
         if after != before:
             self.settle.found_at_open(now, after)
         return data, before
+
+    def _not_a_file(self) -> CommonroomError:
+        return CommonroomError(
+            "invalid_request",
+            f"{self.path.name} is not a regular file (a FIFO, socket, device or folder);"
+            " commonroom serves a markdown file", {"file": self.path.name})
 
     def _require_text(self, data: bytes) -> None:
         if not is_text(data):
@@ -312,6 +322,8 @@ class Engine:
         ).fetchone()[0]
         try:
             data, before, after = self.doc.read()
+        except NotRegularFile:
+            raise self._not_a_file() from None
         except FileNotFoundError:
             # The file vanished: the room's last version is the best copy there is.
             self.settle.settled(self.doc.write(latest.data))
@@ -662,6 +674,12 @@ class Engine:
             data, before, after = self.doc.read()
         except FileNotFoundError:
             self.settle.look(now, None)
+            return []
+        except NotRegularFile:
+            # Like a file that is not UTF-8: the last version is served, writes are refused,
+            # and the file is read again once something else stands at its path.
+            self.file_problem = f"{name} is not a regular file (a FIFO, socket or device)"
+            self.settle.settled(stamp)
             return []
         except OSError as exc:
             self.file_problem = f"{name} cannot be read ({exc.strerror})"

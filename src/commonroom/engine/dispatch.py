@@ -33,6 +33,7 @@ from commonroom.engine import (
     blame,
     gitsync,
     leases,
+    linediff,
     proposals,
     resident,
     sessions,
@@ -102,7 +103,10 @@ def execute(
     raw_params: Mapping[str, Any],
     *,
     from_query: bool = False,
+    later: bool = False,
 ) -> Outcome:
+    """Run one operation. A read's diffs (`linediff.later`) are computed before this returns,
+    or, with `later`, left for the caller to compute off the store (`linediff.resolved`)."""
     events: list[Event] = []
     tx = None
     try:
@@ -120,7 +124,7 @@ def execute(
                 require(tx.actor.capabilities, op.capability)
             result = HANDLERS[name](tx, params)
         events.extend(tx.events)
-        return Outcome(result, None, events)
+        return Outcome(result if later else linediff.resolved(result), None, events)
     except CommonroomError as error:
         if tx is not None and tx.committed:
             events.extend(tx.events)  # the handler's writes committed before it failed

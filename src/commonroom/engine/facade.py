@@ -31,6 +31,7 @@ from commonroom.engine.dispatch import WRITES_DOCUMENT, execute, open_engine
 from commonroom.engine.gitsync import check_work_tree as check_git_work_tree
 from commonroom.engine.gitsync import export as export_git
 from commonroom.engine.ids import hash_secret
+from commonroom.engine.linediff import resolved as resolve_later
 from commonroom.engine.observe import StreamStart
 from commonroom.engine.owner_logins import end_all as end_owner_logins
 from commonroom.engine.owner_logins import load as load_owner_logins
@@ -72,6 +73,7 @@ __all__ = [
     "newest_event_id",
     "open_engine",
     "related",
+    "resolve_later",
     "ring_window",
     "save_owner_login",
     "unused_start_invitation",

@@ -12,7 +12,9 @@ at most `MESSAGE_BUDGET` (60) messages, addressed or not, in any
 `MESSAGE_BUDGET_WINDOW_SECONDS` (5 minutes); the next is 429
 `limit_exceeded` with `details.scope: "message_budget"` and nothing is
 stored. Unaddressed text skipped the loop guard, so 300 messages of 4 KB a
-minute cycled the 2,000-event ring that every observer resumes from.
+minute cycled the 2,000-event ring that every observer resumes from. A new
+thread and a reply to one (engine/threads.py) are room text too: they count
+against the same budget (`within_budget`).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def send(tx: Tx, p: MessageParams) -> Message:
     if p.handoff_id is not None:
         handoffs.require_party_or_host(tx, handoffs.get(tx, p.handoff_id), "post in its thread")
     if pid != tx.engine.host_participant_id:
-        _within_budget(tx, pid)
+        within_budget(tx, pid)
     to = list(dict.fromkeys(p.to or []))
     for target in to:
         if target == pid:
@@ -74,13 +76,16 @@ def send(tx: Tx, p: MessageParams) -> Message:
     return Message(message_id, seq, pid, to, p.handoff_id, p.text, tx.now_s)
 
 
-def _within_budget(tx: Tx, pid: str) -> None:
-    """Refuse a message past the sender's room-text budget (see the module docstring)."""
+def within_budget(tx: Tx, pid: str) -> None:
+    """Refuse room text (a message, a thread, a reply) past the sender's budget (see the
+    module docstring): its messages and thread comments in the window count together."""
     window = timedelta(seconds=limits.MESSAGE_BUDGET_WINDOW_SECONDS)
+    since = format_ts(tx.now - window)
     sent = tx.conn.execute(
-        "SELECT created_at FROM messages WHERE participant_id = ? AND created_at > ?"
-        " ORDER BY created_at DESC LIMIT ?",
-        (pid, format_ts(tx.now - window), limits.MESSAGE_BUDGET),
+        "SELECT created_at FROM (SELECT created_at FROM messages WHERE participant_id = ?"
+        " AND created_at > ? UNION ALL SELECT created_at FROM thread_comments"
+        " WHERE participant_id = ? AND created_at > ?) ORDER BY created_at DESC LIMIT ?",
+        (pid, since, pid, since, limits.MESSAGE_BUDGET),
     ).fetchall()
     if len(sent) < limits.MESSAGE_BUDGET:
         return

@@ -22,13 +22,12 @@ from the quota (not from pruning).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 from typing import Any, Final
 
 import attrs
 
-from commonroom.engine import policies
+from commonroom.engine import linediff, linkrefs, policies
 from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.fitting import fit_region, fit_whole, misfit
 from commonroom.engine.ids import new_id
@@ -111,11 +110,9 @@ def fitted(region: str, region_text: str, content: str) -> str:
 
 
 def unified_diff(before: str, after: str, from_label: str, to_label: str) -> str:
-    return "".join(
-        difflib.unified_diff(
-            before.splitlines(keepends=True), after.splitlines(keepends=True), from_label, to_label
-        )
-    )
+    """difflib's unified diff, bounded in cost: past the bound, both texts in full
+    (engine/linediff.py; every diff the room answers comes from here)."""
+    return linediff.unified_diff(before, after, from_label, to_label)
 
 
 def _get(tx: Tx, proposal_id: str) -> Proposal:
@@ -339,16 +336,20 @@ def proposal_detail(tx: Tx, p: ProposalDetailParams) -> ProposalDetail:
     open_ = proposal.status in PROPOSAL.open_states
     stale = open_ and is_stale(current, proposal.region, proposal.base_version, base_digest)
     pruned = pruned_at is not None  # its text is gone: no diff to show (it would read as a deletion)
-    diff = "" if pruned else unified_diff(
+    diff = "" if pruned else linediff.later(
         region_text(current, proposal.region), content,
         f"{proposal.region}@{current.version}", f"{proposal.region}@proposed",
     )
     fields = attrs.asdict(proposal, recurse=False)
     del fields["stale"], fields["amended"]  # computed here, for any status
+    # What the diff of one region does not show: links elsewhere it re-points.
+    warnings = [] if pruned or not open_ else linkrefs.proposal_warnings(
+        current.outline, proposal.region, content)
     detail = ProposalDetail(
         **fields, content=content,
         current_version=current.version, diff=diff, stale=stale, original_content=original,
         pruned=pruned, amended=original is not None, proposed_content=original,
+        warnings=warnings,
     )
     from commonroom.engine import revisions  # the review conversation (issue 22)
 
@@ -414,6 +415,7 @@ def review(tx: Tx, p: ReviewParams) -> Reviewed:
     from commonroom.engine import threads  # the review conversation (issue 22)
 
     proposal = _get(tx, p.proposal_id)
+    check_reviewed_revision(proposal, p.decision, p.revision)
     reviewer = tx.actor.participant_id
     comment = p.comment if p.comment is not None and p.comment.strip() else None
     if p.decision == "request_changes" and comment is None:
@@ -436,6 +438,33 @@ def review(tx: Tx, p: ReviewParams) -> Reviewed:
         # PROTOCOL §17: a review comment opens a thread on the region, linked to the proposal.
         threads.open_review_thread(tx, moved.region, moved.proposal_id, comment)
     return Reviewed(moved.proposal_id, moved.status, reviewer)
+
+
+# The decisions that let a text land or ask its author to change it name the revision read.
+BOUND_DECISIONS: Final = ("approve", "request_changes")
+
+
+def check_reviewed_revision(proposal: Proposal, decision: str, revision: int | None) -> None:
+    """The review binds to what the reviewer saw (PROTOCOL section 7): its author may revise
+    a pending proposal at any moment, so a decision names the revision it was made on and
+    decides nothing when the proposal moved on since."""
+    if revision is None:
+        if decision in BOUND_DECISIONS:
+            error = invalid_request(
+                f"{decision} needs the revision you reviewed: read the proposal"
+                " (GET /workspace/proposal) and send its revision", "revision")
+            error.details["reason"] = "revision_required"
+            raise error
+        return
+    if revision != proposal.revision:
+        raise CommonroomError(
+            "proposal_conflict",
+            f"{proposal.proposal_id} was revised: you reviewed revision {revision}, it is now"
+            f" at revision {proposal.revision}; read it again before deciding",
+            {"reason": "revised", "revision": revision, "current_revision": proposal.revision,
+             "status": proposal.status},
+            proposal_id=proposal.proposal_id,
+        )
 
 
 def _amend(tx: Tx, proposal: Proposal, p: ReviewParams) -> None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from commonroom.engine import linediff
 from commonroom.engine.access import list_participants
 from commonroom.engine.core import Engine
 from commonroom.engine.handoffs import open_handoffs
 from commonroom.engine.leases import listed_leases
-from commonroom.engine.proposals import open_proposals, region_text, unified_diff
+from commonroom.engine.proposals import open_proposals, region_text
 from commonroom.engine.regions import WHOLE
 from commonroom.engine.text import encode_text
 from commonroom.engine.tx import Tx
@@ -112,7 +113,7 @@ def diff(tx: Tx, p: DiffParams) -> DiffAnswer:
         current_version=target.version,
         to_version=target.version,
         region=region,
-        diff=unified_diff(
+        diff=linediff.later(
             region_text(base, region), region_text(target, region),
             f"{region}@{base.version}", f"{region}@{target.version}",
         ),

@@ -31,6 +31,7 @@ from typing import Final
 import attrs
 import merge3
 
+from commonroom.engine import linediff
 from commonroom.engine import proposals as pr
 from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.leases import raise_if_blocked
@@ -100,7 +101,7 @@ def with_revisions(tx: Tx, detail: ProposalDetail, revision: int | None) -> Prop
         earlier = _revision_content(tx, proposal.proposal_id, shown)
         content = earlier if earlier is not None else ""
         current = tx.engine.current()
-        diff = pr.unified_diff(
+        diff = linediff.later(
             pr.region_text(current, proposal.region), content,
             f"{proposal.region}@{current.version}", f"{proposal.region}@r{shown}",
         ) if earlier is not None else ""
@@ -108,7 +109,7 @@ def with_revisions(tx: Tx, detail: ProposalDetail, revision: int | None) -> Prop
     if shown > 1 and not detail.pruned:
         before = _revision_content(tx, proposal.proposal_id, shown - 1)
         if before is not None:
-            revision_diff = pr.unified_diff(
+            revision_diff = linediff.later(
                 before, content, f"{proposal.region}@r{shown - 1}", f"{proposal.region}@r{shown}")
     return attrs.evolve(
         detail, content=content, diff=diff, revision=proposal.revision,

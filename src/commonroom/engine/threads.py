@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Final
 
+from commonroom.engine import messages
 from commonroom.engine._state import THREAD, move
 from commonroom.engine.ids import new_id
 from commonroom.engine.proposals import region_text
@@ -42,6 +43,7 @@ from commonroom.protocol.requests import (
     ThreadIdParams,
     ThreadsParams,
 )
+from commonroom.protocol.timefmt import format_ts, parse_ts
 
 STATUSES: Final = vocabulary.THREAD_STATUSES
 # A quote that does not occur in its region's text.
@@ -126,12 +128,26 @@ def _insert(tx: Tx, region: str, quote: str | None, blocking: bool, body: str,
 
 def _add_comment(tx: Tx, thread_id: str, body: str) -> str:
     comment_id = new_id("cm_")
-    tx.conn.execute(
+    cur = tx.conn.execute(
         "INSERT INTO thread_comments (comment_id, thread_id, participant_id, body, created_at)"
         " VALUES (?, ?, ?, ?, ?)",
         (comment_id, thread_id, tx.actor.participant_id, body, tx.now_s),
     )
+    newest = cur.lastrowid
+    assert newest is not None
+    if newest > limits.THREAD_COMMENTS_KEPT:
+        # The room keeps its newest comments, like its room text; a thread keeps its question.
+        tx.conn.execute(
+            "DELETE FROM thread_comments WHERE rowid <= ? AND rowid NOT IN"
+            " (SELECT min(rowid) FROM thread_comments GROUP BY thread_id)",
+            (newest - limits.THREAD_COMMENTS_KEPT,))
     return comment_id
+
+
+def _within_budget(tx: Tx) -> None:
+    """A new thread or a reply is room text: the author's budget (the host has none)."""
+    if tx.actor.participant_id != tx.engine.host_participant_id:
+        messages.within_budget(tx, tx.actor.participant_id)
 
 
 def open_thread(tx: Tx, p: OpenThreadParams) -> Thread:
@@ -155,6 +171,7 @@ def open_thread(tx: Tx, p: OpenThreadParams) -> Thread:
                                  version=current.version)
             raise error
     author = tx.actor.participant_id
+    _within_budget(tx)
     if author != tx.engine.host_participant_id:
         held = tx.conn.execute(
             "SELECT count(*) FROM threads WHERE status = 'open' AND author_id = ?", (author,)
@@ -179,6 +196,15 @@ def open_review_thread(tx: Tx, region: str, proposal_id: str, comment: str) -> N
 def reply(tx: Tx, p: ReplyParams) -> Thread:
     body = check_body(p.body)
     thread = get(tx, p.thread_id)
+    who = tx.actor.participant_id
+    if thread.status == "resolved" and who not in (thread.author_id,
+                                                    tx.engine.host_participant_id):
+        raise CommonroomError(
+            "permission_denied",
+            "this thread is resolved: only its author or the host may reopen it and reply",
+            {"thread_id": thread.thread_id, "status": thread.status},
+        )
+    _within_budget(tx)
     if len(thread.comments) >= limits.THREAD_COMMENTS_MAX:
         raise CommonroomError(
             "limit_exceeded",
@@ -255,12 +281,24 @@ def list_threads(tx: Tx, p: ThreadsParams) -> Threads:
     if p.proposal_id is not None:
         where.append("proposal_id = ?")
         args.append(p.proposal_id)
+    if p.since is not None:
+        where.append("updated_at >= ?")
+        args.append(_since(p.since))
     clause = f" WHERE {' AND '.join(where)}" if where else ""
     rows = tx.conn.execute(
         f"SELECT {_COLUMNS} FROM threads{clause} ORDER BY created_at DESC, rowid DESC LIMIT ?",
         (*args, p.limit),
     ).fetchall()
     return Threads(_threads(tx, rows))
+
+
+def _since(value: str) -> str:
+    """`since` as the room writes its times, so it compares as text."""
+    try:
+        return format_ts(parse_ts(value))
+    except ValueError:
+        raise invalid_request("since must be a time as the room writes them, e.g. a thread's"
+                              " updated_at", "since") from None
 
 
 def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str | None) -> None:

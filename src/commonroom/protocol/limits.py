@@ -61,9 +61,19 @@ WIDE_LEASE_SUBSECTIONS: Final = 8
 # messages of 4 KB a minute cycled the 2,000-event ring.
 MESSAGE_BUDGET: Final = 60
 MESSAGE_BUDGET_WINDOW_SECONDS: Final = 5 * 60
+# Reads that compute diffs or merges (a proposal's detail, a diff between versions, blame,
+# a rebase): per participant (the host excepted) per minute, beyond the request limit. One
+# such read is bounded (engine/linediff.py), this bounds how often one agent asks.
+HEAVY_READS_PER_MINUTE: Final = 60
+HEAVY_READS: Final = frozenset({"workspace.proposal", "workspace.diff", "workspace.blame",
+                                "workspace.proposal.rebase"})
 # Attachments: what one participant (the host excepted) may hold in the sidecar, and how
 # long a handoff's attachments outlive it (or live at most, while it stays open).
 ATTACHMENT_QUOTA_BYTES: Final = 8 * 1024 * 1024
+# The share of the room's attachment store only the host's uploads may use: everyone else's
+# attachments together stay within the rest, so nine agents' handoff files never lock the
+# host out.
+ATTACHMENT_HOST_RESERVED_BYTES: Final = 16 * 1024 * 1024
 HANDOFF_ATTACHMENT_GRACE_MINUTES: Final = 60
 HANDOFF_ATTACHMENT_TTL_MINUTES: Final = 24 * 60
 # Proposal text the sidecar keeps: terminal proposals (rejected, committed, conflicted,
@@ -78,6 +88,9 @@ PROPOSAL_BYTES_PER_PARTICIPANT: Final = 2 * 1024 * 1024
 THREAD_QUOTE_MAX: Final = 500  # characters
 THREAD_BODY_MAX_BYTES: Final = 8 * 1024
 THREAD_COMMENTS_MAX: Final = 200
+# Comments the sidecar keeps in the whole room, newest first (each thread's opening comment
+# is always kept): like room text (`MESSAGES_KEPT`), threads are bounded, not a record.
+THREAD_COMMENTS_KEPT: Final = 2000
 OPEN_THREADS_PER_PARTICIPANT: Final = 100
 PROPOSAL_REVISIONS_MAX: Final = 50
 # Task surfaces (docs/spec/PROTOCOL.md section 20): a live view's JSON, nesting and nodes; an

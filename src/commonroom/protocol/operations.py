@@ -147,7 +147,9 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
     _spec("workspace.review", "POST", "/workspace/proposal/review", "approve",
         rq.ReviewParams, r.Reviewed,
         "Approve, reject or request changes of a pending proposal, with a comment for its"
-        " author (request_changes needs one; a comment opens a thread on the region)."),
+        " author (request_changes needs one; a comment opens a thread on the region)."
+        " approve and request_changes name the revision you read; a proposal revised since"
+        " is not decided (proposal_conflict, reason revised)."),
     _spec("workspace.withdraw", "POST", "/workspace/proposal/withdraw", "propose",
         rq.ProposalIdParams, r.Proposal,
         "Withdraw your own proposal."),

@@ -69,6 +69,8 @@ class Participant:
     last_seen: str | None
     left: bool = False
     """Ran `ce leave` (or left over the API): listed for history, never present again."""
+    label: str | None = None
+    """The label of the host's invitation it joined through (`ce invite --label`), if any."""
     runtime: Runtime | None = None
     """A resident runtime's last report (`ce agent`, PROTOCOL section 19), else null."""
 
@@ -218,6 +220,9 @@ class ProposalDetail(Proposal):
     """The revision `content` and `diff` are of (`?revision=N`; default the latest)."""
     revision_diff: str = ""
     """Unified diff from the revision before `content_revision` to it ("" for the first)."""
+    warnings: list[str] = attrs.field(factory=list)
+    """What the change does beyond its region, for the reviewer: a link reference definition
+    it adds, removes or changes that links in other sections use."""
 
 
 @attrs.frozen
@@ -677,6 +682,9 @@ class Policy:
     approved_count: int
     approved: list[PolicyApproval]
     """The newest proposals it approved (at most 20)."""
+    label: str | None = None
+    """It approves for the participants that joined through an invitation the host gave this
+    label (or for `participant_id`)."""
 
 
 @attrs.frozen

@@ -148,6 +148,12 @@ class ReviewParams:
         "doc": "approve only: the text to approve instead of the proposed one (edit before approve)",
         "document": True,
     })
+    # The review binds to what the reviewer saw (docs/spec/PROTOCOL.md section 7).
+    revision: int | None = attrs.field(default=None, metadata={
+        "min": 1,
+        "doc": "the proposal's revision you read (GET /workspace/proposal); required with approve"
+               " and request_changes: when the author revised it since, nothing is decided"
+               " (proposal_conflict, reason revised)"})
 
 
 @attrs.frozen
@@ -353,11 +359,16 @@ class PolicyParams:
         "pattern": NONBLANK})
     max_changed_lines: int = attrs.field(metadata={"min": 1, "max": limits.POLICY_MAX_CHANGED_LINES})
     participant_id: str | None = attrs.field(default=None, metadata={
-        "doc": "the participant it approves for (or name_pattern)"})
+        "doc": "the participant it approves for (or label)"})
     name_pattern: str | None = attrs.field(default=None, metadata={
-        "doc": "glob over participant names (or participant_id)", "pattern": NONBLANK})
+        "doc": "refused: a display name is whatever a joiner chose; name participants by"
+               " participant_id or label", "pattern": NONBLANK})
     expires_at: str | None = attrs.field(default=None, metadata={
         "doc": "ISO 8601 UTC time after which it approves nothing"})
+    label: str | None = attrs.field(default=None, metadata={
+        "doc": "the participants that joined through an invitation the host labelled so"
+               " (ce invite --label) (or participant_id)", "pattern": NONBLANK,
+        "max_length": limits.NAME_MAX})
 
 
 @attrs.frozen
@@ -414,6 +425,9 @@ class ThreadsParams:
         "doc": "only the threads of this proposal's review"})
     limit: int = attrs.field(default=limits.LIST_DEFAULT,
                              metadata={"min": 1, "max": limits.LIST_MAX})
+    since: str | None = attrs.field(default=None, metadata={
+        "doc": "only the threads that changed (a comment, a status) at or after this time:"
+               " the newest updated_at you hold"})
 
 
 @attrs.frozen

@@ -24,6 +24,13 @@ answered and runs the call again, for at most `SETTLE_WAIT_SECONDS`; only then
 does the caller get `storage_unavailable` / `file_changing`. The engine never
 sleeps; this is where the waiting happens.
 
+No single request holds the room: a read that computes diffs or a merge
+(`limits.HEAVY_READS`) is bounded in cost by the engine (engine/linediff.py),
+charged to its participant's own window (`HEAVY_READS_PER_MINUTE`, the host
+exempt), runs on the store thread rather than the event loop, and waits its turn
+for `heavy_limiter` before the store's: at most one is queued on the store at a
+time, so the host's status waits for one of them at most, never for a pile.
+
 Storage faults (a refused write, a full disk) are answered to the caller and
 also printed as one line on the room's stderr (`FaultLines`), where the host
 looks; the same fault again within `FAULT_REPEAT_SECONDS` is counted, not printed.
@@ -49,6 +56,7 @@ from commonroom.protocol.events import Event
 from commonroom.protocol.operations import OPERATIONS_BY_NAME
 from commonroom.protocol.records import AppReply, ProposalWaited, ThreadWaited, WaitAnswer, to_wire
 from commonroom.protocol.timefmt import parse_ts
+from commonroom.ratelimit import RateLimiter
 from commonroom.room.app_hosts import AppHosts
 from commonroom.room.hub import EventHub
 from commonroom.room.pumps import RoomStream, StreamWriter, open_pumped, pump_to_writer
@@ -105,6 +113,9 @@ class Room:
         self.max_sweep_sleep = max_sweep_sleep
         self.hub = EventHub()
         self.limiter = trio.CapacityLimiter(1)
+        # One heavy read at a time in the store's queue (the module docstring).
+        self.heavy_limiter = trio.CapacityLimiter(1)
+        self.heavy_reads = RateLimiter(limits.HEAVY_READS_PER_MINUTE, 60.0, trio.current_time)
         self._checkpoint_wakeup = trio.Event()
         self._sweep_wakeup = trio.Event()
         self._sweep_due: datetime | None = None  # when the sleeping sweeper wakes by itself
@@ -137,6 +148,18 @@ class Room:
         def run() -> Outcome:
             return facade.execute(self.engine, name, bearer, params, from_query=from_query)
 
+        if name in limits.HEAVY_READS and not self.inline_store:
+            heavy = await self._heavy_read(name, bearer, params, from_query)
+            if publish:
+                self.publish(heavy.events)
+            else:
+                self._deferred.extend(heavy.events)
+            if heavy.retry_at is None:  # (a rebase that writes may find the file settling)
+                if self.engine.presence.pending():
+                    self._sweep_wakeup.set()
+                if heavy.error is not None:
+                    self.faults.report(heavy.error)
+                return heavy
         give_up = trio.current_time() + limits.SETTLE_WAIT_SECONDS
         while True:
             outcome: Outcome
@@ -175,6 +198,48 @@ class Room:
         except CommonroomError as error:
             return attrs.evolve(outcome, result=None, error=error)
         return attrs.evolve(outcome, result=AppReply(start.task_id, start.app_revision, reply))
+
+    async def _heavy_read(self, name: str, bearer: str | None, params: Mapping[str, Any],
+                          from_query: bool) -> Outcome:
+        """A read that computes diffs: its transaction on the store thread, its diffs after it,
+        on a worker thread outside the store's limiter (the module docstring)."""
+        refused = self._heavy_read_refused(bearer)
+        if refused is not None:
+            return Outcome(None, refused, [])
+
+        def run() -> Outcome:
+            return facade.execute(self.engine, name, bearer, params, from_query=from_query,
+                                  later=True)
+
+        async with self.heavy_limiter:
+            async with self.limiter:
+                outcome: Outcome = await trio.to_thread.run_sync(run)
+            self._checkpoint_if_due()
+            if outcome.error is not None:
+                return outcome
+            result = await trio.to_thread.run_sync(facade.resolve_later, outcome.result)
+        return Outcome(result, None, outcome.events)
+
+    def _heavy_read_refused(self, bearer: str | None) -> CommonroomError | None:
+        """A heavy read past its participant's window (the host's never is), else None."""
+        try:
+            key = facade.hash_secret(bearer) if bearer else None
+        except UnicodeEncodeError:  # a lone surrogate: no session the room minted
+            key = None
+        participant = self.engine.live_sessions.get(key) if key is not None else None
+        if participant is None or participant == self.engine.host_participant_id:
+            return None  # the engine answers who that is (or is not)
+        wait = self.heavy_reads.acquire(participant)
+        if wait is None:
+            return None
+        seconds = max(1, int(wait) + 1)
+        return CommonroomError(
+            "limit_exceeded",
+            f"at most {limits.HEAVY_READS_PER_MINUTE} diffs, blames and rebases a minute; try"
+            f" again in {seconds} s",
+            {"scope": "heavy_reads", "limit": limits.HEAVY_READS_PER_MINUTE},
+            retry_after_seconds=seconds,
+        )
 
     def _runs_here(self, name: str) -> bool:
         """Does the call run on the trio thread? Asked holding the store's limiter.

@@ -49,6 +49,14 @@ class FileStamp:
         return self.mtime_ns % _COARSE_NS == 0
 
 
+class NotRegularFile(OSError):
+    """The document's path names a FIFO, a socket, a device or a folder: never read it
+    (opening a FIFO for reading waits for a writer, and held the store thread for ever)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(errno.EINVAL, "not a regular file", str(path))
+
+
 class DocumentFile:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -71,8 +79,13 @@ class DocumentFile:
         FileNotFoundError when there is no file to read.
         """
         before = FileStamp.of(os.stat(self.path))
-        with open(self.path, "rb") as handle:
-            opened = FileStamp.of(os.fstat(handle.fileno()))
+        # Never blocking: a FIFO put in place of the document opens at once and is refused.
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as handle:
+            found = os.fstat(fd)
+            if not stat_mod.S_ISREG(found.st_mode):
+                raise NotRegularFile(self.path)
+            opened = FileStamp.of(found)
             data = handle.read()
         after = self.stat()
         return data, before, after if opened == before else None
@@ -205,7 +218,7 @@ class DocumentFile:
     def _open_quietly(self) -> int | None:
         """A read-only descriptor of the document, or None (gone, unreadable)."""
         try:
-            return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+            return os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return None
 

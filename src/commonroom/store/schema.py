@@ -355,6 +355,17 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX permission_requests_pending ON permission_requests (expires_at)
         WHERE status = 'pending';
 """,
+    # 12 -> 13: narrow policies (docs/spec/PROTOCOL.md section 18, wave 4). A policy names
+    # participants by an invitation label the host set, never by a display name; each
+    # participant keeps the label of the host's invitation it joined through. Thread
+    # comments count against their author's room-text budget (by author and time), and
+    # the page reads the threads that moved since it last looked (by `updated_at`).
+    """
+    ALTER TABLE policies ADD COLUMN label TEXT;
+    ALTER TABLE participants ADD COLUMN label TEXT;
+    CREATE INDEX thread_comments_author ON thread_comments (participant_id, created_at);
+    CREATE INDEX threads_updated ON threads (updated_at);
+""",
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

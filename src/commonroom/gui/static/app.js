@@ -71,7 +71,21 @@
   function nameOf(pid) {
     if (!pid) return "someone editing the file";
     const p = state.names.get(pid);
-    return p ? p.name : "someone who left";
+    if (!p) return "someone who left";
+    return misleading(pid, p) ? `${p.name} (${p.kind} ${pid.slice(0, 7)})` : p.name;
+  }
+
+  // A name that could pass for someone else's is shown with its kind and a short id: not
+  // plain ASCII, or alike (case, width, punctuation aside) to the host's or another's.
+  function foldedName(name) { return String(name).normalize("NFKC").toLowerCase().replace(/[^\p{L}\p{N}]/gu, ""); }
+  function misleading(pid, p) {
+    const host = p.capabilities && p.capabilities.includes("*");
+    if (!/^[\x20-\x7e]*$/.test(p.name)) return true;
+    if (host) return false;
+    const folded = foldedName(p.name);
+    if (folded === "host") return true;
+    for (const [other, q] of state.names) if (other !== pid && foldedName(q.name) === folded) return true;
+    return false;
   }
 
   function ago(iso) {
@@ -334,6 +348,8 @@
     const before = blocksOf(oldSrc), after = blocksOf(newSrc);
     const parts = Diff.diffArrays(before.map((b) => b.src), after.map((b) => b.src));
     let i = 0, j = 0, changed = 0;
+    // What the rendered text does not show: where links point (definitions, destinations).
+    changed += markDefinitions(oldSrc, newSrc, parent);
     for (let k = 0; k < parts.length; k++) {
       const part = parts[k];
       if (!part.added && !part.removed) {
@@ -359,6 +375,10 @@
         if (n < pairs && old.type === neu.type && similar(old, neu)) {
           const box = el("div", { class: "blk-changed" });
           renderWordDiff(old, neu, box);
+          const pointed = markTargets(old, neu, box);
+          if (!pointed && joinPieces(pieces(old.tokens)).text === joinPieces(pieces(neu.tokens)).text) {
+            box.append(el("p", { class: "outside-change", role: "note" }, "Its source changed, not its rendered text (spacing, escapes or markup that renders the same): see the Unified view."));
+          }
           parent.append(box);
         } else {
           if (old) { const box = el("div", { class: "blk-del", "aria-label": "removed" }); renderTokens(old.tokens, box, plainText); parent.append(box); }
@@ -366,7 +386,52 @@
         }
       }
     }
-    if (changed === 0) parent.append(el("p", { class: "muted no-change" }, "No change: the two texts are the same."));
+    if (changed === 0 && (oldSrc || "") !== (newSrc || "")) {
+      // Never "No change" for a text that changes: say where the change is.
+      parent.append(el("p", { class: "outside-change", role: "note" }, "This changes only what the rendered text does not show (spacing, escapes, comments or markup that renders the same): see the Unified view."));
+    } else if (changed === 0) parent.append(el("p", { class: "muted no-change" }, "No change: the two texts are the same."));
+  }
+
+  // Link reference definitions ([label]: destination) render as nothing, yet decide where
+  // every [label] link in the document points: each one added, removed or changed is shown.
+  function definitionsOf(src) {
+    const env = {};
+    md.parse(src || "", env);
+    return env.references || {};
+  }
+  function markDefinitions(oldSrc, newSrc, parent) {
+    const was = definitionsOf(oldSrc), now = definitionsOf(newSrc);
+    let marked = 0;
+    for (const label of new Set([...Object.keys(was), ...Object.keys(now)])) {
+      const a = was[label], b = now[label];
+      if (a && b && a.href === b.href && (a.title || "") === (b.title || "")) continue;
+      const what = !a ? `added: [${label}] → ${b.href}` : !b ? `removed: [${label}] (was ${a.href})` : `changed: [${label}] ${a.href} → ${b.href}`;
+      parent.append(el("p", { class: "link-change", role: "note" }, `Link definition ${what}. It decides where every [${label}] link points, in any section.`));
+      marked++;
+    }
+    return marked;
+  }
+
+  // Link destinations and images inside a changed block: their text may read the same.
+  function targetsOf(tokens) {
+    const out = [];
+    for (const token of tokens) {
+      for (const child of token.children || []) {
+        if (child.type === "link_open") out.push(`link → ${child.attrGet("href")}`);
+        if (child.type === "image") out.push(`image ${child.attrGet("src")}`);
+      }
+    }
+    return out;
+  }
+  function markTargets(oldBlock, newBlock, box) {
+    const was = targetsOf(oldBlock.tokens), now = targetsOf(newBlock.tokens);
+    const gone = was.filter((t) => !now.includes(t)), come = now.filter((t) => !was.includes(t));
+    if (!gone.length && !come.length) return false;
+    const note = el("p", { class: "link-change", role: "note" }, "Where it points changed: ");
+    for (const t of gone) note.append(el("del", {}, t), " ");
+    for (const t of come) note.append(el("ins", {}, t), " ");
+    box.append(note);
+    return true;
   }
 
   // A word diff with semantic cleanup (diff-match-patch): each word (or space run, or
@@ -672,6 +737,7 @@
       state.view = p && p.amended ? "amended" : "rendered"; // an amended one opens on what the reviewer changed
       $("review-comment").value = ""; $("edit-text").value = "";
       $("review-error").hidden = true; $("reject-hint").hidden = true;
+      $("review-revised").hidden = true;
     }
     $("review").hidden = false;
     markSelected();
@@ -715,6 +781,10 @@
     const previous = state.detail && state.detail.proposal_id === id ? state.detail : null;
     const sameText = previous && previous.content === detail.content && state.current === current;
     if (previous && !sameText) state.dropped = new Set(); // new hunks: old choices do not carry over
+    // The review binds to the revision shown: a new one while it was open is said, not slipped in.
+    if (previous && previous.revision !== detail.revision) {
+      showRevised(`${nameOf(detail.participant_id)} revised this proposal (now revision ${detail.revision}) while it was open: the diff below is the new one.`);
+    }
     // Re-draw the diff only when what it shows changed: focus and scroll stay put otherwise.
     const redraw = !sameText || previous.status !== detail.status || previous.stale !== detail.stale;
     state.detail = detail; state.current = current;
@@ -730,6 +800,7 @@
     const notes = [];
     if (detail.amended) notes.push(`Approved with edits by ${nameOf(detail.reviewer_id)}: "Amendment" shows them against the author's text.`);
     if (detail.review_comment) notes.push(`${nameOf(detail.reviewer_id)} commented: ${detail.review_comment}`);
+    for (const warning of detail.warnings || []) notes.push(`Beyond this section: ${warning}.`);
     $("review-amended").hidden = notes.length === 0;
     $("review-amended").textContent = notes.join(" ");
     $("view-amended").hidden = !detail.amended;
@@ -856,7 +927,9 @@
       $("review-comment").focus();
       return;
     }
-    const params = { proposal_id: state.selected, decision };
+    // The decision names the revision on screen: the room decides nothing when it moved on.
+    if (!state.detail || state.detail.proposal_id !== state.selected) return;
+    const params = { proposal_id: state.selected, decision, revision: state.detail.revision };
     if (comment) params.comment = comment;
     if (decision === "approve" && (state.editing || state.dropped.size)) {
       const text = proposedText();
@@ -896,8 +969,43 @@
     state.held.delete(id);
     held.toast.remove();
     try { await api("POST", "/proposal/review", held.params); }
-    catch (error) { showNotice(`Could not ${held.params.decision} “${held.summary}”: ${error.message}`); }
+    catch (error) {
+      const body = error.body || {};
+      if (body.error === "proposal_conflict" && body.details && body.details.reason === "revised") {
+        await reopenRevised(id, held, body.details.current_revision);
+      } else {
+        showNotice(`Could not ${held.params.decision} “${held.summary}”: ${error.message}`);
+      }
+    }
     scheduleRefresh();
+  }
+
+  function showRevised(text) { const n = $("review-revised"); n.textContent = text; n.hidden = !text; }
+
+  // A revision that arrives while a decision waits out its undo window cancels that
+  // decision (it was made on the text before): nothing is sent, the new diff is shown.
+  function revisedWhileHeld(data) {
+    let event;
+    try { event = JSON.parse(data); } catch (_) { return; }
+    const p = event && event.payload;
+    const held = p && state.held.get(p.proposal_id);
+    if (!held || held.params.revision === p.revision) return;
+    clearTimeout(held.timer);
+    state.held.delete(p.proposal_id);
+    held.toast.remove();
+    renderQueue(); renderDocument();
+    reopenRevised(p.proposal_id, held, p.revision);
+  }
+
+  async function reopenRevised(id, held, revision) {
+    const what = held.params.decision === "approve" ? "approval" : "decision";
+    const text = `“${held.summary}” was revised (now revision ${revision}) while your ${what} waited: nothing was sent. Here is the new diff; decide again.`;
+    showNotice(text);
+    await openReview(id, { keepFocus: true });
+    showRevised(text);
+    $("review-comment").value = held.params.comment || "";
+    const item = queueItem(id);
+    (item || $("review-title")).focus();
   }
 
   // Undo: nothing was sent; the proposal is open again as it was (comment and edit kept).
@@ -1370,6 +1478,7 @@
         const id = Number(event.lastEventId);
         if (id) state.latestEvent = Math.max(state.latestEvent, id);
         if (type === "proposal.created") showArrived(event.data);
+        if (type === "proposal.revised") revisedWhileHeld(event.data);
         if (tasks && tasks.onEvent(type, event.data)) return; // hook: tasks (its events change its cards only)
         scheduleRefresh(type);
       });

@@ -159,7 +159,8 @@ window.commonroomBlame = (() => {
     clear(list);
     if (!policies.length) list.append(el("li", { class: "muted" }, "No policies: every proposal waits for you. Add one with `ce policy add`."));
     for (const p of policies) {
-      const who = p.participant_id ? ctx.nameOf(p.participant_id) : `names matching ${p.name_pattern}`;
+      const who = p.participant_id ? ctx.nameOf(p.participant_id)
+        : p.label ? `invitation label ${p.label}` : `names matching ${p.name_pattern} (never: names are not trusted)`;
       const state = p.active ? "active" : p.paused ? "paused" : "expired";
       const until = p.expires_at ? ` until ${p.expires_at.slice(0, 16).replace("T", " ")}` : "";
       const row = el("li", { "data-policy": p.policy_id, class: "policy " + state },

@@ -16,7 +16,8 @@
 
   const QUOTE_MAX = 500;
   let ctx = null;
-  const mine = { threads: [], revisions: new Map(), rebase: null, reviewing: null };
+  const mine = { threads: [], byId: new Map(), since: null, revisions: new Map(), rebase: null, reviewing: null };
+  const SHOWN = 200; // the newest threads the page shows (the list's largest page)
 
   const $ = (id) => document.getElementById(id);
   const el = (...args) => ctx.el(...args);
@@ -29,9 +30,19 @@
     return { refresh, review };
   }
 
+  // Incremental: the first look reads the newest threads, every later one only those that
+  // changed since the newest `updated_at` it holds (a room with thousands of comments is not
+  // read again at each event).
   async function refresh() {
-    const listed = await ctx.api("GET", "/threads", { limit: 200 });
-    mine.threads = listed.threads;
+    const params = mine.since ? { limit: SHOWN, since: mine.since } : { limit: SHOWN };
+    const listed = await ctx.api("GET", "/threads", params);
+    for (const thread of listed.threads) {
+      mine.byId.set(thread.thread_id, thread);
+      if (!mine.since || thread.updated_at > mine.since) mine.since = thread.updated_at;
+    }
+    const all = [...mine.byId.values()].sort((a, b) => (a.created_at < b.created_at ? 1 : a.created_at > b.created_at ? -1 : 0));
+    for (const dropped of all.slice(SHOWN)) mine.byId.delete(dropped.thread_id);
+    mine.threads = all.slice(0, SHOWN);
     renderMargins();
     renderBlocking();
     if (mine.reviewing) renderReviewThreads();
@@ -314,7 +325,7 @@
       return;
     }
     try {
-      await ctx.api("POST", "/proposal/review", { proposal_id: detail.proposal_id, decision: "request_changes", comment });
+      await ctx.api("POST", "/proposal/review", { proposal_id: detail.proposal_id, decision: "request_changes", comment, revision: detail.revision });
       $("review-comment").value = "";
       $("review-error").hidden = true;
       await ctx.loadRoom();
@@ -430,7 +441,7 @@
     const detail = mine.reviewing;
     try {
       if (detail.status === "pending") {
-        await ctx.api("POST", "/proposal/review", { proposal_id: detail.proposal_id, decision: "request_changes", comment: text });
+        await ctx.api("POST", "/proposal/review", { proposal_id: detail.proposal_id, decision: "request_changes", comment: text, revision: detail.revision });
       } else {
         await ctx.api("POST", "/thread", { region: detail.region, body: `${detail.proposal_id}: ${text}` });
       }

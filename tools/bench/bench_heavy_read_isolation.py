@@ -1,0 +1,183 @@
+"""`heavy_read_isolation` (TARGETS.md, "Many agents at once"): the host's status while one
+agent asks, again and again, for the largest answers the room computes.
+
+Usage: ``python tools/bench/bench_heavy_read_isolation.py [--seconds 15] [--connections 2]``
+(about 40 s)
+
+A real `ce serve` on samples/idea.md (a temporary folder, deleted at the end). One agent
+with a default invitation proposes a 256 KiB text on Risks and revises it to another,
+both of the costliest shape for a line diff (tools/hostile/heavy_reads.py, lines of 20
+bytes: the shape that costs the most below the bound), then, over CONNECTIONS
+connections at once, asks as fast as the room lets it for its proposal (the diff of its
+two revisions and the diff against the current text) and for the diff of the whole
+document between two versions. Meanwhile the host's `GET /workspace/status` (the host
+bearer, a new connection each, every 0.15 s) is timed: SECONDS with nothing else going
+on (the baseline), then SECONDS during the attack.
+
+Figures: the host's status p50 / p99 / max in both phases; `heavy_read_isolation` = p99
+during ÷ p99 baseline (TARGET ≤ 2.0); the agent's answers (200 / 429) and the slowest
+200 it got, an upper bound of one answer's room CPU (TARGET ≤ 250 ms).
+
+The last line is one JSON object with every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from tools.hostile.heavy_reads import revisions  # noqa: E402
+
+SAMPLE = ROOT / "samples" / "idea.md"
+# The host's status every 0.15 s: inside its own 600 requests a minute over both phases.
+POLL_EVERY = 0.15
+
+
+def _ce() -> str:
+    beside = Path(sys.executable).parent / "ce"
+    return str(beside) if beside.exists() else "ce"
+
+
+def _call(port: int, method: str, path: str, bearer: str | None = None,
+          body: Any = None) -> tuple[int, Any]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Host": "commonroom", "Content-Type": "application/json"}
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
+    try:
+        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def _ok(port: int, method: str, path: str, bearer: str | None = None, body: Any = None) -> Any:
+    status, answer = _call(port, method, path, bearer, body)
+    if status != 200:
+        raise RuntimeError(f"{method} {path}: {status} {answer}")
+    return answer
+
+
+def _poll(port: int, bearer: str, seconds: float) -> list[float]:
+    latencies: list[float] = []
+    stop_at = time.perf_counter() + seconds
+    while time.perf_counter() < stop_at:
+        started = time.perf_counter()
+        status, _ = _call(port, "GET", "/workspace/status", bearer)
+        latencies.append(time.perf_counter() - started if status == 200 else math.inf)
+        time.sleep(POLL_EVERY)
+    return latencies
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def _ms(values: list[float]) -> dict[str, float]:
+    return {"p50": round(_percentile(values, 0.5) * 1000, 1),
+            "p99": round(_percentile(values, 0.99) * 1000, 1),
+            "max": round(max(values) * 1000, 1), "calls": len(values)}
+
+
+def run(seconds: float, connections: int) -> dict[str, Any]:
+    folder = Path(tempfile.mkdtemp(prefix="heavy-"))
+    doc = folder / "idea.md"
+    shutil.copyfile(SAMPLE, doc)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(folder), "XDG_CONFIG_HOME": str(folder)}
+    room = subprocess.Popen([_ce(), "serve", str(doc), "--json", "--port-owner", "0",
+                             "--port-ingress", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
+                            env=env, cwd=folder)
+    try:
+        assert room.stdout is not None
+        ready = json.loads(room.stdout.readline())
+        port = int(ready["ingress_port"])
+        os.environ["XDG_RUNTIME_DIR"] = str(folder)  # where `ce serve` wrote its credentials
+        from commonroom.credentials import read_credentials
+
+        credentials = read_credentials(doc)
+        assert credentials is not None
+        host_bearer = str(credentials.host_session)
+        agent = _ok(port, "POST", "/session/join", None,
+                    {"invite": ready["invitation"], "name": "hammer"})["session_id"]
+        first, second = revisions("## Risks", size=250 * 1024, line_bytes=20)
+        version = _ok(port, "GET", "/workspace/status", agent)["version"]
+        made = _ok(port, "POST", "/workspace/propose", agent, {
+            "region": "Risks", "base_version": version, "summary": "long", "content": first})
+        _ok(port, "POST", "/workspace/proposal/revise", agent,
+            {"proposal_id": made["proposal_id"], "content": second})
+        baseline = _poll(port, host_bearer, seconds)
+        stop = threading.Event()
+        answers: list[tuple[int, float]] = []
+        paths = [f"/workspace/proposal?proposal_id={made['proposal_id']}",
+                 f"/workspace/diff?base_version=1&to_version={version}"]
+
+        def hammer(k: int) -> None:
+            n = k
+            while not stop.is_set():
+                started = time.perf_counter()
+                status, _ = _call(port, "GET", paths[n % len(paths)], agent)
+                answers.append((status, time.perf_counter() - started))
+                n += 1
+
+        threads = [threading.Thread(target=hammer, args=(k,)) for k in range(connections)]
+        for thread in threads:
+            thread.start()
+        try:
+            during = _poll(port, host_bearer, seconds)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+    finally:
+        room.send_signal(signal.SIGINT)
+        try:
+            room.wait(10)
+        except subprocess.TimeoutExpired:
+            room.kill()
+            room.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+    served = [elapsed for status, elapsed in answers if status == 200]
+    base, hot = _ms(baseline), _ms(during)
+    return {
+        "status_baseline_ms": base, "status_during_ms": hot,
+        "heavy_read_isolation": round(hot["p99"] / base["p99"], 2) if base["p99"] else None,
+        "agent_answers_200": len(served),
+        "agent_answers_429": sum(1 for status, _ in answers if status == 429),
+        "agent_slowest_200_ms": round(max(served) * 1000, 1) if served else None,
+        "seconds": seconds, "connections": connections,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--connections", type=int, default=2)
+    args = parser.parse_args()
+    figures = run(args.seconds, args.connections)
+    figures["machine"] = (f"{platform.machine()} {os.cpu_count()} cores, Python"
+                          f" {platform.python_version()}, load {os.getloadavg()[0]:.1f}")
+    for key, value in figures.items():
+        print(f"{key}: {value}")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
