@@ -221,6 +221,10 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
         for table, column in (("sessions", "invite_id"), ("invitations", "max_sessions"),
                               ("proposals", "content_bytes"), ("proposals", "pruned_at")):
             older.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
+        # the host's saves (wave 4): a save's undoes, a vanished lease region
+        for table, column in (("versions", "undoes"), ("versions", "undoes_settled"),
+                              ("leases", "vanished_at")):
+            older.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         # the schema just before the index migration (3 -> 4)
         older.execute("PRAGMA user_version = 3")
         older.commit()

@@ -34,6 +34,7 @@ from commonroom.engine import (
     gitsync,
     leases,
     proposals,
+    revisions,
     sessions,
     threads,
 )
@@ -56,7 +57,11 @@ HOOKS = Hooks(
     on_document_change=(
         # provenance first: a committed proposal's texts are still unpruned here
         blame.record_version,
-        leases.on_document_change, proposals.on_document_change, leases.hold_human_edits,
+        leases.on_document_change,
+        # a host's save rebases pending work where the merge is clean; the proposals
+        # hook then supersedes only what is still stale
+        revisions.rebase_on_host_save,
+        proposals.on_document_change, leases.hold_human_edits,
         threads.on_document_change,  # the review conversation: re-anchor threads (issue 22)
         gitsync.on_document_change,  # last: it only schedules the git commit after this one
     ),

@@ -271,6 +271,8 @@ class ProposalRevised(Payload):
     base_version: int
     summary: str
     rebased: bool
+    by: str | None = None
+    """`host_editor`: the room rebased it onto a host's save (PROTOCOL.md 16); else absent."""
 
 
 @attrs.frozen
@@ -308,6 +310,16 @@ class ThreadOutdated(Payload):
     """Its region or its quote is gone at `version` (the thread is kept)."""
 
     TYPE: ClassVar[str] = "thread.outdated"
+    thread_id: str
+    region: str
+    version: int
+
+
+@attrs.frozen
+class ThreadReanchored(Payload):
+    """An outdated thread's region and quote are back at `version`: it is open again."""
+
+    TYPE: ClassVar[str] = "thread.reanchored"
     thread_id: str
     region: str
     version: int
@@ -498,6 +510,8 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(ThreadReplied, (_T,)),
         _spec(ThreadResolved, (_T,)),
         _spec(ThreadOutdated, (_T,)),
+        # -- the host's saves (PROTOCOL.md 16, wave 4)
+        _spec(ThreadReanchored, (_T,)),
     )
 }
 

@@ -214,6 +214,8 @@ class RevisionInfo:
     summary: str
     created_at: str
     rebased: bool
+    by: str | None = None
+    """`host_editor` when the room rebased the proposal onto a host's save (PROTOCOL.md 16)."""
 
 
 @attrs.frozen
