@@ -37,6 +37,7 @@ from commonroom.engine import (
     revisions,
     sessions,
     threads,
+    undoes,
 )
 from commonroom.engine.config import DEFAULT_CONFIG, EngineConfig
 from commonroom.engine.core import Engine
@@ -70,6 +71,7 @@ HOOKS = Hooks(
     # Presence changes are announced by the room's sweeper (participant.present/away).
     on_sweep=(access.presence_sweep,),
     next_sweep=(access.presence_due,),
+    undone_by_save=undoes.find_undone,
 )
 
 

@@ -76,18 +76,23 @@ def next_expiry(tx: Tx) -> datetime | None:
 
 
 def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str | None) -> None:
-    """A lease whose region no longer exists ends (`region_removed`) unless the region comes
-    back within `TORN_SAVE_SECONDS`: a save seen half-way cuts sections off, and the next
-    version brings them back (PROTOCOL.md 16, wave 4). Until then the lease is kept, marked
-    `vanished_at`; the expiry hook ends it when the time is up."""
+    """A lease whose region no longer exists ends (`region_removed`); after a host's save,
+    only if the region is not back within `TORN_SAVE_SECONDS`: a save seen half-way cuts
+    sections off, and the next version brings them back (PROTOCOL.md 16, wave 4). Until
+    then the lease is kept, marked `vanished_at`; the expiry hook ends it when the time is
+    up."""
     vanished = dict(tx.conn.execute(
         "SELECT lease_id, vanished_at FROM leases WHERE ended_at IS NULL AND vanished_at IS NOT NULL"
     ).fetchall())
+    row = tx.conn.execute("SELECT source FROM versions WHERE version = ?", (after.version,)).fetchone()
+    saved = row is not None and row[0] == "external"
     for lease in open_leases(tx):
         if lease.region == WHOLE:
             continue
         gone = not after.outline.has_path(lease.region)
-        if gone and lease.lease_id not in vanished:
+        if gone and not saved:  # a commit, revert or restore removed it: that is no cut
+            end_lease(tx, lease, "region_removed")
+        elif gone and lease.lease_id not in vanished:
             tx.conn.execute("UPDATE leases SET vanished_at = ? WHERE lease_id = ?",
                             (tx.now_s, lease.lease_id))
         elif not gone and lease.lease_id in vanished:

@@ -28,6 +28,7 @@ from commonroom.engine import (
     surfaces,
     tasks,
     threads,
+    undoes,
 )
 from commonroom.engine.tx import Handler
 from commonroom.protocol.operations import OPERATIONS_BY_NAME
@@ -87,6 +88,8 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.blame": blame.blame,
     "workspace.revert": restore.revert,
     "workspace.restore": restore.restore,
+    "workspace.undone": undoes.undone_saves,
+    "workspace.reapply": undoes.reapply,
     "workspace.policy_add": policies.add,
     "workspace.policy_remove": policies.remove,
     "workspace.policy_pause": policies.pause,
@@ -101,7 +104,8 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.proposal.rebase": revisions.rebase,
 }
 
-WRITES_DOCUMENT: Final = frozenset({"workspace.commit", "workspace.revert", "workspace.restore"})
+WRITES_DOCUMENT: Final = frozenset({"workspace.commit", "workspace.revert", "workspace.restore",
+                                     "workspace.reapply"})
 """The operations that may write the document (a temp file, fsyncs, a rename): the room runs
 them on its store thread, the other writes on its event loop (`room.core.Room._runs_here`).
 `dispatch.execute` refuses a staged write from any other operation."""

@@ -326,6 +326,14 @@ class ThreadReanchored(Payload):
 
 
 @attrs.frozen
+class UndoneChange:
+    """A version by someone else whose change a host's save took back."""
+
+    version: int
+    participant_id: str
+
+
+@attrs.frozen
 class ChangeCommitted(Payload):
     TYPE: ClassVar[str] = "change.committed"
     version: int
@@ -336,6 +344,8 @@ class ChangeCommitted(Payload):
     # provenance (docs/spec/PROTOCOL.md section 18): the version a revert undid / a restore went back to
     reverts: int | None = None
     restores: int | None = None
+    # a host's save that took back recent changes by others (PROTOCOL.md 16, wave 4)
+    undoes: list[UndoneChange] | None = None
 
 
 # -- handoffs, tasks, messages --------------------------------------------------
