@@ -621,6 +621,10 @@ class Engine:
             return "settling"
         return "unusable" if self.file_problem is not None else "settled"
 
+    def without_room(self) -> None:
+        """A host command opened the sidecar while no room runs: the status says `stopped`."""
+        self.lifecycle = "stopped"
+
     def begin_stopping(self) -> None:
         """The room is stopping: diagnostics say so (the last state change of a served engine)."""
         self.lifecycle = "stopping"
