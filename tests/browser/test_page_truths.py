@@ -1,0 +1,93 @@
+"""The page tells the truth (wave 4), in real Chromium against a real `ce serve`.
+
+- a save from a stale editor buffer: "Your save (vN) undid ada's change (vM)" with Re-apply
+  and Keep mine; Re-apply brings the agent's line back as a new version;
+- relative times tick ("x s ago" is rewritten every second), lease badges say "14:57 left";
+- a committed proposal shows what it changed, not "No change".
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from tests.browser.conftest import ARTIFACTS, open_page
+from tests.browser.test_provenance_page import PROBLEM, join, land, region_text
+from tests.e2e.conftest import Room
+
+RISKS_TITLE = "Risks"
+
+
+def wait_for_version(room: Room, version: int) -> None:
+    deadline = time.monotonic() + 15
+    while room.version() < version:
+        assert time.monotonic() < deadline, "the save was never recorded"
+        time.sleep(0.1)
+
+
+def test_a_stale_buffer_save_offers_reapply_which_restores_the_agents_line(page: Any, room: Room) -> None:
+    ada, _ = join(room, "ada")
+    stale = room.doc.read_text()  # the host's editor buffer, from before ada's commit
+    problem = region_text(room, PROBLEM)
+    committed = land(room, ada, PROBLEM, problem.rstrip("\n") + "\nAnd nobody lends them.\n\n",
+                     "one more line")["version"]
+    room.doc.write_text(stale.replace("## Open questions", "## Open questions (host)"))
+    wait_for_version(room, committed + 1)
+    saved = committed + 1
+
+    open_page(page, room)
+    banner = page.locator(".undoes-item")
+    banner.wait_for()
+    assert f"Your save (v{saved}) undid ada's change (v{committed})." in banner.inner_text()
+    assert room.version() == saved  # nothing happened by itself
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "undoes-1280.png"))
+    page.click(".undoes-reapply")
+    page.locator(".undoes-result", has_text=f"Re-applied as version {saved + 1}.").wait_for()
+    text = room.doc.read_text()
+    assert "And nobody lends them." in text and "## Open questions (host)" in text
+    page.locator("#document", has_text="And nobody lends them.").wait_for()
+    assert page.locator(".undoes-reapply").count() == 0
+
+
+def test_keep_mine_leaves_the_save_and_the_notice_goes(page: Any, room: Room) -> None:
+    ada, _ = join(room, "ada")
+    stale = room.doc.read_text()
+    problem = region_text(room, PROBLEM)
+    committed = land(room, ada, PROBLEM, problem.rstrip("\n") + "\nAnd nobody lends them.\n\n",
+                     "one more line")["version"]
+    room.doc.write_text(stale)
+    wait_for_version(room, committed + 1)
+    open_page(page, room)
+    page.locator(".undoes-keep").click()
+    page.locator(".undoes-result", has_text="Kept as you saved it.").wait_for()
+    assert room.version() == committed + 1
+    page.reload()
+    page.wait_for_selector("body[data-ready='true']")
+    assert page.locator("#undoes").is_hidden()
+
+
+def test_times_tick_leases_count_down_and_a_committed_proposal_shows_its_change(
+        page: Any, room: Room) -> None:
+    ada, _ = join(room, "ada")
+    ada.ok("POST", "/workspace/checkout", {"region": RISKS_TITLE, "minutes": 15})
+    problem = region_text(room, PROBLEM)
+    landed = land(room, ada, PROBLEM, problem.replace("Readers buy books", "Readers keep books"),
+                  "keep, not buy")
+    open_page(page, room)
+    badge = page.locator(".lease", has_text="leased by ada")
+    badge.wait_for()
+    assert badge.inner_text().endswith(" left"), badge.inner_text()
+    stamp = page.locator("#history time[data-ago]").first
+    first = stamp.inner_text()
+    assert first.endswith("s ago"), first
+    page.clock.run_for(65_000)
+    later = page.locator("#history time[data-ago]").first.inner_text()
+    assert later != first and later.endswith("min ago"), (first, later)
+
+    proposal_id = landed["proposal_id"]
+    shown = page.locator(f"#queue-list button[data-proposal='{proposal_id}']")
+    shown.first.click()
+    body = page.locator("#review-body")
+    body.locator(".blk-changed, .blk-ins, .blk-del").first.wait_for()
+    assert "No change" not in body.inner_text()
