@@ -89,5 +89,6 @@ def test_times_tick_leases_count_down_and_a_committed_proposal_shows_its_change(
     shown = page.locator(f"#queue-list button[data-proposal='{proposal_id}']")
     shown.first.click()
     body = page.locator("#review-body")
-    body.locator(".blk-changed, .blk-ins, .blk-del").first.wait_for()
+    body.locator(".blk-changed").first.wait_for()
     assert "No change" not in body.inner_text()
+    assert "keep" in body.locator(".blk-changed").first.inner_text()
