@@ -92,3 +92,42 @@ def test_times_tick_leases_count_down_and_a_committed_proposal_shows_its_change(
     body.locator(".blk-changed").first.wait_for()
     assert "No change" not in body.inner_text()
     assert "keep" in body.locator(".blk-changed").first.inner_text()
+
+
+def test_at_800_px_the_queue_is_beside_the_document_and_the_margins_stay_small(
+        page: Any, room: Room) -> None:
+    ada, _ = join(room, "ada")
+    problem = region_text(room, PROBLEM)
+    room.propose(ada, PROBLEM, problem.replace("Readers buy", "Readers borrow"), "borrow")
+    asked = ada.ok("POST", "/workspace/thread", {"region": PROBLEM, "body": "Settled already?"})
+    ada.ok("POST", "/workspace/thread/resolve", {"thread_id": asked["thread_id"], "resolved": True})
+    risks = region_text(room, f"{PROBLEM.split('/')[0]}/Risks")
+    one = land(room, ada, "Risks", risks.rstrip("\n") + "\nOne.\n\n", "one line")
+    assert one["version"] >= 2
+    page.set_viewport_size({"width": 800, "height": 900})
+    open_page(page, room)
+    queue = page.locator("#queue").bounding_box()
+    document = page.locator("#document").bounding_box()
+    assert queue is not None and document is not None
+    assert queue["x"] > document["x"] + document["width"] - 1  # beside, not below
+    assert queue["y"] < 900  # on the first screen
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-800.png"))
+    # A resolved thread is one line in its margin; it opens to be read or reopened.
+    collapsed = page.locator(f".thread-collapsed[data-thread='{asked['thread_id']}']")
+    collapsed.wait_for()
+    summary = collapsed.locator("summary")
+    assert "Resolved · ada: Settled already?" in summary.inner_text()
+    assert collapsed.locator("textarea").is_hidden()
+    height = summary.bounding_box()
+    assert height is not None and height["height"] < 30
+    summary.click()
+    assert collapsed.get_by_role("button", name="Reopen").is_visible()
+    # The blame gutter is a thin coloured rule; the legend counts "1 line", not "1 lines".
+    page.click("#blame-toggle")
+    page.locator("#blame-lines li").first.wait_for()
+    rule = page.locator(".blame-line .who").first.bounding_box()
+    assert rule is not None and rule["width"] <= 6
+    legend = page.locator("#blame-legend").inner_text()
+    assert "ada (agent) · 1 line" in legend.splitlines()
+    assert "v" in (page.locator(".blame-line").first.get_attribute("title") or "")
