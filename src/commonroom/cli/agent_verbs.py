@@ -176,7 +176,8 @@ def whoami(profile: str | None, invitation: str | None, session: str | None,
     if who.name is None:
         echo("session: from --invitation/--session or CE_INVITATION/CE_SESSION (no profile)")
     else:
-        echo(f"profile: {who.name}{' (default: the last joined)' if data['default'] else ''}")
+        echo(f"profile: {who.name}{' (the default)' if data['default'] else ''}")
+        echo(f"room: {profiles.room_label(who)}")
     for key in ("name", "participant_id", "kind", "workspace_id", "expires_at"):
         if data.get(key) is not None:
             echo(f"{key}: {data[key]}")
