@@ -10,13 +10,14 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import ce, ce_ok, start_room
+from tests.e2e.conftest import at_terminal, ce, ce_ok, start_room
 
 pytestmark = pytest.mark.e2e
 
@@ -122,5 +123,32 @@ def test_the_host_forms_of_the_read_verbs_and_names_in_threads(tmp_path: Path) -
         assert "by ada (agent)" in threads.stdout and "  ada (agent): Which release?" in threads.stdout
         host_threads = ce("threads", str(doc)).stdout
         assert "  ada (agent): Which release?" in host_threads
+    finally:
+        room.close()
+
+
+def test_a_stale_error_shows_its_diff_line_by_line_on_a_terminal(tmp_path: Path) -> None:
+    doc = tmp_path / "plan.md"
+    doc.write_text(TEXT)
+    room = start_room(doc, "--port-ingress", "0", "--human-hold-minutes", "0")
+    try:
+        join(doc, "ada")
+        ce_ok("read", "Goals", "--profile", "ada")
+        doc.write_text(TEXT.replace("- ship it\n", "- ship it\n- ship it soon\n- ship it well\n"))
+        wait_for_version(doc, 2)
+        content = tmp_path / "goals.md"
+        content.write_text("## Goals\n\n- ship it now\n\n")
+        code, shown = at_terminal(["propose", "Goals", "--file", str(content), "--profile", "ada"])
+        assert code == 4, shown
+        lines = [line.strip() for line in shown.splitlines()]
+        assert lines[0].startswith("error: stale_version: ")
+        assert "diff=" not in lines[0]
+        # Escapes aside (a terminal gets colours), each line of the diff is a line of its own.
+        plain = [re.sub(r"\x1b\[[0-9;]*m", "", line) for line in lines]
+        assert "+- ship it soon" in plain and "+- ship it well" in plain
+        # Not on a terminal: the same lines, no colours.
+        piped = ce("propose", "Goals", "--file", str(content), "--profile", "ada")
+        assert piped.returncode == 4 and "\n+- ship it soon\n" in piped.stderr
+        assert "\x1b[" not in piped.stderr
     finally:
         room.close()
