@@ -206,7 +206,8 @@ def test_payloads_in_every_field_do_nothing(page: Any, room: Room, doc: Path) ->
     assert page.evaluate("window.__pwned") is None
     assert page.dialogs == []
     assert page.locator("#document img, #review-body img, #people img, svg").count() == 0
-    assert page.locator("script").count() == 6  # markdown-it, jsdiff, diff-match-patch, blame.js, threads.js, app.js
+    # markdown-it, jsdiff, diff-match-patch, blame.js, threads.js, undoes.js, app.js
+    assert page.locator("script").count() == 7
     assert page.locator("a[href^='javascript']").count() == 0
     assert page.locator("[onerror], [onload]").count() == 0
 
