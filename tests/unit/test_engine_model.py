@@ -109,6 +109,7 @@ class ProposalModel:
     base_text: str
     content: tuple[str, ...]  # the new pieces of the region
     status: str = "pending"
+    superseded_at: datetime | None = None
 
 
 class EngineModel(RuleBasedStateMachine):
@@ -179,17 +180,28 @@ class EngineModel(RuleBasedStateMachine):
         self.pieces = pieces
         # A pending proposal whose region's text moved on is superseded, unless the
         # version is a host's save that it merges onto cleanly: then it is rebased
-        # onto it, still pending (docs/spec/PROTOCOL.md 16).
+        # onto it, still pending (docs/spec/PROTOCOL.md 16). A host's save that follows
+        # another within TORN_SAVE_SECONDS merges again the proposals that one superseded.
+        previous = self.external_at.get(self.version - 1)
+        piece = external and previous is not None and (
+            self.now - previous <= timedelta(seconds=limits.TORN_SAVE_SECONDS))
         for proposal in self.proposals:
             now_text = self.text_of(self.version, proposal.region)
-            if (proposal.status == "pending" and proposal.proposal_id != committed
-                    and now_text != proposal.base_text):
+            revivable = (piece and proposal.status == "superseded" and previous is not None
+                         and proposal.superseded_at is not None
+                         and proposal.superseded_at >= previous)
+            if revivable or (proposal.status == "pending" and proposal.proposal_id != committed
+                             and now_text != proposal.base_text):
                 merged = merge_region(proposal.base_text, "".join(proposal.content), now_text)[0]
-                if external and merged is not None and merged != now_text:
+                pending = sum(1 for p in self.proposals if p.participant_id == proposal.participant_id
+                              and p.status == "pending")
+                fits = not revivable or pending < limits.MAX_PENDING_PROPOSALS
+                if external and merged is not None and merged != now_text and fits:
                     proposal.base_version, proposal.base_text = self.version, now_text
                     proposal.content = split_pieces(merged, REGIONS[proposal.region])
-                else:
-                    proposal.status = "superseded"
+                    proposal.status = "pending"
+                elif not revivable:
+                    proposal.status, proposal.superseded_at = "superseded", self.now
         if not external:
             return
         self.external_at[self.version] = self.now

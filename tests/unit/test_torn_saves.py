@@ -95,3 +95,34 @@ def test_an_outdated_thread_stays_outdated_while_its_quote_is_gone(room: Driver)
     assert room.call("workspace.thread", agent, thread_id=thread)["status"] == "outdated"
     host_saves(room, TEXT)
     assert room.call("workspace.thread", agent, thread_id=thread)["status"] == "open"
+
+
+def test_a_proposal_the_cut_off_piece_superseded_is_pending_again_once_the_save_is_whole(
+        room: Driver) -> None:
+    started(room)
+    agent = room.join("agent")["session_id"]
+    mine = SECTIONS[5].replace("as it was", "as the agent has it")
+    pid = room.call("workspace.propose", agent, region="S5", base_version=room.version,
+                    summary="mine", content=mine)["proposal_id"]
+    whole = TEXT.replace("section 1, as it was", "section 1, as the host has it now")
+    host_saves(room, whole[:whole.index("## S3") + 12])
+    assert room.call("workspace.proposal", agent, proposal_id=pid)["status"] == "superseded"
+    room.clock.advance(seconds=1)
+    events = host_saves(room, whole)
+    detail = room.call("workspace.proposal", agent, proposal_id=pid)
+    assert (detail["status"], detail["base_version"], detail["content"]) == (
+        "pending", room.version, mine)
+    assert detail["revisions"][-1]["by"] == "host_editor"
+    assert "proposal.revised" in [e.type for e in events]
+
+
+def test_a_proposal_superseded_long_before_stays_superseded(room: Driver) -> None:
+    started(room)
+    agent = room.join("agent")["session_id"]
+    mine = SECTIONS[5].replace("as it was", "as the agent has it")
+    pid = room.call("workspace.propose", agent, region="S5", base_version=room.version,
+                    summary="mine", content=mine)["proposal_id"]
+    host_saves(room, TEXT.replace(SECTIONS[5], ""))
+    room.clock.advance(seconds=limits.TORN_SAVE_SECONDS + 1)
+    host_saves(room, TEXT)
+    assert room.call("workspace.proposal", agent, proposal_id=pid)["status"] == "superseded"

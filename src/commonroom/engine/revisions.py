@@ -26,6 +26,7 @@ hand-written diff3 would be ours to get right.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Final
 
 import attrs
@@ -50,6 +51,7 @@ from commonroom.protocol.records import (
     RevisionInfo,
 )
 from commonroom.protocol.requests import RebaseParams, ReviseParams
+from commonroom.protocol.timefmt import format_ts
 
 # Who rebased a proposal onto a host's save: the host's editor (as in blame).
 HOST_EDITOR: Final = "host_editor"
@@ -238,6 +240,10 @@ def rebase_on_host_save(tx: Tx, before: Snapshot, after: Snapshot, committed: st
     gone, a merge that is already the saved text, or a revision the proposal may not
     take (size, quota, the outline rule, the revisions limit) is left to the proposals
     hook: a pending proposal is then superseded as before.
+
+    A save seen half-way supersedes the proposals on the sections its first piece cut
+    off; when the whole save follows within `TORN_SAVE_SECONDS`, the proposals that
+    piece superseded are merged again the same way and, when clean, pending again.
     """
     row = tx.conn.execute("SELECT source FROM versions WHERE version = ?",
                           (after.version,)).fetchone()
@@ -245,14 +251,18 @@ def rebase_on_host_save(tx: Tx, before: Snapshot, after: Snapshot, committed: st
         return
     engine = tx.engine
     host = engine.host_participant_id
-    for proposal_id, region, base_digest in tx.conn.execute(
-        "SELECT proposal_id, region, base_region_hash FROM proposals"
-        " WHERE status IN ('pending', 'changes_requested') AND pruned_at IS NULL"
+    cut = _superseded_by_a_piece(tx, before)
+    marks = ", ".join("?" * len(cut))
+    revived_sql = f" OR proposal_id IN ({marks})" if cut else ""
+    for proposal_id, region, base_digest, status in tx.conn.execute(
+        "SELECT proposal_id, region, base_region_hash, status FROM proposals"
+        f" WHERE (status IN ('pending', 'changes_requested'){revived_sql}) AND pruned_at IS NULL",
+        tuple(cut),
     ).fetchall():
         if region != WHOLE and not after.outline.has_path(region):
             continue
         digest = pr.region_digest(after, region)
-        if digest is None or digest == base_digest:
+        if digest is None or (digest == base_digest and status != "superseded"):
             continue
         proposal = pr._get(tx, proposal_id)
         if proposal.revision >= limits.PROPOSAL_REVISIONS_MAX:
@@ -267,12 +277,29 @@ def rebase_on_host_save(tx: Tx, before: Snapshot, after: Snapshot, committed: st
         try:
             pr._check_size(merged)
             pr.check_outline(after, region, merged)
+            if status == "superseded":
+                pr.check_pending_limit(tx, proposal.participant_id)  # it counts again
             revision = _store_revision(tx, proposal, merged, after.version, digest,
                                        proposal.summary, REBASED_ON_HOST_SAVE)
         except CommonroomError:
             continue
+        if status == "superseded":
+            move(tx, PROPOSAL, proposal_id, status, "rebase", refuse=_checked_above)
         tx.emit(ev.ProposalRevised(proposal_id, host, revision, after.version, proposal.summary,
                                    True, by=HOST_EDITOR))
+
+
+def _superseded_by_a_piece(tx: Tx, before: Snapshot) -> list[str]:
+    """The proposals superseded by `before` when it is a host's save recorded less than
+    `TORN_SAVE_SECONDS` ago: perhaps the first piece of the save now recorded whole."""
+    row = tx.conn.execute("SELECT source, created_at FROM versions WHERE version = ?",
+                          (before.version,)).fetchone()
+    since = format_ts(tx.now - timedelta(seconds=limits.TORN_SAVE_SECONDS))
+    if row is None or row[0] != "external" or row[1] < since:
+        return []
+    return [str(pid) for (pid,) in tx.conn.execute(
+        "SELECT proposal_id FROM proposals WHERE status = 'superseded' AND updated_at >= ?"
+        " AND pruned_at IS NULL LIMIT 100", (row[1],))]
 
 
 def _checked_above() -> CommonroomError:
