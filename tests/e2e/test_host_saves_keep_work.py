@@ -8,7 +8,8 @@ the file saved as editors do:
   (`by: host_editor`), stays pending, and commits after approval with both edits;
 - a save that pauses 0.8 s (truncate, write 700 bytes, pause, write the rest)
   is recorded in two steps, and once the whole save is recorded no thread is
-  outdated, no lease is lost, and holds stand only on the section it changed.
+  outdated, no lease is lost, no proposal is superseded, and holds stand only on
+  the section it changed.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def test_a_save_paused_past_the_settle_period_does_no_lasting_harm(tmp_path: Pat
         thread = agent.ok("POST", "/workspace/thread", {
             "region": "S8", "body": "is this right?", "quote": "The middle of section 8"})["thread_id"]
         lease = agent.ok("POST", "/workspace/checkout", {"region": "S9", "minutes": 30})["lease_id"]
+        pid = room.propose(agent, "S10", section(10, "It starts late"), "later")["proposal_id"]
         assert len(TEXT.encode()) > 1400
 
         saved = TEXT.replace("It starts here in section 1.", "It starts right here in section 1.")
@@ -134,6 +136,7 @@ def test_a_save_paused_past_the_settle_period_does_no_lasting_harm(tmp_path: Pat
         assert lease in {item["lease_id"] for item in leases}
         holds = {item["region"] for item in leases if item["reason"] == "human_editing"}
         assert holds == {"Plan/S1"}
+        assert agent.ok("GET", f"/workspace/proposal?proposal_id={pid}")["status"] == "pending"
         events = room.host.ok("GET", "/workspace/history?limit=200")["events"]
         types = [event["type"] for event in events]
         saves = [event for event in events if event["type"] == "change.committed"
