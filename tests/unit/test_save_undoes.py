@@ -87,3 +87,12 @@ def test_only_the_host_reapplies(room: Driver) -> None:
     host_saves(room, SAMPLE)
     bob = room.join("bob")["session_id"]
     assert room.error("workspace.reapply", bob, version=room.version).code == "permission_denied"
+
+
+def test_a_change_the_hosts_previous_save_kept_is_the_hosts_to_take_back(room: Driver) -> None:
+    agent_commits(room)
+    kept = room.engine.path.read_text()
+    host_saves(room, kept.replace("Nothing yet.", "Rain in May."))  # the buffer held the line
+    events = host_saves(room, SAMPLE.replace("Nothing yet.", "Rain in May."))  # now removed
+    change = next(e for e in events if e.type == "change.committed")
+    assert change.payload.undoes is None

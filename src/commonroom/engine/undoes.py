@@ -9,7 +9,9 @@ Re-apply and Keep mine, and `ce history` shows it. Nothing happens without the
 host's choice (`workspace.reapply`).
 
 What counts as taking a change back: a hunk of one of the last `RECENT`
-versions written by someone other than the host's editor (`X -> Y`, by lines)
+versions written by someone other than the host's editor since the host's
+previous save (that save wrote the editor's buffer: what came before was in it)
+(`X -> Y`, by lines)
 is undone when one hunk of the save removes every non-blank line of `Y` and
 brings back every non-blank line of `X`, and adds nothing that is a line of `Y`
 edited further. Editing an agent's line into something new is the host's edit,
@@ -98,11 +100,16 @@ SIMILAR: Final = 0.6
 def find_undone(tx: Tx, before: Snapshot, saved_text: str) -> list[UndoneChange]:
     """The recent versions by others whose change the save of `saved_text` takes back."""
     engine = tx.engine
+    # Only versions after the host's last save: that save wrote the editor's buffer, so
+    # what came before it was in the buffer (taking it back now is the host's own edit).
+    last_save = tx.conn.execute(
+        "SELECT coalesce(max(version), 1) FROM versions WHERE source = 'external' AND version <= ?",
+        (before.version,)).fetchone()[0]
     rows = tx.conn.execute(
-        "SELECT version, participant_id FROM versions WHERE version <= ? AND version > 1"
+        "SELECT version, participant_id FROM versions WHERE version <= ? AND version > ?"
         " AND source != 'external' AND participant_id IS NOT NULL AND participant_id != ?"
         " ORDER BY version DESC LIMIT ?",
-        (before.version, engine.host_participant_id, RECENT),
+        (before.version, last_save, engine.host_participant_id, RECENT),
     ).fetchall()
     if not rows:
         return []
