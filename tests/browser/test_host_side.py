@@ -196,8 +196,10 @@ def test_the_amendment_shows_as_a_diff_against_the_authors_text(page: Any, room:
     body.locator("del", has_text="right next door").wait_for()
     assert body.locator("ins", has_text="two doors down").count() == 1
     assert page.locator("#review-stale").is_hidden()  # committed: never stale
-    page.locator("[data-view='rendered']").click()  # against the current text: it is in
-    body.locator(".no-change", has_text="No change").wait_for()
+    # Committed: the rendered diff shows what it changed (the text before its commit -> it).
+    page.locator("[data-view='rendered']").click()
+    body.locator("ins", has_text="two doors down").wait_for()
+    assert body.locator(".no-change").count() == 0
 
 
 def test_who_left_is_grouped_apart_and_the_counts_agree(page: Any, room: Room) -> None:

@@ -118,22 +118,17 @@ def test_tailcat_missing_is_transport_unavailable(doc: Path) -> None:
 
 
 def test_host_commands_with_and_without_a_room(doc: Path) -> None:
-    # No room: the sidecar is opened directly.
-    offline = ce_ok("status", str(doc))
-    assert offline["workspace_id"].startswith("ws_")
-    readable = ce("status", str(doc))
-    assert readable.returncode == 0 and f"workspace_id: {offline['workspace_id']}" in readable.stdout
-    assert ce_ok("invitations", str(doc)) == {"invitations": []}
-    assert ce("proposals", str(doc)).stdout.strip() == "no proposals"
-    # With no transport ever recorded, an invitation has nowhere to point.
-    error, _ = ce_err("invite", str(doc))
-    assert error["error"] == "transport_unavailable"
+    # No room ever: a host command invents none (wave 4), it says how to open one.
+    for args in (["status"], ["invitations"], ["proposals"], ["invite"]):
+        error, _ = ce_err(args[0], str(doc))
+        assert error["details"]["reason"] == "no_room" and "ce serve" in error["message"], args
+    assert sorted(p.name for p in doc.parent.iterdir()) == [doc.name]
 
     room = start_room(doc, "--port-ingress", "0")
     try:
-        assert room.ready["workspace_id"] == offline["workspace_id"]
         online = ce_ok("status", str(doc))
-        assert online["workspace_id"] == offline["workspace_id"]
+        assert room.ready["workspace_id"] == online["workspace_id"]
+        assert online["lifecycle"] == "open"
         made = ce("invite", str(doc), "--capabilities", "read,observe", "--max-uses", "2",
                   "--expires", "30")
         assert made.returncode == 0

@@ -144,11 +144,11 @@ def test_a_read_only_folder_is_one_readable_line(tmp_path: Path) -> None:
     try:
         line = _one_error_line(ce("serve", str(doc), "--port-owner", "0", "--port-ingress", "0"))
         assert line.startswith("error: storage_unavailable: cannot write idea.md or its folder")
-        # A host command without a room opens the sidecar itself: same kind of line.
+        # A host command without a room and without a sidecar invents none: one line too.
         line = _one_error_line(ce("status", str(doc)))
-        assert line.startswith("error: storage_unavailable: cannot open the sidecar"), line
+        assert line.startswith("error: invalid_request: no room around"), line
         as_json = ce("status", str(doc), "--json")
-        assert json.loads(as_json.stdout)["error"] == "storage_unavailable"
+        assert json.loads(as_json.stdout)["details"]["reason"] == "no_room"
     finally:
         _chattr("-i", folder)
     assert sorted(p.name for p in folder.iterdir()) == ["idea.md"]

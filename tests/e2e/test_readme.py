@@ -66,6 +66,17 @@ def test_working_in_a_room_runs_as_written(tmp_path: Path, config_home: Path) ->
         assert "Traceback" not in result.stdout + result.stderr
         text = (clone / "samples" / "idea.md").read_text()
         assert "keep them for years, while the street" in text
+        # The commands the README gives after the walk work on the text the walk left.
+        readme = README.read_text()
+        for quote in re.findall(r'--quote "([^"]+)"', readme):
+            assert quote in text, quote
+        ask = subprocess.run(["bash", "-c", ". .venv/bin/activate && ce ask samples/idea.md"
+                              ' "Who it is for" "Which group first?" --quote "Small reading groups"'
+                              " && ce blame samples/idea.md Problem && ce history samples/idea.md"],
+                             cwd=clone, env=env, capture_output=True, text=True, timeout=60,
+                             stdin=subprocess.DEVNULL)
+        assert ask.returncode == 0, (ask.stdout, ask.stderr)
+        assert "Traceback" not in ask.stdout + ask.stderr
         assert not list((config_home / "commonroom" / "profiles").glob("*.json"))  # ce leave
     finally:
         room.close()

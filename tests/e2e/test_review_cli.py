@@ -167,13 +167,9 @@ def _stale_proposal(doc: Path, tmp_path: Path, ours: tuple[str, str], theirs: tu
     mine = tmp_path / "mine.md"
     mine.write_text(text.replace(*ours))
     pid = str(ce_ok("propose", RISKS, "--file", str(mine), "--profile", "author")["proposal_id"])
-    # The host's own text moves on meanwhile: a save in their editor.
-    current = ce_ok("read", "workspace", "--profile", "author")
-    save_like_an_editor(doc, current["content"].replace(*theirs))
-    deadline = time.monotonic() + 15
-    while ce_ok("status", str(doc))["version"] == current["version"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    # The host's own text moves on meanwhile: a commit of theirs (a save in their editor
+    # would rebase the proposal by itself: tests/e2e/test_host_saves_keep_work.py).
+    _host_commits(doc, *theirs)
     return pid
 
 
@@ -182,7 +178,7 @@ def test_rebase_clean_and_conflicting_through_the_cli(
     join(doc, "author")
     clean = _stale_proposal(doc, tmp_path, ("- Privacy", "- Weather.\n- Privacy"),
                             ("manual entry\n  must stay quick.", "manual entry\n  must be quick."))
-    # The host's save changed its region: superseded, so not `stale` (a decided proposal never
+    # The host's commit changed its region: superseded, so not `stale` (a decided proposal never
     # is, docs/protocol.md "The host's side"); rebase carries it onto the new text.
     shown = ce_ok("show", str(doc), clean)
     assert (shown["status"], shown["stale"]) == ("superseded", False)
@@ -226,13 +222,14 @@ def _mcp_agent(room: RoomProcess, doc: Path, name: str) -> Http:
     return Http(port, joined["session_id"])
 
 
-def _host_saves(doc: Path, old: str, new: str) -> None:
-    version = ce_ok("status", str(doc))["version"]
-    save_like_an_editor(doc, doc.read_text().replace(old, new))
-    deadline = time.monotonic() + 15
-    while ce_ok("status", str(doc))["version"] == version:
-        assert time.monotonic() < deadline, "the save was never recorded"
-        time.sleep(0.1)
+def _host_commits(doc: Path, old: str, new: str) -> None:
+    """The host changes the text by a commit of the whole document (not a save)."""
+    credentials = read_credentials(doc)
+    assert credentials is not None
+    host = Http(int(credentials.ingress_port), credentials.host_session)
+    current = host.ok("GET", "/workspace/read?region=workspace")
+    host.ok("POST", "/workspace/commit", {"base_version": current["version"], "summary": "host",
+                                          "content": current["content"].replace(old, new)})
 
 
 def test_rebase_clean_and_conflicting_over_mcp(room: RoomProcess, doc: Path) -> None:
@@ -245,7 +242,7 @@ def test_rebase_clean_and_conflicting_over_mcp(room: RoomProcess, doc: Path) -> 
     pid = proposal["proposal_id"]
     refused = mcp_error(other, "workspace_proposal_revise", proposal_id=pid, content="## Risks\n")
     assert refused["error"] == "permission_denied"
-    _host_saves(doc, "must stay quick.", "must be quick.")
+    _host_commits(doc, "must stay quick.", "must be quick.")
     preview = mcp_tool(agent, "workspace_proposal_rebase", proposal_id=pid)
     assert preview["clean"] is True and preview["applied"] is False
     assert "- Weather.\n" in preview["content"] and "must be quick." in preview["content"]
@@ -264,7 +261,7 @@ def test_rebase_clean_and_conflicting_over_mcp(room: RoomProcess, doc: Path) -> 
     clash = mcp_tool(agent, "workspace_propose", region=RISKS, base_version=read["version"],
                      summary="secrecy", content=read["content"].replace("- Privacy: a",
                                                                          "- Secrecy: a"))
-    _host_saves(doc, "- Privacy: a", "- Confidentiality: a")
+    _host_commits(doc, "- Privacy: a", "- Confidentiality: a")
     answer = mcp_tool(agent, "workspace_proposal_rebase", proposal_id=clash["proposal_id"],
                       apply=True)
     assert answer["clean"] is False and answer["applied"] is False

@@ -72,9 +72,12 @@ def _run_bot(room: RoomProcess, doc: Path) -> None:
     )
     try:
         first, cursor = next_proposal(host, cursor)
-        # Someone edits the section in their editor before the host looks at it.
-        save_like_an_editor(doc, doc.read_text().replace("manual entry\n  must stay quick.",
-                                               "manual entry\n  must stay quick and easy."))
+        # Someone edits the section in their editor before the host looks at it, adding a line
+        # where the bot adds its own: the merge conflicts, so the save supersedes the proposal
+        # (a clean one would rebase it: tests/e2e/test_host_saves_keep_work.py).
+        save_like_an_editor(doc, doc.read_text().replace(
+            "manual entry\n  must stay quick.", "manual entry\n  must stay quick and easy.").replace(
+            "until a request is accepted.\n", "until a request is accepted.\n- Rain spoils books.\n"))
         wait_for_superseded(host, cursor, first)  # the save settles, then it is a version
         assert host.proposal(first).status == "superseded"
         second, cursor = next_proposal(host, cursor)

@@ -73,6 +73,7 @@ REVIEW_EVENTS: dict[str, tuple[str, ...]] = {
     "thread.replied": ("thread_id", "region", "participant_id", "comment_id"),
     "thread.resolved": ("thread_id", "region", "participant_id", "resolved"),
     "thread.outdated": ("thread_id", "region", "version"),
+    "thread.reanchored": ("thread_id", "region", "version"),
     "proposal.revised": ("proposal_id", "participant_id", "revision", "base_version", "summary",
                          "rebased"),
 }
@@ -121,7 +122,7 @@ def test_catalogue_matches_the_spec_file() -> None:
              if token.startswith("`") and "." in token and not token.startswith("`GET")}
     assert named == set(PROTOCOL_EVENTS)
     review = text[text.index("## 17. The review conversation"):text.index("## 18.")]
-    named = {token.strip("`,.") for token in review.replace("(", " ").split()
+    named = {token.strip("`,.") for token in review.replace("(", " ").replace(")", " ").split()
              if token.startswith("`") and token.strip("`,.").split(".")[0] in ("thread", "proposal")
              and token.strip("`,.").count(".") == 1}
     assert named == set(REVIEW_EVENTS)

@@ -37,6 +37,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from commonroom.engine import dispatch, sessions
 from commonroom.engine.dispatch import open_engine
+from commonroom.engine.revisions import merge_region
 from commonroom.protocol import capabilities, limits
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.records import to_wire
@@ -65,6 +66,13 @@ OUTCOMES: Counter[str] = Counter()
 
 def piece(index: int, body: str) -> str:
     return f"{HEADINGS[index]}\n\n{body}\n\n"
+
+
+def split_pieces(text: str, indices: tuple[int, ...]) -> tuple[str, ...]:
+    """A region's text as its pieces (each starts at its heading line)."""
+    starts = [0 if text.startswith(HEADINGS[i] + "\n") else text.index("\n" + HEADINGS[i] + "\n") + 1
+              for i in indices]
+    return tuple(text[start:end] for start, end in zip(starts, [*starts[1:], len(text)], strict=True))
 
 
 def related(a: str, b: str) -> bool:
@@ -101,6 +109,7 @@ class ProposalModel:
     base_text: str
     content: tuple[str, ...]  # the new pieces of the region
     status: str = "pending"
+    superseded_at: datetime | None = None
 
 
 class EngineModel(RuleBasedStateMachine):
@@ -118,6 +127,7 @@ class EngineModel(RuleBasedStateMachine):
         self.host = sessions.mint_host_session(self.engine)
         self.host_id = self.engine.host_participant_id
         self.versions: dict[int, tuple[str, ...]] = {1: self.pieces}
+        self.external_at: dict[int, datetime] = {}  # when each external version was recorded
         self.agents: list[Agent] = []
         self.leases: list[LeaseModel] = []
         self.proposals: list[ProposalModel] = []
@@ -168,15 +178,49 @@ class EngineModel(RuleBasedStateMachine):
         before = self.pieces
         self.versions[self.version + 1] = pieces
         self.pieces = pieces
-        # A pending proposal whose region's text moved on is superseded.
+        # A pending proposal whose region's text moved on is superseded, unless the
+        # version is a host's save that it merges onto cleanly: then it is rebased
+        # onto it, still pending (docs/spec/PROTOCOL.md 16). A host's save that follows
+        # another within TORN_SAVE_SECONDS merges again the proposals that one superseded.
+        previous = self.external_at.get(self.version - 1)
+        piece = external and previous is not None and (
+            self.now - previous <= timedelta(seconds=limits.TORN_SAVE_SECONDS))
         for proposal in self.proposals:
-            if (proposal.status == "pending" and proposal.proposal_id != committed
-                    and self.text_of(self.version, proposal.region) != proposal.base_text):
-                proposal.status = "superseded"
+            now_text = self.text_of(self.version, proposal.region)
+            revivable = (piece and proposal.status == "superseded" and previous is not None
+                         and proposal.superseded_at is not None
+                         and proposal.superseded_at >= previous)
+            if revivable or (proposal.status == "pending" and proposal.proposal_id != committed
+                             and now_text != proposal.base_text):
+                merged = merge_region(proposal.base_text, "".join(proposal.content), now_text)[0]
+                pending = sum(1 for p in self.proposals if p.participant_id == proposal.participant_id
+                              and p.status == "pending")
+                fits = not revivable or pending < limits.MAX_PENDING_PROPOSALS
+                if external and merged is not None and merged != now_text and fits:
+                    proposal.base_version, proposal.base_text = self.version, now_text
+                    proposal.content = split_pieces(merged, REGIONS[proposal.region])
+                    proposal.status = "pending"
+                elif not revivable:
+                    proposal.status, proposal.superseded_at = "superseded", self.now
         if not external:
             return
+        self.external_at[self.version] = self.now
         until = self.now + timedelta(minutes=HOLD_MINUTES)
         holds = {lease.region: lease for lease in self.active() if lease.reason == "human_editing"}
+        # External versions recorded within TORN_SAVE_SECONDS may be pieces of one save:
+        # holds are what changed since the version before the first of them, and holds
+        # the pieces put on sections that are back as they were fall.
+        base, began, looked = self.version - 1, None, 0
+        while (looked < 8 and base > 1 and base in self.external_at
+               and self.now - self.external_at[base] <= timedelta(seconds=limits.TORN_SAVE_SECONDS)):
+            began, base, looked = self.external_at[base], base - 1, looked + 1
+        before = self.versions[base]
+        if began is not None:
+            for index, region in enumerate(OWNER_OF_PIECE):
+                held = holds.get(region)
+                if before[index] == pieces[index] and held is not None and held.acquired >= began:
+                    held.ended = True
+                    del holds[region]
         for index, region in enumerate(OWNER_OF_PIECE):
             if before[index] == pieces[index]:
                 continue

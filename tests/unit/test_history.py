@@ -227,6 +227,11 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
                               ("proposals", "content_bytes"), ("proposals", "pruned_at")):
             older.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         older.execute("DROP TABLE IF EXISTS task_surfaces")  # task surfaces (PROTOCOL.md 20)
+
+        # the host's saves (wave 4): a save's undoes, a vanished lease region
+        for table, column in (("versions", "undoes"), ("versions", "undoes_settled"),
+                              ("leases", "vanished_at")):
+            older.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         # the schema just before the index migration (3 -> 4)
         older.execute("PRAGMA user_version = 3")
         older.commit()

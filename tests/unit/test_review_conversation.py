@@ -196,10 +196,14 @@ def test_rebase_clean_previews_then_applies_as_a_new_revision(room: Driver) -> N
     author = room.join("author")["session_id"]
     pid = propose(room, author, "## Goals\n\n- ship it\n- ship it well\n")[
         "proposal_id"]
-    host_save(room, SAMPLE.replace("## Goals\n\n", "## Goals\n\nWhy we do this.\n\n"))
+    other = room.join("other")["session_id"]
+    why = propose(room, other, "## Goals\n\nWhy we do this.\n\n- ship it\n\n")["proposal_id"]
+    room.call("workspace.review", room.host, proposal_id=why, decision="approve")
+    room.call("workspace.commit", other, proposal_id=why)
     detail = room.call("workspace.proposal", author, proposal_id=pid)
-    # The host's save changed its region: superseded (a decided proposal is never `stale`,
-    # docs/protocol.md "The host's side"), and rebase carries it onto the new text.
+    # Another agent's commit changed its region: superseded (a decided proposal is never
+    # `stale`, docs/protocol.md "The host's side"), and rebase carries it onto the new text.
+    # (A host's save rebases it by itself: tests/unit/test_host_save_rebase.py.)
     assert (detail["status"], detail["stale"]) == ("superseded", False)
     preview = room.call("workspace.proposal.rebase", author, proposal_id=pid)
     assert preview["clean"] is True and preview["applied"] is False

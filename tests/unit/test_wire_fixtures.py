@@ -37,6 +37,7 @@ from commonroom.protocol.timefmt import ManualClock
 from commonroom.room.core import Room
 from commonroom.room.streams import observe, wait_for_events
 from tests.conftest import SAMPLE
+from tests.editing import let_settle, save_like_an_editor
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "wire"
 UPDATE = os.environ.get("COMMONROOM_UPDATE_WIRE_FIXTURES") == "1"
@@ -203,6 +204,22 @@ async def _script(session: Session, host: str, host_id: str) -> dict[str, Any]:
     await call("permission.withdraw", pal_bearer, permission_id=pm2["permission_id"])
     await call("runtime.interrupt", host, participant_id=pal["participant_id"], turn=1)
     await call("runtime.resume", host, participant_id=pal["participant_id"])
+
+    # A host's save that undid someone's change (docs/spec/PROTOCOL.md 16, wave 4).
+    engine = session.room.engine
+    stale = engine.path.read_text()
+    version = (await session.room.call("workspace.status", bearer, {}))["version"]
+    added = await session.room.call("workspace.propose", pal_bearer, {
+        "region": "workspace", "base_version": version, "summary": "a line",
+        "content": stale + "\nA line of pal's.\n"})
+    await session.room.call("workspace.review", host, {"proposal_id": added["proposal_id"],
+                                                       "revision": added["revision"],
+                                                       "decision": "approve"})
+    await session.room.call("workspace.commit", pal_bearer, {"proposal_id": added["proposal_id"]})
+    save_like_an_editor(engine.path, stale)
+    let_settle(engine, session.clock)
+    await call("workspace.undone", host)
+    await call("workspace.reapply", host, version=engine.current_version)
     second = await session.join(host, "second")
     await call("session.revoke", host, participant_id=second["participant_id"])
     return {**agent, "waited": {"workspace.proposal.wait": {"proposal_id": asked["proposal_id"]},

@@ -85,8 +85,14 @@ def join(
         "invite": invitation.strip(), "name": name, "kind": kind, "transport": invite.transport.type})
     if not isinstance(session, dict) or not isinstance(session.get("session_id"), str):
         raise CommonroomError("transport_unavailable", "the room's join answer has no session")
+    try:  # the room's name (its document), so commands and `ce profiles` can say which room
+        status = _connection(hint).call("GET", "/workspace/status", None,
+                                        bearer=str(session["session_id"]))
+        room = status.get("name") if isinstance(status, dict) else None
+    except CommonroomError:
+        room = None
     saved = profiles.create(profile or str(session.get("workspace_id") or "default"),
-                            invitation, session, hint)
+                            invitation, {**session, "room": room}, hint)
     from commonroom.mcp.configs import mcp_url
 
     answer = {**session, "mcp_url": mcp_url(hint)}
@@ -234,4 +240,44 @@ def decode(invitation: str, json_mode: bool) -> None:
     emit_json(_decode(invitation).public_json(), pretty=not json_mode)
 
 
-COMMANDS: Final = (join, call, observe, decode)
+@click.command()
+@click.argument("name")
+@json_option
+@guarded()
+def use(name: str, json_mode: bool) -> None:
+    """Make profile NAME the one commands use without --profile (instead of the last joined)."""
+    from commonroom.cli import profiles
+
+    chosen = profiles.use(name)
+    answer = {"profile": chosen.name, "room": profiles.room_label(chosen),
+              "name": chosen.data.get("name"), "workspace_id": chosen.data.get("workspace_id")}
+    if json_mode:
+        emit_json(answer)
+    else:
+        echo(f"commands without --profile now use {chosen.name} (room {answer['room']},"
+             f" as {answer['name']})")
+
+
+@click.command("profiles")
+@json_option
+@guarded()
+def list_profiles(json_mode: bool) -> None:
+    """List the saved sessions: profile, room, your name there; `*` marks the default."""
+    from commonroom.cli import profiles
+
+    default = profiles.default()
+    rows = [{"profile": p.name, "room": profiles.room_label(p), "name": p.data.get("name"),
+             "kind": p.data.get("kind"), "workspace_id": p.data.get("workspace_id"),
+             "default": default is not None and p.name == default.name}
+            for p in profiles.all_profiles()]
+    if json_mode:
+        emit_json({"profiles": rows})
+        return
+    for row in rows:
+        echo(f"{'*' if row['default'] else ' '} {row['profile']}  room {row['room']}  as"
+             f" {row['name']} ({row['kind']})")
+    if not rows:
+        echo("no profiles: `ce join INVITATION --name NAME` saves one")
+
+
+COMMANDS: Final = (join, call, observe, decode, use, list_profiles)

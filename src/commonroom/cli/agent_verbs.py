@@ -79,6 +79,33 @@ def _names(who: profiles.Profile) -> Names:
     return Names(call_as(who, "workspace.participants"))
 
 
+# The host forms of the read verbs (`ce history FILE`, `ce diff FILE`, `ce participants FILE`,
+# `ce leases FILE`): FILE first, as the host, on the room around it (`host_call.py`).
+FILE_ARGUMENT_HELP: Final = "[FILE]"
+
+
+def _reader(file: str | None, profile: str | None, invitation: str | None,
+            session: str | None) -> Callable[[str, dict[str, Any] | None], Any]:
+    """How this command calls: as the host on the room around FILE, else as the session."""
+    if file is not None:
+        from pathlib import Path
+
+        from commonroom.cli.host_call import host_answer
+
+        doc = Path(file)
+
+        def as_host(op: str, params: dict[str, Any] | None) -> Any:
+            return host_answer(doc, op, params or {})
+
+        return as_host
+    who = profiles.select(profile, invitation, session)
+
+    def as_session(op: str, params: dict[str, Any] | None) -> Any:
+        return call_as(who, op, params)
+
+    return as_session
+
+
 # -- completion (never raises: a broken room means no suggestions) ---------------------------
 
 
@@ -149,7 +176,8 @@ def whoami(profile: str | None, invitation: str | None, session: str | None,
     if who.name is None:
         echo("session: from --invitation/--session or CE_INVITATION/CE_SESSION (no profile)")
     else:
-        echo(f"profile: {who.name}{' (default: the last joined)' if data['default'] else ''}")
+        echo(f"profile: {who.name}{' (the default)' if data['default'] else ''}")
+        echo(f"room: {profiles.room_label(who)}")
     for key in ("name", "participant_id", "kind", "workspace_id", "expires_at"):
         if data.get(key) is not None:
             echo(f"{key}: {data[key]}")
@@ -396,18 +424,24 @@ def commit(proposal: str, profile: str | None, invitation: str | None, session: 
               help="To this version (default: the current one).")
 @click.option("--region", metavar="R", shell_complete=complete_regions,
               help="Only this region (default: the whole document).")
+@click.argument("file", required=False, metavar=FILE_ARGUMENT_HELP)
 @session_options
 @guarded()
-def diff(base: int | None, to: int | None, region: str | None, profile: str | None,
-         invitation: str | None, session: str | None, json_mode: bool) -> None:
-    """Show the unified diff between two versions (of one region, or the whole document)."""
-    who = profiles.select(profile, invitation, session)
-    if base is None:
-        base = who.last_read(region or WHOLE)
+def diff(base: int | None, to: int | None, region: str | None, file: str | None,
+         profile: str | None, invitation: str | None, session: str | None,
+         json_mode: bool) -> None:
+    """Show the unified diff between two versions (of one region, or the whole document).
+
+    With FILE, as the host: from the version before the current one unless --base says.
+    """
+    run = _reader(file, profile, invitation, session)
+    if base is None and file is not None:
+        base = max(1, int(run("workspace.status", None)["version"]) - 1)
+    elif base is None:
+        base = profiles.select(profile, invitation, session).last_read(region or WHOLE)
         if base is None:
             raise click.UsageError("give --base N (no read recorded to diff from)")
-    answer = call_as(who, "workspace.diff", {"base_version": base, "to_version": to,
-                                           "region": region})
+    answer = run("workspace.diff", {"base_version": base, "to_version": to, "region": region})
     if json_mode:
         emit_json(answer)
         return
@@ -426,28 +460,30 @@ def diff(base: int | None, to: int | None, region: str | None, profile: str | No
 @click.option("--limit", type=click.IntRange(1, 200), metavar="N", help="At most N events.")
 @click.option("--before", "before", type=click.IntRange(min=1), metavar="ID",
               help="Only events older than event ID.")
+@click.argument("file", required=False, metavar=FILE_ARGUMENT_HELP)
 @session_options
 @guarded()
-def history(limit: int | None, before: int | None, profile: str | None,
+def history(limit: int | None, before: int | None, file: str | None, profile: str | None,
             invitation: str | None, session: str | None, json_mode: bool) -> None:
-    """List the room's retained events, newest first."""
-    who = profiles.select(profile, invitation, session)
-    answer = call_as(who, "workspace.history", {"limit": limit, "before_event_id": before})
+    """List the room's retained events, newest first (with FILE: as the host)."""
+    run = _reader(file, profile, invitation, session)
+    answer = run("workspace.history", {"limit": limit, "before_event_id": before})
     if json_mode:
         emit_json(answer)
         return
-    names = _names(who)
+    names = Names(run("workspace.participants", None))
     for line in [event_line(e, names) for e in answer.get("events", [])] or ["no events"]:
         echo(line)
 
 
 @click.command()
+@click.argument("file", required=False, metavar=FILE_ARGUMENT_HELP)
 @session_options
 @guarded()
-def participants(profile: str | None, invitation: str | None, session: str | None,
-                 json_mode: bool) -> None:
-    """List who is in the room, and who is present."""
-    answer = call_as(profiles.select(profile, invitation, session), "workspace.participants")
+def participants(file: str | None, profile: str | None, invitation: str | None,
+                 session: str | None, json_mode: bool) -> None:
+    """List who is in the room, and who is present (with FILE: as the host)."""
+    answer = _reader(file, profile, invitation, session)("workspace.participants", None)
     print_answer(answer, json_mode, lambda a: [
         f"{p.get('participant_id')}  {p.get('name')}  {p.get('kind')}  "
         f"{'present' if p.get('present') else 'away'}  {','.join(p.get('capabilities', []))}"
@@ -467,22 +503,28 @@ def runtime_words(runtime: dict[str, Any]) -> str:
 
 @click.command()
 @click.option("--mine", is_flag=True, help="Only the leases this session's participant holds.")
+@click.argument("file", required=False, metavar=FILE_ARGUMENT_HELP)
 @session_options
 @guarded()
-def leases(mine: bool, profile: str | None, invitation: str | None, session: str | None,
-           json_mode: bool) -> None:
-    """List the active leases."""
-    who = profiles.select(profile, invitation, session)
-    if mine and who.participant_id is None:
-        raise click.UsageError("--mine needs a profile (the participant id is unknown)")
-    answer = call_as(who, "workspace.leases")
+def leases(mine: bool, file: str | None, profile: str | None, invitation: str | None,
+           session: str | None, json_mode: bool) -> None:
+    """List the active leases (with FILE: as the host)."""
+    run = _reader(file, profile, invitation, session)
     if mine:
+        if file is not None:
+            raise click.UsageError("--mine is an agent's: the host's own leases are its holds")
+        who = profiles.select(profile, invitation, session)
+        if who.participant_id is None:
+            raise click.UsageError("--mine needs a profile (the participant id is unknown)")
+        answer = run("workspace.leases", None)
         answer = {**answer, "leases": [row for row in answer.get("leases", [])
                                        if row.get("participant_id") == who.participant_id]}
+    else:
+        answer = run("workspace.leases", None)
     if json_mode:
         emit_json(answer)
         return
-    names = _names(who)
+    names = Names(run("workspace.participants", None))
     for line in [f"{row.get('lease_id')}  {row.get('region')}  by {names.who(row.get('participant_id'))}"
                  f"  until {row.get('expires_at')}" for row in answer.get("leases", [])] or ["no leases"]:
         echo(line)

@@ -22,7 +22,16 @@ import click
 
 from commonroom.cli import profiles
 from commonroom.cli.agent_verbs import call_as, session_options
-from commonroom.cli.output import EXIT_CONFLICT, guarded, note, print_answer, visible
+from commonroom.cli.output import (
+    EXIT_CONFLICT,
+    echo,
+    emit_json,
+    guarded,
+    note,
+    print_answer,
+    visible,
+)
+from commonroom.cli.readable import Names
 
 THREAD_PREFIX: Final = "th_"
 
@@ -56,17 +65,21 @@ def _run(file: Path | None, op: str, params: dict[str, Any], profile: str | None
     return call_as(profiles.select(profile, invitation, session), op, params)
 
 
-def thread_lines(thread: dict[str, Any]) -> list[str]:
-    """A thread for a terminal: a head line, then each comment (author id: body)."""
+def thread_lines(thread: dict[str, Any], names: Names | None = None) -> list[str]:
+    """A thread for a terminal: a head line, then each comment (`name (kind): body`, or the
+    author's id when the names are not known)."""
     flags = " blocking" if thread.get("blocking") else ""
     linked = f" on {thread['proposal_id']}" if thread.get("proposal_id") else ""
+    by = "" if names is None else f" by {names.who(thread.get('author_id'))}"
     lines = [f"{thread.get('thread_id')} {thread.get('status')}{flags} {thread.get('region')}"
-             f"{linked}"]
+             f"{linked}{by}"]
     if thread.get("quote"):
         lines.append(f"  > {visible(str(thread['quote']))}")
     for comment in thread.get("comments") or []:
         body = visible(str(comment.get("body", ""))).replace("\n", "\n    ")
-        lines.append(f"  {comment.get('participant_id')}: {body}")
+        who = comment.get("participant_id") if names is None else names.who(
+            comment.get("participant_id"))
+        lines.append(f"  {who}: {body}")
     return lines
 
 
@@ -104,8 +117,13 @@ def threads(words: tuple[str, ...], region: str | None, status: str | None,
     answer = _run(file, "workspace.threads", {"region": region, "status": status,
                                               "proposal_id": proposal_id, "limit": 200},
                   profile, invitation, session)
-    print_answer(answer, json_mode, lambda a: [line for thread in a.get("threads") or []
-                                       for line in thread_lines(thread)] or ["no threads"])
+    if json_mode:
+        emit_json(answer)
+        return
+    names = Names(_run(file, "workspace.participants", {}, profile, invitation, session))
+    lines = [line for thread in answer.get("threads") or [] for line in thread_lines(thread, names)]
+    for line in lines or ["no threads"]:
+        echo(line)
 
 
 @click.command()

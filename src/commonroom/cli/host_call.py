@@ -44,7 +44,26 @@ def host_call(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
     if credentials is not None:
         return _via_room(int(credentials.ingress_port), str(credentials.host_session), op_name,
                          params)
+    refuse_without_room(doc)
     return _via_sidecar(doc, op_name, params)
+
+
+def refuse_without_room(doc: Path) -> None:
+    """A host command never invents a room: no file, or no room running and no sidecar,
+    is said so, and nothing is created (`ce serve FILE` is what opens a room)."""
+    from commonroom.engine.facade import SIDECAR_SUFFIX
+
+    if not doc.is_file():
+        raise CommonroomError(
+            "invalid_request",
+            f"{doc} is not a file: give the document a room is around (nothing was created)",
+            {"file": str(doc), "reason": "no_such_file"})
+    if not doc.with_name(doc.name + SIDECAR_SUFFIX).exists():
+        raise CommonroomError(
+            "invalid_request",
+            f"no room around {doc}: no room runs and it never had one (nothing was created);"
+            f" open one with `ce serve {doc}`",
+            {"file": str(doc), "reason": "no_room"})
 
 
 def host_answer(doc: Path, op_name: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -86,6 +105,7 @@ def logout_all_pages(doc: Path) -> int:
     credentials = read_credentials(doc)
     if credentials is not None:
         return int(owner_post(credentials, "/owner/logout-all")["ended"])
+    refuse_without_room(doc)
     from commonroom.engine import facade
 
     engine = facade.open_engine(doc)
@@ -112,6 +132,7 @@ def _via_sidecar(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
     from commonroom.protocol.records import to_wire
 
     engine = facade.open_engine(doc)
+    engine.without_room()
     try:
         _let_the_file_settle(engine)
         bearer = facade.mint_host_session(engine, DIRECT_SESSION_MINUTES)

@@ -9,11 +9,13 @@ lines.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 import click
 
+from commonroom.cli.agent_verbs import session_options
 from commonroom.cli.host_call import host_answer
 from commonroom.cli.options import file_argument, json_option
 from commonroom.cli.output import echo, emit_json, guarded, print_answer, visible
@@ -104,9 +106,31 @@ def handoff(file: Path, handoff_id: str, action: str, note: str | None, json_mod
 # -- room text --------------------------------------------------------------------------
 
 
-def _recipients(doc: Path, to: tuple[str, ...]) -> list[str]:
+def _caller(file: str | None, profile: str | None, invitation: str | None,
+            session: str | None) -> Callable[[str, dict[str, Any]], dict[str, Any]]:
+    """The host on the room around FILE, else the agent's session (`ce say`/`ce messages`
+    have both forms, FILE first for the host)."""
+    if file is not None:
+        doc = Path(file)
+        if not doc.is_file():
+            raise click.UsageError(f"{file!r} is not a file: the host form is FILE first")
+        return lambda op, params: host_answer(doc, op, params)
+    from commonroom.cli import profiles
+    from commonroom.cli.agent_verbs import call_as
+
+    who = profiles.select(profile, invitation, session)
+
+    def as_agent(op: str, params: dict[str, Any]) -> dict[str, Any]:
+        answer = call_as(who, op, params)
+        return answer if isinstance(answer, dict) else {}
+
+    return as_agent
+
+
+def _recipients(run: Callable[[str, dict[str, Any]], dict[str, Any]], to: tuple[str, ...]
+                ) -> list[str]:
     """Names (or ids) -> participant ids of present-or-away participants; one error per miss."""
-    rows = host_answer(doc, "workspace.participants", {}).get("participants") or []
+    rows = run("workspace.participants", {}).get("participants") or []
     ids = []
     for wanted in to:
         matches = [p for p in rows if wanted in (p.get("name"), p.get("participant_id"))
@@ -121,18 +145,23 @@ def _recipients(doc: Path, to: tuple[str, ...]) -> list[str]:
 
 
 @click.command()
-@file_argument
-@click.argument("text")
+@click.argument("words", nargs=-1, required=True, metavar="[FILE] TEXT")
 @click.option("--to", "to", multiple=True, metavar="NAME",
               help="Address this participant (repeat for several; none: the whole room).")
-@json_option
+@session_options
 @guarded()
-def say(file: Path, text: str, to: tuple[str, ...], json_mode: bool) -> None:
-    """Say TEXT in the room around FILE, to everyone or addressed (--to NAME)."""
+def say(words: tuple[str, ...], to: tuple[str, ...], profile: str | None, invitation: str | None,
+        session: str | None, json_mode: bool) -> None:
+    """Say TEXT in the room, to everyone or addressed (--to NAME): `ce say TEXT` as an agent,
+    `ce say FILE TEXT` as the host."""
+    if len(words) > 2:
+        raise click.UsageError("give TEXT (as an agent) or FILE TEXT (as the host); quote TEXT")
+    file, text = (words[0], words[1]) if len(words) == 2 else (None, words[0])
+    run = _caller(file, profile, invitation, session)
     params: dict[str, Any] = {"text": text}
     if to:
-        params["to"] = _recipients(file, to)
-    answer = host_answer(file, "workspace.message", params)
+        params["to"] = _recipients(run, to)
+    answer = run("workspace.message", params)
     if json_mode:
         emit_json(answer)
     else:
@@ -148,18 +177,21 @@ def message_line(m: dict[str, Any], names: Names) -> str:
 
 
 @click.command()
-@file_argument
+@click.argument("file", required=False, metavar="[FILE]")
 @click.option("--after", type=click.IntRange(min=0), default=0, metavar="SEQ",
               help="Only messages after this one.")
-@json_option
+@session_options
 @guarded()
-def messages(file: Path, after: int, json_mode: bool) -> None:
-    """Show the room text of the room around FILE, oldest first."""
-    answer = host_answer(file, "workspace.messages", {"after": after, "limit": 200})
+def messages(file: str | None, after: int, profile: str | None, invitation: str | None,
+             session: str | None, json_mode: bool) -> None:
+    """Show the room text, oldest first: `ce messages` as an agent, `ce messages FILE` as the
+    host."""
+    run = _caller(file, profile, invitation, session)
+    answer = run("workspace.messages", {"after": after, "limit": 200})
     if json_mode:
         emit_json(answer)
         return
-    names = _names(file)
+    names = Names(run("workspace.participants", {}))
     for line in [message_line(m, names) for m in answer.get("messages") or []] or ["no room text"]:
         echo(line)
 

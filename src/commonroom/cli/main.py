@@ -9,13 +9,14 @@ command modules. The commands live on two sides:
   `host_serve.py` (`serve`), `host_access.py` (`invite`, `invitations`,
   `revoke`, `open`), `host_review.py` (`proposals`, `show`, `review`),
   `host_room.py` (`status`, `handoffs`, `handoff`, `say`, `messages`),
-  `provenance.py` (`revert`, `restore`, `policy`, `export`, `blame FILE`);
+  `provenance.py` (`revert`, `restore`, `reapply`, `policy`, `export`, `blame FILE`);
 - the agent's, over a session (a saved profile, or an invitation and a
-  session): `agent_session.py` (`join`, `call`, `observe`, `decode`),
+  session): `agent_session.py` (`join`, `call`, `observe`, `decode`, `use`, `profiles`),
   `agent_verbs.py` (`read`, `checkout`, `propose`, `wait`, `commit`, ...),
   `mcp_command.py` (`ce mcp`, its bridge and `config`);
 - `conversation.py` (`ask`, `threads`, `reply`, `resolve`, `revise`,
-  `rebase`) and `provenance.blame` take both forms, FILE first for the host.
+  `rebase`), `provenance.blame`, `say`/`messages` and the read verbs `history`, `diff`,
+  `participants`, `leases` take both forms, FILE first for the host.
 
 Every command takes `--json`. Every command body runs inside
 `output.guarded`, so any failure is one error object (`--json`, on stdout)

@@ -221,10 +221,17 @@ def wire_of(error: CommonroomError) -> dict[str, Any]:
     return wire
 
 
+# Recovery fields that are text of many lines: shown after the error line, as they are.
+_BLOCK_FIELDS: Final = ("diff",)
+
+
 def error_line(code: str, message: str, recovery: dict[str, Any] | None = None) -> str:
-    """`error: <code>: <message>`, plus the short recovery fields, all on one line."""
+    """`error: <code>: <message>`, plus the short recovery fields, all on one line (a diff is
+    not one: `report_error` prints it below, line by line)."""
     extras = []
     for key, value in (recovery or {}).items():
+        if key in _BLOCK_FIELDS:
+            continue
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             extras.append(f"{key}={value}")
     line = f"error: {code}: {message}"
@@ -238,6 +245,12 @@ def report_error(error: CommonroomError, json_mode: bool, *, json_to_stderr: boo
         echo(dumps(wire_of(error)), err=json_to_stderr)
     else:
         echo(error_line(error.code, error.message, error.recovery), err=True)
+        diff = (error.recovery or {}).get("diff")
+        if isinstance(diff, str) and diff.strip():
+            # What changed since the version the caller had, as a diff reads: one line each
+            # (coloured on a terminal), not squeezed into the error's line.
+            sys.stderr.write(redact(colour_diff(diff, sys.stderr.isatty())))
+            sys.stderr.flush()
 
 
 def report_internal(exc: BaseException, json_mode: bool) -> None:

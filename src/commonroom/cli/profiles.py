@@ -143,7 +143,7 @@ def create(name: str, invitation: str, joined: Mapping[str, Any], hint: Mapping[
         "hint": dict(hint),
         **{key: joined.get(key) for key in (
             "session_id", "participant_id", "workspace_id", "name", "kind", "capabilities",
-            "expires_at")},
+            "expires_at", "room")},
         "joined_at": time.time(),
         "reads": {},
     }
@@ -187,11 +187,85 @@ def all_profiles() -> list[Profile]:
 
 
 def default() -> Profile | None:
-    """The most recently joined profile."""
+    """The profile `ce use NAME` chose, else the most recently joined one."""
     candidates = all_profiles()
     if not candidates:
         return None
+    chosen = chosen_default()
+    for candidate in candidates:
+        if candidate.name == chosen:
+            return candidate
     return max(candidates, key=lambda p: float(p.data.get("joined_at") or 0))
+
+
+# `ce use NAME` writes the default's name here (not a `*.json`: it is no profile).
+_DEFAULT_FILE: Final = ".default"
+
+
+def chosen_default() -> str | None:
+    try:
+        name = (profiles_dir() / _DEFAULT_FILE).read_text().strip()
+    except OSError:
+        return None
+    return name if _NAME.match(name) else None
+
+
+def use(name: str) -> Profile:
+    """Make profile `name` the default of commands without --profile (`ce use NAME`)."""
+    chosen = load(name)
+    folder = profiles_dir()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / _DEFAULT_FILE
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(name + "\n")
+    os.replace(tmp, path)
+    return chosen
+
+
+def room_label(profile: Profile) -> str:
+    """The room a profile is for, as a person reads it: its document's name, else its id."""
+    room = profile.data.get("room")
+    return str(room) if isinstance(room, str) and room else str(profile.data.get("workspace_id"))
+
+
+# -- the room a command talks to is never a guess ---------------------------------------------
+
+SIDECAR_SUFFIX: Final = ".commonroom.db"  # the engine's (`engine/core.py`), without loading it
+
+
+def rooms_here(folder: Path) -> dict[str, str]:
+    """workspace id -> document name of each room whose sidecar is in `folder` (read-only;
+    a sidecar that cannot be read is skipped)."""
+    import sqlite3
+
+    found: dict[str, str] = {}
+    for sidecar in sorted(folder.glob(f"*{SIDECAR_SUFFIX}")) if folder.is_dir() else []:
+        try:
+            conn = sqlite3.connect(f"{sidecar.resolve().as_uri()}?mode=ro", uri=True, timeout=0.5)
+            try:
+                row = conn.execute("SELECT value FROM meta WHERE key = 'workspace_id'").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            continue
+        if row is not None:
+            found[str(row[0])] = sidecar.name[: -len(SIDECAR_SUFFIX)]
+    return found
+
+
+def _not_a_guess(chosen: Profile) -> Profile:
+    """The default profile, unless the current folder holds another room's sidecar (and not
+    the default's): then refuse, naming the profiles that are for the room here."""
+    here = rooms_here(Path.cwd())
+    if not here or chosen.data.get("workspace_id") in here:
+        return chosen
+    documents = ", ".join(sorted(here.values()))
+    for_here = sorted(str(p.name) for p in all_profiles() if p.data.get("workspace_id") in here)
+    advice = (f"give --profile {for_here[0]}, or `ce use {for_here[0]}`" if for_here else
+              "join that room first (`ce join INVITATION --name NAME`), or give --profile NAME")
+    raise click.UsageError(
+        f"this folder holds the room of {documents}, but the default profile {chosen.name!r} is"
+        f" for {room_label(chosen)}: not guessing which you mean; {advice}")
 
 
 def session_argument(value: str) -> str:
@@ -250,4 +324,10 @@ def select(profile: str | None = None, invitation: str | None = None,
             "no session: run `ce join INVITATION --name NAME` first (it saves a profile), or"
             f" give --profile, or set {ENV_PROFILE} / {ENV_INVITATION} and {ENV_SESSION}"
         )
+    chosen = _not_a_guess(chosen)
+    if len(all_profiles()) > 1:
+        # More than one room to talk to: say which one this command uses (stderr, so
+        # `--json` output stays one object).
+        click.echo(f"(room {room_label(chosen)}, as {chosen.data.get('name')}: profile"
+                   f" {chosen.name}; `ce profiles` lists them)", err=True)
     return chosen

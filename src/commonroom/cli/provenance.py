@@ -80,6 +80,21 @@ def revert(file: Path, version: int, region: str | None, json_mode: bool) -> Non
 
 @click.command()
 @file_argument
+@click.argument("version", type=click.IntRange(min=2))
+@click.option("--keep", is_flag=True, help="Keep your save as it is (the page's Keep mine).")
+@json_option
+@guarded()
+def reapply(file: Path, version: int, keep: bool, json_mode: bool) -> None:
+    """Re-apply what your save VERSION undid (`ce history FILE` names it: "undid NAME's
+    change (vN)"), as a new version; --keep keeps the save instead."""
+    answer = host_answer(file, "workspace.reapply", {"version": version, "keep": keep})
+    print_answer(answer, json_mode, lambda a: [
+        f"kept version {a['version']} as you saved it" if a["settled"] == "kept" else
+        f"version {a['new_version']}: re-applied what version {a['version']} undid"])
+
+
+@click.command()
+@file_argument
 @click.argument("region")
 @click.argument("version", type=click.IntRange(min=1))
 @json_option
@@ -197,4 +212,4 @@ def export(file: Path, git: bool, git_all: bool, json_mode: bool) -> None:
                  lambda a: [f"committed {len(done)} versions" + (f" ({done[0]}..{done[-1]})" if done else "")])
 
 
-COMMANDS: Final = (blame, revert, restore, policy, export)
+COMMANDS: Final = (blame, revert, restore, policy, export, reapply)

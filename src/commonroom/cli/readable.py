@@ -105,9 +105,11 @@ def event_line(event: Mapping[str, Any], names: Names, now: datetime | None = No
     payload = event.get("payload") or {}
     when = ago(event.get("created_at"), now)
     if kind == "change.committed":
+        undid = "".join(f" · undid {names.name(u.get('participant_id'))}'s change (v{u.get('version')})"
+                        for u in payload.get("undoes") or [] if isinstance(u, dict))
         return (f"v{payload.get('version')} {_short(payload.get('region'))} · "
                 f"{names.who(payload.get('participant_id'))} · {_quote(payload.get('summary', ''))}"
-                f" · {when}")
+                f"{undid} · {when}")
     parts = [kind]
     for field in _PEOPLE_FIELDS:
         if field in payload:

@@ -159,15 +159,18 @@ TASK: Final = Machine(
 )
 
 # A thread (issue 22): resolved by its author or the host, reopened, or outdated by the
-# re-anchoring after a version when its region or quote is gone (never deleted).
+# re-anchoring after a version when its region or quote is gone (never deleted), and
+# open again when a later version brings both back.
 THREAD: Final = Machine(
     kind="thread", table="threads", key="thread_id",
     transitions={
         "resolve": {"open": "resolved", "outdated": "resolved"},
         "reopen": {"resolved": "open"},
         "outdate": {"open": "outdated"},
+        # Its region and quote are back (a save seen half-way, then whole): open again.
+        "reanchor": {"outdated": "open"},
     },
-    actor={"resolve": "author", "reopen": "author", "outdate": "room"},
+    actor={"resolve": "author", "reopen": "author", "outdate": "room", "reanchor": "room"},
     terminal=(),
     open_states=vocabulary.THREAD_OPEN,
     resting=tuple(s for s in vocabulary.THREAD_STATUSES if s not in vocabulary.THREAD_OPEN),

@@ -633,6 +633,10 @@ class Engine:
             return "settling"
         return "unusable" if self.file_problem is not None else "settled"
 
+    def without_room(self) -> None:
+        """A host command opened the sidecar while no room runs: the status says `stopped`."""
+        self.lifecycle = "stopped"
+
     def begin_stopping(self) -> None:
         """The room is stopping: diagnostics say so (the last state change of a served engine)."""
         self.lifecycle = "stopping"
@@ -905,6 +909,7 @@ class Engine:
         proposal_id: str | None = None,
         reverts: int | None = None,
         restores: int | None = None,
+        undoes: list[ev.UndoneChange] | None = None,
     ) -> Snapshot:
         """Record a new version, stage the file write, and settle what it changed.
 
@@ -925,7 +930,7 @@ class Engine:
         return self._write_version(
             tx, data, outline, edit, edit, summary=summary, participant_id=participant_id,
             region=region, source=source, proposal_id=proposal_id, reverts=reverts,
-            restores=restores,
+            restores=restores, undoes=undoes,
         )
 
     def write_replacement(
@@ -985,6 +990,7 @@ class Engine:
         proposal_id: str | None,
         reverts: int | None = None,
         restores: int | None = None,
+        undoes: list[ev.UndoneChange] | None = None,
     ) -> Snapshot:
         """Store and stage the new bytes; `edit` and `text_edit` hold the changed stretch
         in bytes and in characters when the caller knows it (`_insert_version`)."""
@@ -1008,21 +1014,28 @@ class Engine:
         if reverts is not None or restores is not None:  # provenance (docs/spec/PROTOCOL.md section 18)
             tx.conn.execute("UPDATE versions SET reverts = ?, restores = ? WHERE version = ?",
                             (reverts, restores, snap.version))
+        if undoes:  # a host's save that took back others' changes (PROTOCOL.md 16)
+            tx.conn.execute("UPDATE versions SET undoes = ? WHERE version = ?", (
+                json.dumps([{"version": u.version, "participant_id": u.participant_id}
+                            for u in undoes]), snap.version))
         tx.emit(ev.ChangeCommitted(
             version=snap.version, summary=summary, participant_id=participant_id, region=region,
-            source=source, reverts=reverts, restores=restores,
+            source=source, reverts=reverts, restores=restores, undoes=undoes or None,
         ))
         self._after_change(tx, before, snap, proposal_id)
         return snap
 
     def _record_external_edit(self, tx: Tx, data: bytes) -> None:
+        text = decode_text(data)
+        find_undone = self.hooks.undone_by_save
         self.write_version(
             tx,
-            decode_text(data),
+            text,
             summary="external edit",
             participant_id=None,
             region=WHOLE,
             source="external",
+            undoes=None if find_undone is None else find_undone(tx, self.current(), text),
         )
         tx.conn.execute(
             "UPDATE versions SET file_written = 1 WHERE version = ?", (self.current_version,)

@@ -36,9 +36,11 @@ from commonroom.engine import (
     linediff,
     proposals,
     resident,
+    revisions,
     sessions,
     task_surfaces,
     threads,
+    undoes,
 )
 from commonroom.engine.config import DEFAULT_CONFIG, EngineConfig
 from commonroom.engine.core import Engine
@@ -59,7 +61,11 @@ HOOKS = Hooks(
     on_document_change=(
         # provenance first: a committed proposal's texts are still unpruned here
         blame.record_version,
-        leases.on_document_change, proposals.on_document_change, leases.hold_human_edits,
+        leases.on_document_change,
+        # a host's save rebases pending work where the merge is clean; the proposals
+        # hook then supersedes only what is still stale
+        revisions.rebase_on_host_save,
+        proposals.on_document_change, leases.hold_human_edits,
         threads.on_document_change,  # the review conversation: re-anchor threads (issue 22)
         gitsync.on_document_change,  # last: it only schedules the git commit after this one
     ),
@@ -70,6 +76,7 @@ HOOKS = Hooks(
     # Presence changes are announced by the room's sweeper (participant.present/away).
     on_sweep=(access.presence_sweep,),
     next_sweep=(access.presence_due,),
+    undone_by_save=undoes.find_undone,
 )
 
 

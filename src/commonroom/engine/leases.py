@@ -47,25 +47,57 @@ def end_lease(tx: Tx, lease: Lease, reason: str) -> None:
 
 
 def expire(tx: Tx) -> None:
-    """The `on_expiry` hook: end every lease whose `expires_at` has passed."""
+    """The `on_expiry` hook: end every lease whose `expires_at` has passed, and every lease
+    whose region vanished `TORN_SAVE_SECONDS` ago and has not come back."""
     for row in tx.conn.execute(
         f"SELECT {_COLUMNS} FROM leases WHERE ended_at IS NULL AND expires_at <= ?"
         " ORDER BY expires_at",
         (tx.now_s,),
     ).fetchall():
         end_lease(tx, Lease(*row), "expired")
+    gone_before = format_ts(tx.now - _VANISHED_GRACE)
+    for row in tx.conn.execute(
+        f"SELECT {_COLUMNS} FROM leases WHERE ended_at IS NULL AND vanished_at IS NOT NULL"
+        " AND vanished_at <= ? ORDER BY vanished_at", (gone_before,),
+    ).fetchall():
+        end_lease(tx, Lease(*row), "region_removed")
+
+
+_VANISHED_GRACE: Final = timedelta(seconds=limits.TORN_SAVE_SECONDS)
 
 
 def next_expiry(tx: Tx) -> datetime | None:
-    row = tx.conn.execute("SELECT min(expires_at) FROM leases WHERE ended_at IS NULL").fetchone()
-    return datetime.fromisoformat(row[0]) if row[0] is not None else None
+    expires, vanished = tx.conn.execute(
+        "SELECT min(expires_at), min(vanished_at) FROM leases WHERE ended_at IS NULL").fetchone()
+    due = [datetime.fromisoformat(expires)] if expires is not None else []
+    if vanished is not None:
+        due.append(datetime.fromisoformat(vanished) + _VANISHED_GRACE)
+    return min(due, default=None)
 
 
 def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str | None) -> None:
-    """Leases on regions that no longer exist end (`region_removed`)."""
+    """A lease whose region no longer exists ends (`region_removed`); after a host's save,
+    only if the region is not back within `TORN_SAVE_SECONDS`: a save seen half-way cuts
+    sections off, and the next version brings them back (PROTOCOL.md 16, wave 4). Until
+    then the lease is kept, marked `vanished_at`; the expiry hook ends it when the time is
+    up."""
+    vanished = dict(tx.conn.execute(
+        "SELECT lease_id, vanished_at FROM leases WHERE ended_at IS NULL AND vanished_at IS NOT NULL"
+    ).fetchall())
+    row = tx.conn.execute("SELECT source FROM versions WHERE version = ?", (after.version,)).fetchone()
+    saved = row is not None and row[0] == "external"
     for lease in open_leases(tx):
-        if lease.region != WHOLE and not after.outline.has_path(lease.region):
+        if lease.region == WHOLE:
+            continue
+        gone = not after.outline.has_path(lease.region)
+        if gone and not saved:  # a commit, revert or restore removed it: that is no cut
             end_lease(tx, lease, "region_removed")
+        elif gone and lease.lease_id not in vanished:
+            tx.conn.execute("UPDATE leases SET vanished_at = ? WHERE lease_id = ?",
+                            (tx.now_s, lease.lease_id))
+        elif not gone and lease.lease_id in vanished:
+            tx.conn.execute("UPDATE leases SET vanished_at = NULL WHERE lease_id = ?",
+                            (lease.lease_id,))
 
 
 def open_leases(tx: Tx) -> list[Lease]:
@@ -189,7 +221,15 @@ def hold_human_edits(tx: Tx, before: Snapshot, after: Snapshot, committed: str |
     host = tx.engine.host_participant_id
     until = format_ts(tx.now + timedelta(minutes=minutes))
     holds = {lease.region: lease for lease in active_leases(tx) if lease.reason == HUMAN_EDITING}
-    for region in edited_regions(before.outline, after.outline):
+    base, began = _before_the_save(tx, before)
+    edited = edited_regions(base.outline, after.outline)
+    if began is not None:
+        # Versions of one save seen in pieces: a hold the cut-off piece put on a section
+        # the whole save leaves as it was falls again.
+        for region, piece_hold in holds.items():
+            if region not in edited and piece_hold.acquired_at >= began:
+                end_lease(tx, piece_hold, "released")
+    for region in edited:
         held = holds.get(region)
         if held is not None:
             tx.conn.execute("UPDATE leases SET expires_at = ? WHERE lease_id = ?", (until, held.lease_id))
@@ -198,6 +238,33 @@ def hold_human_edits(tx: Tx, before: Snapshot, after: Snapshot, committed: str |
         lease = Lease(new_id("ls_"), host, region, tx.now_s, until, HUMAN_EDITING)
         tx.conn.execute(f"INSERT INTO leases ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", _stored(lease))
         tx.emit(ev.LeaseAcquired(lease.lease_id, host, region, until))
+
+
+def _before_the_save(tx: Tx, before: Snapshot) -> tuple[Snapshot, str | None]:
+    """The version before the save that `after` ends began, and when its first piece was
+    recorded (None: `before` is that version).
+
+    A save that pauses longer than the settle period is recorded in two steps: the
+    external versions recorded within `TORN_SAVE_SECONDS` of now may be its first
+    pieces, so holds are computed against the version before them (PROTOCOL.md 16).
+    Two quick saves of different sections still hold both: their changes from that
+    version are both there.
+    """
+    since = format_ts(tx.now - _VANISHED_GRACE)
+    version, began = before.version, None
+    for _ in range(_TORN_PIECES_MAX):
+        row = tx.conn.execute("SELECT source, created_at FROM versions WHERE version = ?",
+                              (version,)).fetchone()
+        if version <= 1 or row is None or row[0] != "external" or row[1] < since:
+            break
+        version, began = version - 1, str(row[1])
+    if began is None:
+        return before, None
+    return tx.engine.snapshot(version), began
+
+
+# At most this many quick external versions are looked through for the save's start.
+_TORN_PIECES_MAX: Final = 8
 
 
 def _expiry(now: datetime, acquired_at: str, minutes: int) -> str:

@@ -30,6 +30,7 @@ from commonroom.engine import (
     task_surfaces,
     tasks,
     threads,
+    undoes,
 )
 from commonroom.engine.tx import Handler
 from commonroom.protocol.operations import OPERATIONS_BY_NAME
@@ -89,6 +90,8 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.blame": blame.blame,
     "workspace.revert": restore.revert,
     "workspace.restore": restore.restore,
+    "workspace.undone": undoes.undone_saves,
+    "workspace.reapply": undoes.reapply,
     "workspace.policy_add": policies.add,
     "workspace.policy_remove": policies.remove,
     "workspace.policy_pause": policies.pause,
@@ -121,7 +124,8 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.thread.wait": observe.open_thread_wait,
 }
 
-WRITES_DOCUMENT: Final = frozenset({"workspace.commit", "workspace.revert", "workspace.restore"})
+WRITES_DOCUMENT: Final = frozenset({"workspace.commit", "workspace.revert", "workspace.restore",
+                                     "workspace.reapply"})
 """The operations that may write the document (a temp file, fsyncs, a rename): the room runs
 them on its store thread, the other writes on its event loop (`room.core.Room._runs_here`).
 `dispatch.execute` refuses a staged write from any other operation."""

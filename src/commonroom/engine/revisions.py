@@ -26,6 +26,7 @@ hand-written diff3 would be ours to get right.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Final
 
 import attrs
@@ -34,8 +35,9 @@ import merge3
 from commonroom.engine import linediff
 from commonroom.engine import proposals as pr
 from commonroom.engine._state import PROPOSAL, move
-from commonroom.engine.leases import raise_if_blocked
+from commonroom.engine.leases import HUMAN_EDITING, active_leases, raise_if_blocked
 from commonroom.engine.regions import WHOLE
+from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.text import encode_text
 from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
@@ -50,6 +52,10 @@ from commonroom.protocol.records import (
     RevisionInfo,
 )
 from commonroom.protocol.requests import RebaseParams, ReviseParams
+from commonroom.protocol.timefmt import format_ts
+
+# Who rebased a proposal onto a host's save: the host's editor (as in blame).
+HOST_EDITOR: Final = "host_editor"
 
 # A rebase whose merged text equals the region's current text changes nothing.
 NO_CHANGE: Final = "no_change"
@@ -57,7 +63,8 @@ NO_CHANGE: Final = "no_change"
 
 def _revisions(tx: Tx, proposal: Proposal) -> list[RevisionInfo]:
     earlier = [
-        RevisionInfo(revision, base_version, summary, created_at, bool(rebased))
+        RevisionInfo(revision, base_version, summary, created_at, bool(rebased),
+                     _rebased_by(rebased))
         for revision, base_version, summary, created_at, rebased in tx.conn.execute(
             "SELECT revision, base_version, summary, created_at, rebased FROM proposal_revisions"
             " WHERE proposal_id = ? ORDER BY revision", (proposal.proposal_id,),
@@ -65,8 +72,14 @@ def _revisions(tx: Tx, proposal: Proposal) -> list[RevisionInfo]:
     ]
     # The latest revision is the row itself; it was made when the row was last revised.
     made = proposal.created_at if proposal.revision == 1 else _revised_at(tx, proposal)
+    latest = tx.conn.execute("SELECT rebased FROM proposals WHERE proposal_id = ?",
+                             (proposal.proposal_id,)).fetchone()[0]
     return [*earlier, RevisionInfo(proposal.revision, proposal.base_version, proposal.summary,
-                                   made, proposal.rebased)]
+                                   made, proposal.rebased, _rebased_by(latest))]
+
+
+def _rebased_by(rebased: int) -> str | None:
+    return HOST_EDITOR if rebased == REBASED_ON_HOST_SAVE else None
 
 
 def _revised_at(tx: Tx, proposal: Proposal) -> str:
@@ -162,21 +175,47 @@ def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_ve
             region=proposal.region, current_version=current.version,
         )
     pr.check_outline(current, proposal.region, content)
-    raise_if_blocked(tx, proposal.region, tx.actor.participant_id)
+    if action == "rebase":
+        # A rebase writes nothing to the file: the host's human-editing hold, which
+        # protects the host's editor buffer from the room's writes, never blocks it.
+        raise_if_blocked(tx, proposal.region, tx.actor.participant_id, [
+            lease for lease in active_leases(tx) if lease.reason != HUMAN_EDITING])
+    else:
+        raise_if_blocked(tx, proposal.region, tx.actor.participant_id)
+    revision = _store_revision(tx, proposal, content, base_version, digest, summary,
+                               REBASED if rebased else 0)
+    move(tx, PROPOSAL, proposal.proposal_id, proposal.status, action, refuse=_checked_above)
+    tx.emit(ev.ProposalRevised(proposal.proposal_id, tx.actor.participant_id, revision,
+                               base_version, summary, rebased))
+    return pr._get(tx, proposal.proposal_id)
+
+
+# The `rebased` column: 0 not rebased, 1 rebased by its author or a reviewer, 2 rebased
+# by the room onto a host's save (`by: host_editor`, PROTOCOL.md 16).
+REBASED: Final = 1
+REBASED_ON_HOST_SAVE: Final = 2
+
+
+def _store_revision(tx: Tx, proposal: Proposal, content: str, base_version: int, digest: str,
+                    summary: str, rebased: int) -> int:
+    """Keep the latest revision as an earlier one and write `content` as the new one;
+    the status is the caller's. Raises (quota) before it writes anything."""
     old_content, stored = tx.conn.execute(
         "SELECT content, pruned_at FROM proposals WHERE proposal_id = ?", (proposal.proposal_id,)
     ).fetchone()
     size = len(encode_text(content))
     kept = len(encode_text(old_content)) if stored is None else 0
     author = proposal.participant_id
-    if author != engine.host_participant_id:
+    if author != tx.engine.host_participant_id:
         pr._make_room(tx, author, size)
     if stored is None:
+        previous = tx.conn.execute("SELECT rebased FROM proposals WHERE proposal_id = ?",
+                                   (proposal.proposal_id,)).fetchone()[0]
         tx.conn.execute(
             "INSERT INTO proposal_revisions (proposal_id, revision, base_version, summary,"
             " content, rebased, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (proposal.proposal_id, proposal.revision, proposal.base_version, proposal.summary,
-             old_content, int(proposal.rebased), _revised_at(tx, proposal)),
+             old_content, int(previous), _revised_at(tx, proposal)),
         )
     revision = proposal.revision + 1
     tx.conn.execute(
@@ -187,12 +226,81 @@ def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_ve
         " - coalesce(length(CAST(original_content AS BLOB)), 0) + ? + ?"
         " WHERE proposal_id = ?",
         (content, base_version, digest, summary, tx.now_s, revision,
-         int(rebased), kept, size, proposal.proposal_id),
+         rebased, kept, size, proposal.proposal_id),
     )
-    move(tx, PROPOSAL, proposal.proposal_id, proposal.status, action, refuse=_checked_above)
-    tx.emit(ev.ProposalRevised(proposal.proposal_id, tx.actor.participant_id, revision,
-                               base_version, summary, rebased))
-    return pr._get(tx, proposal.proposal_id)
+    return revision
+
+
+def rebase_on_host_save(tx: Tx, before: Snapshot, after: Snapshot, committed: str | None) -> None:
+    """The `on_document_change` hook (before the proposals hook, which supersedes what is
+    left stale): a host's save rebases the pending and changes-requested proposals whose
+    region it changed, when the three-way merge is clean (PROTOCOL.md 16, wave 4).
+
+    The new revision is based on the saved version, so its diff is taken against the
+    saved text; the status stays what it was. A conflicting merge, a region that is
+    gone, a merge that is already the saved text, or a revision the proposal may not
+    take (size, quota, the outline rule, the revisions limit) is left to the proposals
+    hook: a pending proposal is then superseded as before.
+
+    A save seen half-way supersedes the proposals on the sections its first piece cut
+    off; when the whole save follows within `TORN_SAVE_SECONDS`, the proposals that
+    piece superseded are merged again the same way and, when clean, pending again.
+    """
+    row = tx.conn.execute("SELECT source FROM versions WHERE version = ?",
+                          (after.version,)).fetchone()
+    if row is None or row[0] != "external":
+        return
+    engine = tx.engine
+    host = engine.host_participant_id
+    cut = _superseded_by_a_piece(tx, before)
+    marks = ", ".join("?" * len(cut))
+    revived_sql = f" OR proposal_id IN ({marks})" if cut else ""
+    for proposal_id, region, base_digest, status in tx.conn.execute(
+        "SELECT proposal_id, region, base_region_hash, status FROM proposals"
+        f" WHERE (status IN ('pending', 'changes_requested'){revived_sql}) AND pruned_at IS NULL",
+        tuple(cut),
+    ).fetchall():
+        if region != WHOLE and not after.outline.has_path(region):
+            continue
+        digest = pr.region_digest(after, region)
+        if digest is None or (digest == base_digest and status != "superseded"):
+            continue
+        proposal = pr._get(tx, proposal_id)
+        if proposal.revision >= limits.PROPOSAL_REVISIONS_MAX:
+            continue
+        ours = tx.conn.execute("SELECT content FROM proposals WHERE proposal_id = ?",
+                               (proposal_id,)).fetchone()[0]
+        theirs = pr.region_text(after, region)
+        base = engine.snapshot(proposal.base_version)
+        merged, _ = merge_region(pr.region_text(base, region), str(ours), theirs)
+        if merged is None or merged == theirs:
+            continue
+        try:
+            pr._check_size(merged)
+            pr.check_outline(after, region, merged)
+            if status == "superseded":
+                pr.check_pending_limit(tx, proposal.participant_id)  # it counts again
+            revision = _store_revision(tx, proposal, merged, after.version, digest,
+                                       proposal.summary, REBASED_ON_HOST_SAVE)
+        except CommonroomError:
+            continue
+        if status == "superseded":
+            move(tx, PROPOSAL, proposal_id, status, "rebase", refuse=_checked_above)
+        tx.emit(ev.ProposalRevised(proposal_id, host, revision, after.version, proposal.summary,
+                                   True, by=HOST_EDITOR))
+
+
+def _superseded_by_a_piece(tx: Tx, before: Snapshot) -> list[str]:
+    """The proposals superseded by `before` when it is a host's save recorded less than
+    `TORN_SAVE_SECONDS` ago: perhaps the first piece of the save now recorded whole."""
+    row = tx.conn.execute("SELECT source, created_at FROM versions WHERE version = ?",
+                          (before.version,)).fetchone()
+    since = format_ts(tx.now - timedelta(seconds=limits.TORN_SAVE_SECONDS))
+    if row is None or row[0] != "external" or row[1] < since:
+        return []
+    return [str(pid) for (pid,) in tx.conn.execute(
+        "SELECT proposal_id FROM proposals WHERE status = 'superseded' AND updated_at >= ?"
+        " AND pruned_at IS NULL LIMIT 100", (row[1],))]
 
 
 def _checked_above() -> CommonroomError:
@@ -278,4 +386,4 @@ def rebase(tx: Tx, p: RebaseParams) -> Rebased:
                    conflicts, applied, revision, status)
 
 
-__all__ = ["merge_region", "rebase", "revise", "with_revisions"]
+__all__ = ["merge_region", "rebase", "rebase_on_host_save", "revise", "with_revisions"]

@@ -4,8 +4,9 @@ A thread belongs to a region (its canonical heading path at the version it
 was opened on) and may carry a quote, an exact span of that region's text.
 After every recorded version (`on_document_change`) each open thread is
 re-anchored: its region by heading path, its quote by exact match inside the
-region's new text; when either is gone the thread becomes `outdated`. It is
-kept and listed like any other: nothing here ever deletes a thread.
+region's new text; when either is gone the thread becomes `outdated`, and when
+both are back it is open again. It is kept and listed like any other: nothing
+here ever deletes a thread.
 
 A *blocking* thread is a question that blocks its author only: the room holds
 nobody. The author's wait (`ce wait THREAD`, the client's `wait_for_reply`,
@@ -302,17 +303,20 @@ def _since(value: str) -> str:
 
 
 def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str | None) -> None:
-    """Re-anchor every open thread on the new version; the ones whose anchor is gone go outdated.
+    """Re-anchor every open or outdated thread on the new version: an open one whose
+    anchor is gone goes outdated, an outdated one whose region and quote are back is
+    open again (`thread.reanchored`: a save seen half-way cut the section, the next
+    one brought it back).
 
     A thread whose region text is byte-identical before and after is skipped
     without looking at its quote: most versions touch one region.
     """
     rows = tx.conn.execute(
-        f"SELECT {_COLUMNS} FROM threads WHERE {THREAD.open_sql} ORDER BY rowid"
+        f"SELECT {_COLUMNS} FROM threads WHERE status IN ('open', 'outdated') ORDER BY rowid"
     ).fetchall()
     unchanged: dict[str, bool] = {}
     for row in rows:
-        thread_id, region, quote = row[0], row[1], row[2]
+        thread_id, region, quote, status = row[0], row[1], row[2], row[4]
         if region not in unchanged:
             unchanged[region] = (
                 region != WHOLE and before.outline.has_path(region)
@@ -320,7 +324,12 @@ def on_document_change(tx: Tx, before: Snapshot, after: Snapshot, committed: str
                 and before.outline.region_text(before.outline.resolve(region))
                 == after.outline.region_text(after.outline.resolve(region))
             )
-        if unchanged[region] or _anchored(after, region, quote):
+        if unchanged[region]:
             continue
-        move(tx, THREAD, thread_id, "open", "outdate", refuse=_never)
-        tx.emit(ev.ThreadOutdated(thread_id, region, after.version))
+        anchored = _anchored(after, region, quote)
+        if status == "open" and not anchored:
+            move(tx, THREAD, thread_id, "open", "outdate", refuse=_never)
+            tx.emit(ev.ThreadOutdated(thread_id, region, after.version))
+        elif status == "outdated" and anchored:
+            move(tx, THREAD, thread_id, "outdated", "reanchor", refuse=_never)
+            tx.emit(ev.ThreadReanchored(thread_id, region, after.version))

@@ -73,6 +73,9 @@ class Hooks:
     # presence changes are announced by the sweeper, not by whoever calls next.
     on_sweep: tuple[TxHook, ...] = ()
     next_sweep: tuple[Callable[[Tx], datetime | None], ...] = ()
+    # Before a host's save is recorded: the recent changes by others it takes back
+    # (`undoes` on the version and in its `change.committed`, PROTOCOL.md 16).
+    undone_by_save: Callable[[Tx, Snapshot, str], list[ev.UndoneChange]] | None = None
 
 
 NO_HOOKS = Hooks()

@@ -273,6 +273,8 @@ class ProposalRevised(Payload):
     base_version: int
     summary: str
     rebased: bool
+    by: str | None = None
+    """`host_editor`: the room rebased it onto a host's save (PROTOCOL.md 16); else absent."""
 
 
 @attrs.frozen
@@ -316,6 +318,24 @@ class ThreadOutdated(Payload):
 
 
 @attrs.frozen
+class ThreadReanchored(Payload):
+    """An outdated thread's region and quote are back at `version`: it is open again."""
+
+    TYPE: ClassVar[str] = "thread.reanchored"
+    thread_id: str
+    region: str
+    version: int
+
+
+@attrs.frozen
+class UndoneChange:
+    """A version by someone else whose change a host's save took back."""
+
+    version: int
+    participant_id: str
+
+
+@attrs.frozen
 class ChangeCommitted(Payload):
     TYPE: ClassVar[str] = "change.committed"
     version: int
@@ -326,6 +346,8 @@ class ChangeCommitted(Payload):
     # provenance (docs/spec/PROTOCOL.md section 18): the version a revert undid / a restore went back to
     reverts: int | None = None
     restores: int | None = None
+    # a host's save that took back recent changes by others (PROTOCOL.md 16, wave 4)
+    undoes: list[UndoneChange] | None = None
 
 
 # -- handoffs, tasks, messages --------------------------------------------------
@@ -623,6 +645,9 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(PermissionWithdrawn, (_PA,)),
         _spec(RuntimeInterrupted, (_PA,)),
         _spec(RuntimeResumed, (_PA,)),
+
+        # -- the host's saves (PROTOCOL.md 16, wave 4)
+        _spec(ThreadReanchored, (_T,)),
     )
 }
 

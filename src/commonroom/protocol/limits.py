@@ -49,6 +49,10 @@ SURFACE_MAX_BYTES: Final = 768 * 1024
 GUARD_MAX_SENDS: Final = 20
 GUARD_WINDOW_SECONDS: Final = 5 * 60
 HUMAN_HOLD_MINUTES: Final = 2.0
+# A save seen half-way (PROTOCOL.md 16, wave 4): a lease whose region vanished is kept
+# this long for the region to come back, and the holds of external versions recorded
+# this close together are computed against the version before the first of them.
+TORN_SAVE_SECONDS: Final = 10
 # The room's rules against a hostile agent (issue 24; docs/protocol.md "Room rules").
 AGENT_INVITATION_MAX_MINUTES: Final = 60  # an invitation minted by anyone but the host
 AGENT_INVITATION_MAX_USES: Final = 5

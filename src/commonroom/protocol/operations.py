@@ -238,6 +238,15 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         " three-way merge; later changes to the same lines -> stale_version, nothing written."),
     _spec("workspace.restore", "POST", "/workspace/restore", "admin", rq.RestoreParams,
         r.Restored, "Host: set a region back to its text at a version."),
+    # -- a host's save that undid someone's change (docs/spec/PROTOCOL.md 16, wave 4)
+    _spec("workspace.undone", "GET", "/workspace/undone", "read", rq.NoParams, r.UndoneSaves,
+        "The host's saves that took back a recent change by someone else (`undoes`), newest"
+        " first, with the host's choice (reapplied, kept, or none yet).", **_READ),
+    _spec("workspace.reapply", "POST", "/workspace/reapply", "admin", rq.ReapplyParams,
+        r.Reapplied,
+        "Host: re-apply what a save undid (a three-way revert of the undo, a new version), or"
+        " keep the save as it is (keep: true); later changes to the same lines ->"
+        " stale_version, nothing written."),
     _spec("workspace.policy_add", "POST", "/workspace/policy", "admin", rq.PolicyParams,
         r.Policy,
         "Host: an auto-approve policy (participant or name pattern, region glob, max changed"

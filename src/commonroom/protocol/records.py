@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import attrs
 import cattrs
 
-from commonroom.protocol.events import Event, from_dict, payload_json
+from commonroom.protocol.events import Event, UndoneChange, from_dict, payload_json
 
 T = TypeVar("T")
 
@@ -232,6 +232,8 @@ class RevisionInfo:
     summary: str
     created_at: str
     rebased: bool
+    by: str | None = None
+    """`host_editor` when the room rebased the proposal onto a host's save (PROTOCOL.md 16)."""
 
 
 @attrs.frozen
@@ -713,6 +715,33 @@ class Reverted:
     summary: str
     region: str
     reverts: int
+
+
+@attrs.frozen
+class UndoneSave:
+    """A host's save that took back recent changes by others, and the host's choice
+    (`reapplied`, `kept`, or None: not chosen yet). PROTOCOL.md 16, wave 4."""
+
+    version: int
+    undoes: list[UndoneChange]
+    settled: str | None
+    created_at: str
+
+
+@attrs.frozen
+class UndoneSaves:
+    saves: list[UndoneSave]
+
+
+@attrs.frozen
+class Reapplied:
+    """`workspace.reapply`: the host re-applied what the save `version` undid (a new
+    version, `new_version`) or kept the save (`kept`: nothing written)."""
+
+    version: int
+    settled: str
+    new_version: int | None
+    content_hash: str | None
 
 
 @attrs.frozen

@@ -346,6 +346,14 @@ class RevertParams:
 
 
 @attrs.frozen
+class ReapplyParams:
+    version: int = attrs.field(metadata={
+        "min": 2, "doc": "the host's save that undid someone's change (its `undoes`)"})
+    keep: bool = attrs.field(default=False, metadata={
+        "doc": "keep the save as it is (Keep mine) instead of re-applying what it undid"})
+
+
+@attrs.frozen
 class RestoreParams:
     region: str = attrs.field(metadata={"doc": "heading path, bare unique title, or workspace",
                                         "pattern": NONBLANK})

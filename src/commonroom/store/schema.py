@@ -366,6 +366,15 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX thread_comments_author ON thread_comments (participant_id, created_at);
     CREATE INDEX threads_updated ON threads (updated_at);
 """,
+    # 13 -> 14: the host's saves and the agents' work (PROTOCOL.md 16, wave 4): the
+    # recent changes by others a save took back (`undoes`, JSON, and what the host
+    # chose about it), and when a lease's region vanished (a save seen half-way: the
+    # lease is kept if the region comes back in time).
+    """
+    ALTER TABLE versions ADD COLUMN undoes TEXT;
+    ALTER TABLE versions ADD COLUMN undoes_settled TEXT;
+    ALTER TABLE leases ADD COLUMN vanished_at TEXT;
+""",
 )
 
 SCHEMA_VERSION: Final = len(MIGRATIONS)

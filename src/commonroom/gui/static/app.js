@@ -96,6 +96,11 @@
     return `${Math.floor(seconds / 3600)} h ago`;
   }
 
+  // A relative time that stays true: the page's one-second tick rewrites every `[data-ago]`.
+  function agoEl(iso) {
+    return el("time", { datetime: iso, "data-ago": iso }, ago(iso));
+  }
+
   function countdown(iso) {
     const seconds = Math.max(0, Math.round((Date.parse(iso) - Date.now()) / 1000));
     const m = Math.floor(seconds / 60), s = seconds % 60;
@@ -582,6 +587,7 @@
     state.doc = doc; state.regions = regions.regions; state.lastVersion = doc.version;
     state.changes = changes.changes;
     renderHistory();
+    if (window.commonroomUndoes) window.commonroomUndoes.refresh(); // hook: undoes
   }
 
   // ------------------------------------------------------------------ header + document
@@ -591,11 +597,14 @@
     document.title = `${status.name} — commonroom`;
     $("doc-name").textContent = status.name;
     const last = state.changes[state.changes.length - 1];
-    const lastText = !last ? "" : last.version === 1 ? ` · initial version, ${ago(last.created_at)}`
-      : ` · last change by ${nameOf(last.participant_id)}: ${last.summary} (${ago(last.created_at)})`;
+    const lastText = !last ? [] : last.version === 1 ? [" · initial version, ", agoEl(last.created_at)]
+      : [` · last change by ${nameOf(last.participant_id)}: ${last.summary} (`, agoEl(last.created_at), ")"];
     // The count is the Participants list's "in the room" rows: who left is not counted.
     const inRoom = state.room.participants.filter((p) => !p.left).length;
-    $("doc-meta").textContent = `version ${status.version}${lastText} · ${plural(inRoom, "participant")} · ${plural(status.active_leases, "lease")}`;
+    const meta = $("doc-meta");
+    clear(meta);
+    meta.append(`version ${status.version}`, ...lastText,
+      ` · ${plural(inRoom, "participant")} · ${plural(status.active_leases, "lease")}`);
   }
 
   function leasesByRegion() {
@@ -648,8 +657,10 @@
 
   function tickCountdowns() {
     for (const badge of document.querySelectorAll("[data-expires]")) {
-      badge.textContent = `${badge.dataset.label} · ${countdown(badge.dataset.expires)}`;
+      // "14:57 left": a countdown, never to be read as a clock time.
+      badge.textContent = `${badge.dataset.label} · ${countdown(badge.dataset.expires)} left`;
     }
+    for (const time of document.querySelectorAll("[data-ago]")) time.textContent = ago(time.dataset.ago);
   }
 
   // ------------------------------------------------------------------ queue
@@ -716,7 +727,7 @@
         el("span", { class: "status" }, held ? `${held.verb}… (undo)` : p.status),
         p.amended ? el("span", { class: "status amended" }, "with edits") : null,
         el("span", { class: "summary" }, p.summary),
-        el("span", { class: "sub", title: p.region }, `${shortRegion(p.region)} · base v${p.base_version} · ${nameOf(p.participant_id)} · ${ago(p.created_at)}`));
+        el("span", { class: "sub", title: p.region }, `${shortRegion(p.region)} · base v${p.base_version} · ${nameOf(p.participant_id)} · `, agoEl(p.created_at)));
         list.append(el("li", { class: group === "decided" ? "decided" : "open", "data-group": group }, item));
         if (p.proposal_id === focused) item.focus(); // keyboard focus survives a live update
       }
@@ -773,7 +784,11 @@
     try {
       detail = await api("GET", "/proposal", { proposal_id: id });
       state.details.set(id, detail);
-      current = await api("GET", "/read", { region: proposal.region }).then((r) => r.content, () => "");
+      // A committed proposal shows what it changed: the section as it was just before its
+      // commit (against the current text it would read "No change").
+      const before = detail.status === "committed" && detail.committed_version > 1
+        ? { region: proposal.region, version: detail.committed_version - 1 } : { region: proposal.region };
+      current = await api("GET", "/read", before).then((r) => r.content, () => "");
     } catch (error) { showReviewError(error); return; }
     if (state.selected !== id) return;
     const base = state.openedAt;
@@ -790,7 +805,10 @@
     state.detail = detail; state.current = current;
     $("review-title").textContent = proposal.summary;
     $("review-title").setAttribute("tabindex", "-1");
-    $("review-provenance").textContent = `${nameOf(detail.participant_id)} (${(state.names.get(detail.participant_id) || {}).kind || "?"}) · ${shortRegion(detail.region)} · base v${detail.base_version} · ${ago(detail.created_at)} · ${detail.status}` + leaseText(detail.region);
+    const provenance = $("review-provenance");
+    clear(provenance);
+    provenance.append(`${nameOf(detail.participant_id)} (${(state.names.get(detail.participant_id) || {}).kind || "?"}) · ${shortRegion(detail.region)} · base v${detail.base_version} · `,
+      agoEl(detail.created_at), ` · ${detail.status}` + leaseText(detail.region));
     const stale = detail.stale || OVERTAKEN.has(detail.status);
     $("review-stale").hidden = !stale;
     $("review-stale").textContent = stale ? `STALE: ${shortRegion(detail.region)} changed since v${detail.base_version} (now v${detail.current_version}) — this would no longer apply. Ask the author for a fresh proposal.` : "";
@@ -1105,7 +1123,7 @@
         lease.wide ? el("span", { class: "stale wide" }, "WIDE") : null,
         el("strong", { title: lease.region }, shortRegion(lease.region)),
         ` · ${hold ? "your edit's hold" : nameOf(lease.participant_id)} · `,
-        el("span", { "data-expires": lease.expires_at, "data-label": "ends in" }));
+        el("span", { "data-expires": lease.expires_at, "data-label": "lease" }));
       const button = el("button", { type: "button", "aria-label": `Release the lease on ${shortRegion(lease.region)}` }, "Release");
       button.addEventListener("click", () => {
         button.hidden = true;
@@ -1238,7 +1256,7 @@
     clear(list);
     for (const change of [...state.changes].reverse()) {
       const who = change.version === 1 ? "" : ` · ${nameOf(change.participant_id)}`;
-      const row = el("li", {}, el("strong", {}, `v${change.version}`), ` ${change.summary}${who} · ${ago(change.created_at)} `);
+      const row = el("li", {}, el("strong", {}, `v${change.version}`), ` ${change.summary}${who} · `, agoEl(change.created_at), " ");
       if (change.version > 1) {
         row.append(el("button", { type: "button", "aria-label": `Diff of version ${change.version}`, onclick: () => showVersionDiff(change.version) }, "Diff"));
       }
@@ -1585,6 +1603,7 @@
     try { await loadVocabulary(); } catch (error) { if (!state.loggedOut) showNotice(`Could not load the room: ${error.message}`); return; }
     renderInviteForm(); wireReview(); wireMessages();
     if (window.commonroomBlame) window.commonroomBlame.attach({ api, el, clear, nameOf, state }); // hook: blame
+    if (window.commonroomUndoes) window.commonroomUndoes.attach({ api, el, clear, nameOf }); // hook: undoes
     if (window.CommonroomThreads) { // hook: threads
       threads = window.CommonroomThreads.init({ api, el, clear, nameOf, shortRegion, renderDiff, loadRoom,
         vocabulary: VOCABULARY });

@@ -78,18 +78,21 @@ window.commonroomBlame = (() => {
       seen.add(key);
       const swatch = el("span", { class: "swatch", "aria-hidden": "true" });
       swatch.style.backgroundColor = colours.get(key);
-      legend.append(el("li", { "data-author": key }, swatch, `${authorLabel(line)} · ${counts.get(key)} lines`));
+      const count = counts.get(key);
+      legend.append(el("li", { "data-author": key }, swatch, `${authorLabel(line)} · ${count} ${count === 1 ? "line" : "lines"}`));
     }
     let previous = null;
     for (const line of answer.lines) {
       const key = authorKey(line);
-      const gutter = el("span", { class: "who" });
+      // A thin rule in the author's colour (the legend says whose); the name and version show
+      // on hover (the row's title) and are read out where the author changes.
+      const gutter = el("span", { class: "who", "aria-hidden": "true" });
       gutter.style.backgroundColor = colours.get(key);
-      // the name where the author changes, so runs of one author read as one block
-      gutter.textContent = (key + line.version) === previous ? "" : `${line.name} v${line.version}`;
+      const named = (key + line.version) !== previous;
       previous = key + line.version;
-      const row = el("li", { class: "blame-line" + (line.amended_by ? " amended" : ""), "data-author": key,
-        "data-version": line.version, title: describe(line) }, gutter,
+      const row = el("li", { class: "blame-line" + (line.amended_by ? " amended" : "") + (named ? " first" : ""),
+        "data-author": key, "data-version": line.version, title: describe(line) }, gutter,
+        named ? el("span", { class: "who-name" }, `${line.name} v${line.version}: `) : null,
         el("code", { class: "text" }, line.text || " "));
       if (line.amended_by) row.append(el("span", { class: "amended-mark" }, `amended by ${ctx.nameOf(line.amended_by)}`));
       list.append(row);

@@ -54,6 +54,27 @@
 
   // ------------------------------------------------------------------ one thread
 
+  // In a section's margin a resolved thread is one line (open it to read it, or reopen it),
+  // and a review comment's reply box waits behind a "Reply" button: the margin stays a margin.
+  function marginNode(thread) {
+    if (thread.status === "resolved") {
+      const first = thread.comments[0];
+      const gist = first ? `${ctx.nameOf(first.participant_id)}: ${first.body}` : ctx.nameOf(thread.author_id);
+      return el("details", { class: "thread-collapsed", "data-thread": thread.thread_id },
+        el("summary", { class: "thread-summary" }, `✓ Resolved · ${gist}`), threadNode(thread));
+    }
+    if (!thread.proposal_id) return threadNode(thread);
+    const node = threadNode(thread, { answer: false });
+    const open = el("button", { type: "button", class: "thread-open-reply", "aria-expanded": "false" }, "Reply");
+    open.addEventListener("click", () => {
+      const form = replyForm(thread);
+      open.replaceWith(form);
+      form.querySelector("textarea").focus();
+    });
+    node.append(open);
+    return node;
+  }
+
   function threadNode(thread, { answer = true } = {}) {
     const flags = [thread.status, thread.blocking ? "blocking question" : null, thread.proposal_id ? "review comment" : null]
       .filter(Boolean).join(" · ");
@@ -123,7 +144,7 @@
       margin.append(ask);
       // Open ones first, then outdated and resolved ones (shown, never dropped).
       const order = { open: 0, outdated: 1, resolved: 2 };
-      for (const thread of [...threads].sort((a, b) => order[a.status] - order[b.status])) margin.append(threadNode(thread));
+      for (const thread of [...threads].sort((a, b) => order[a.status] - order[b.status])) margin.append(marginNode(thread));
       section.heading.after(margin);
       for (const thread of threads) if (thread.quote && thread.status === "open") highlight(section.nodes, thread);
     }
