@@ -33,7 +33,7 @@ def screenshot(page: Any, name: str) -> None:
 def test_a_blocking_question_over_mcp_is_answered_in_the_page(room: Room, page: Any) -> None:
     asker, bystander = room.agent("asker"), room.agent("bystander")
     quote = "Public\nlibraries are far away"
-    thread = mcp_tool(asker, "thread.open", region=PROBLEM, body="Which libraries do you mean?",
+    thread = mcp_tool(asker, "thread_open", region=PROBLEM, body="Which libraries do you mean?",
                       quote=quote, blocking=True)
     cursor = asker.ok("GET", "/workspace/room")["latest_event_id"]
     woke: dict[str, Any] = {}
@@ -45,7 +45,7 @@ def test_a_blocking_question_over_mcp_is_answered_in_the_page(room: Room, page: 
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             started = time.monotonic()
-            answer = mcp_tool(asker, "workspace.wait", cursor=position, timeout_seconds=25)
+            answer = mcp_tool(asker, "workspace_wait", cursor=position, timeout_seconds=25)
             replies = [e for e in answer["events"] if e["type"] == "thread.replied"
                        and e["payload"]["thread_id"] == thread["thread_id"]]
             if replies:
@@ -72,7 +72,7 @@ def test_a_blocking_question_over_mcp_is_answered_in_the_page(room: Room, page: 
     # Nobody else is held while the asker waits: the bystander works as usual.
     started = time.monotonic()
     bystander.ok("GET", f"/workspace/read?region={PROBLEM.replace(' ', '%20')}")
-    mcp_tool(bystander, "thread.open", region=RISKS, body="Is theft a risk?")
+    mcp_tool(bystander, "thread_open", region=RISKS, body="Is theft a risk?")
     assert time.monotonic() - started < 5 and waiter.is_alive()
     screenshot(page, "threads-blocking.png")
     panel.locator("textarea").fill("The county library, twelve kilometres out.")
@@ -84,7 +84,7 @@ def test_a_blocking_question_over_mcp_is_answered_in_the_page(room: Room, page: 
     assert woke["held"] < 25  # woken by the reply, not by the hold running out
     woke_after = woke["at"] - clicked
     print(f"the asker's wait woke {woke_after:.3f} s after the host clicked Answer")
-    answered = mcp_tool(asker, "workspace.thread", thread_id=thread["thread_id"])
+    answered = mcp_tool(asker, "workspace_thread", thread_id=thread["thread_id"])
     assert answered["comments"][-1]["body"] == "The county library, twelve kilometres out."
     assert answered["comments"][-1]["participant_id"] != answered["author_id"]
 

@@ -58,9 +58,10 @@ def wait_for(predicate: Any, what: str, timeout: float = 15.0) -> Any:
 
 
 def approve(room: Room, proposal_id: str) -> None:
-    """The host approves (the one place this module writes a review's parameters)."""
+    """The host approves the revision it read (the one place this module writes a review)."""
+    shown = room.ok("GET", f"/workspace/proposal?proposal_id={proposal_id}", room.host_session)
     room.ok("POST", "/workspace/proposal/review", room.host_session,
-            {"proposal_id": proposal_id, "decision": "approve"})
+            {"proposal_id": proposal_id, "decision": "approve", "revision": shown["revision"]})
 
 
 def current_text(room: Room) -> str:

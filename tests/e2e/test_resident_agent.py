@@ -390,6 +390,8 @@ def test_an_interrupted_turn_withdraws_its_pending_permission_request(
     _say(served, "please ask permission", "bot")
     eventually(lambda: served.ok("GET", "/workspace/permissions", served.host_session)
                ["permissions"], "the permission request reached the room")
+    # The host interrupts a turn it sees running (the report may follow the request).
+    eventually(lambda: bot.runtime()["state"] == "running", "the runtime reports its turn")
     result = ce("interrupt", str(served.doc), "bot")
     assert result.returncode == 0, result.stderr
     outcome = eventually(lambda: bot.entries("permission"), "the agent got an answer")

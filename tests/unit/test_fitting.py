@@ -8,6 +8,7 @@ refused with one cause (`details.cause`), the line it concerns (`details.line`) 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import assume, example, given, settings
@@ -58,6 +59,13 @@ REGION = "## Goals\n\n- ship it\n\n"
 def test_a_region_text_gets_a_final_break_and_the_regions_own_separator(sent: str, fitted: str) -> None:
     assert fit_region(REGION, sent) == fitted
 
+
+
+def shown_revision(room: Driver, proposal: dict[str, Any]) -> int:
+    """The revision the host reads before it approves (a review binds to it)."""
+    revision: int = room.call("workspace.proposal", room.host,
+                              proposal_id=proposal["proposal_id"])["revision"]
+    return revision
 
 def test_the_region_keeps_its_own_separator_whatever_it_is() -> None:
     # no blank line before the next heading in the document: none after the fitted text either
@@ -251,7 +259,8 @@ def test_the_cause_is_given_again_at_commit(room: Driver) -> None:
     agent = _agent(room)
     proposal = room.call("workspace.propose", agent, region="Last", base_version=1, summary="code",
                          content="## Last\n\nThe end.\n\n```\ncode\n")
-    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"], decision="approve")
+    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
+              revision=shown_revision(room, proposal), decision="approve")
     whole = room.engine.path.read_text()
     room.call("workspace.commit", room.host, base_version=1, summary="appendix",
               content=whole + "## Appendix\n")
@@ -285,7 +294,8 @@ def test_the_fitted_text_is_what_is_stored_reviewed_and_committed(room: Driver) 
     assert room.call("workspace.proposal", agent, proposal_id=revised["proposal_id"])[
         "content"] == "## Notes\n- glued\n- two more\n"
     # the reviewer's amended text is fitted too
-    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"], decision="approve",
+    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
+              revision=shown_revision(room, proposal), decision="approve",
               content="## Notes\n- glued\n- the host's\n\n\n\n")
     room.call("workspace.commit", agent, proposal_id=proposal["proposal_id"])
     assert room.engine.path.read_text() == DOCUMENT.replace(
@@ -312,7 +322,8 @@ def test_a_whole_document_proposal_is_byte_exact_but_for_its_final_break(room: D
     text = DOCUMENT.replace("The end.\n", "The end.\n\n\n").replace("## Goals", "# Goals")
     proposal = room.call("workspace.propose", agent, region="workspace", base_version=1,
                          summary="whole", content=text)
-    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"], decision="approve")
+    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
+              revision=shown_revision(room, proposal), decision="approve")
     room.call("workspace.commit", agent, proposal_id=proposal["proposal_id"])
     assert room.engine.path.read_text() == text  # not checked against the outline, not refitted
 
@@ -337,7 +348,7 @@ def test_the_last_region_of_a_file_without_a_final_newline(tmp_path: Path, clock
         proposal = room.call("workspace.propose", agent, region="Last", base_version=1,
                              summary="new end", content="## Last\n\nA new end.\n\n")
         room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
-                  decision="approve")
+                  revision=shown_revision(room, proposal), decision="approve")
         room.call("workspace.commit", agent, proposal_id=proposal["proposal_id"])
         assert path.read_bytes() == b"# Plan\n\n## Last\n\nA new end."
     finally:

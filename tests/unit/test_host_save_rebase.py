@@ -37,7 +37,9 @@ HOSTS_TEXT = TEXT.replace("first version", "first public version")
 
 def approve(room: Driver, pid: str) -> None:
     """The host approves `pid` (the one place a review's parameters are written here)."""
-    room.call("workspace.review", room.host, proposal_id=pid, decision="approve")
+    shown = room.call("workspace.proposal", room.host, proposal_id=pid)
+    room.call("workspace.review", room.host, proposal_id=pid, revision=shown["revision"],
+              decision="approve")
 
 
 def host_saves(room: Driver, text: str) -> list[Any]:
@@ -107,8 +109,8 @@ def test_a_host_save_elsewhere_leaves_the_proposal_as_it_is(room: Driver) -> Non
 
 def test_a_changes_requested_proposal_is_rebased_and_keeps_its_status(room: Driver) -> None:
     author, pid = started(room)
-    room.call("workspace.review", room.host, proposal_id=pid, decision="request_changes",
-              comment="say why")
+    room.call("workspace.review", room.host, proposal_id=pid, revision=1,
+              decision="request_changes", comment="say why")
     host_saves(room, HOSTS_TEXT)
     detail = room.call("workspace.proposal", author, proposal_id=pid)
     assert (detail["status"], detail["revision"], detail["base_version"]) == (

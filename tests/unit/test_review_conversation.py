@@ -198,7 +198,7 @@ def test_rebase_clean_previews_then_applies_as_a_new_revision(room: Driver) -> N
         "proposal_id"]
     other = room.join("other")["session_id"]
     why = propose(room, other, "## Goals\n\nWhy we do this.\n\n- ship it\n\n")["proposal_id"]
-    room.call("workspace.review", room.host, proposal_id=why, decision="approve")
+    room.call("workspace.review", room.host, proposal_id=why, revision=1, decision="approve")
     room.call("workspace.commit", other, proposal_id=why)
     detail = room.call("workspace.proposal", author, proposal_id=pid)
     # Another agent's commit changed its region: superseded (a decided proposal is never

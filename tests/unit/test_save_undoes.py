@@ -26,7 +26,9 @@ def host_saves(room: Driver, text: str) -> list[Any]:
 
 
 def approve(room: Driver, pid: str) -> None:
-    room.call("workspace.review", room.host, proposal_id=pid, decision="approve")
+    shown = room.call("workspace.proposal", room.host, proposal_id=pid)
+    room.call("workspace.review", room.host, proposal_id=pid, revision=shown["revision"],
+              decision="approve")
 
 
 def agent_commits(room: Driver) -> tuple[str, int]:
