@@ -71,26 +71,30 @@ def node() -> str:
     return found
 
 
-def typescript_sdk() -> Path:
-    """A folder with the pinned TypeScript SDK in node_modules and the client script beside it."""
-    lock = (CLIENTS / "package-lock.json").read_bytes()
-    home = CACHE / ("node-" + hashlib.sha256(lock).hexdigest()[:16])
+def _npm_ci(source: Path, prefix: str, needed_by: str) -> Path:
+    """A cache folder holding `npm ci` of `source`'s package.json and lock, built once per lock."""
+    lock = (source / "package-lock.json").read_bytes()
+    home = CACHE / (prefix + hashlib.sha256(lock).hexdigest()[:16])
     stamp = home / ".built"
     with _locked():
         if not stamp.exists():
             shutil.rmtree(home, ignore_errors=True)
             home.mkdir(parents=True)
             for name in ("package.json", "package-lock.json"):
-                shutil.copyfile(CLIENTS / name, home / name)
+                shutil.copyfile(source / name, home / name)
             npm = shutil.which("npm")
             if npm is None:
-                raise RuntimeError("npm is not on PATH: the TypeScript SDK's tests need it")
+                raise RuntimeError(f"npm is not on PATH: {needed_by} need it")
             node()
             _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=home)
             stamp.write_text("built")
-        # The script beside its node_modules (ESM resolves imports from the script's folder).
-        shutil.copyfile(CLIENTS / "ts_client.mjs", home / "ts_client.mjs")
     return home
+
+
+def typescript_sdk() -> Path:
+    """A folder with the pinned TypeScript SDK in node_modules (the client script goes beside
+    it: ESM resolves imports from the script's folder, `typescript_client`)."""
+    return _npm_ci(CLIENTS, "node-", "the TypeScript SDK's tests")
 
 
 def typescript_client() -> Path:
@@ -112,22 +116,7 @@ ACP_AGENTS: Final = REPO / "tests" / "e2e" / "acp_agents"
 def acp_agents() -> Path:
     """The `node_modules/.bin` holding real ACP agents (`gemini` from @google/gemini-cli, and
     `codex-acp` from @zed-industries/codex-acp), pinned by `tests/e2e/acp_agents/`'s lock."""
-    lock = (ACP_AGENTS / "package-lock.json").read_bytes()
-    home = CACHE / ("acp-" + hashlib.sha256(lock).hexdigest()[:16])
-    stamp = home / ".built"
-    with _locked():
-        if not stamp.exists():
-            shutil.rmtree(home, ignore_errors=True)
-            home.mkdir(parents=True)
-            for name in ("package.json", "package-lock.json"):
-                shutil.copyfile(ACP_AGENTS / name, home / name)
-            npm = shutil.which("npm")
-            if npm is None:
-                raise RuntimeError("npm is not on PATH: the real ACP agents' tests need it")
-            node()
-            _run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=home)
-            stamp.write_text("built")
-    return home / "node_modules" / ".bin"
+    return _npm_ci(ACP_AGENTS, "acp-", "the real ACP agents' tests") / "node_modules" / ".bin"
 
 
 if __name__ == "__main__":
