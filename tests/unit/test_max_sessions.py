@@ -131,3 +131,16 @@ def test_the_ingress_holds_the_streams_the_session_limit_allows() -> None:
 def test_the_cli_copies_of_the_session_bounds_are_the_protocols() -> None:
     assert (host_serve.MAX_SESSIONS, host_serve.MAX_SESSIONS_LIMIT) == (
         limits.MAX_ACTIVE_SESSIONS, limits.MAX_SESSIONS_LIMIT)
+
+
+def test_the_host_is_told_when_open_files_cannot_hold_every_stream() -> None:
+    from commonroom.service import _streams_note
+
+    # 4,096 sessions × 8 streams on a shell's usual hard limit: said, with the fix.
+    note = _streams_note(1024, 4096 * limits.STREAMS_PER_SESSION)
+    assert note is not None
+    assert "ulimit -Hn" in note and "32768 streams" in note
+    assert f"at most {1024 - serving.FD_RESERVE - serving.OWNER_CONNECTIONS}" in note
+    # The default room, or descriptors enough: nothing to say.
+    assert _streams_note(1024, 64 * limits.STREAMS_PER_SESSION) is None
+    assert _streams_note(10**6, 4096 * limits.STREAMS_PER_SESSION) is None
