@@ -71,6 +71,8 @@ from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
 from commonroom.protocol.limits import (
     HUMAN_HOLD_MINUTES,
+    MAX_ACTIVE_SESSIONS,
+    MAX_SESSIONS_LIMIT,
     SETTLE_MS,
     STREAMS_PER_PARTICIPANT,
     STREAMS_PER_SESSION,
@@ -115,6 +117,9 @@ class ServeOptions:
     # Connections the ingress serves at once; None: what the raised RLIMIT_NOFILE leaves
     # after the reserve (http/serving.connection_caps).
     max_connections: int | None = None
+    # `--max-sessions N` (PROTOCOL §11): active guest sessions at once, 1..MAX_SESSIONS_LIMIT;
+    # participants follow it past 256 (`ServingLimits.max_participants`).
+    max_sessions: int = MAX_ACTIVE_SESSIONS
     # `--git` / `--git-all` (docs/spec/PROTOCOL.md 18): committed versions (and with all, the host's
     # saves too) become commits in the git work tree around the file.
     git: bool = False
@@ -176,6 +181,7 @@ async def serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None]
 async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None],
                       stop: trio.Event) -> None:
     doc = Path(options.path).resolve()
+    serving = _serving_limits(options)
     open_files = raise_open_file_limit()
     try:
         credentials = credentials_path(doc)
@@ -197,10 +203,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
         sidecar = Path(temp_dir) / (doc.name + SIDECAR_SUFFIX)
     try:
         config = EngineConfig(
-            serving=ServingLimits(
-                requests_per_minute=options.requests_per_minute,
-                anonymous_per_minute=options.anonymous_per_minute,
-            ),
+            serving=serving,
             human_hold_minutes=options.human_hold_minutes,
             settle_ms=options.settle_ms,
             git=_git_options(options),
@@ -214,13 +217,41 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
                 per_participant=options.streams_per_participant,
                 uncapped={engine.host_participant_id},
             ))
-            await _run(room, plugin, options, doc, on_ready, stop, connection_caps(open_files))
+            streams = serving.max_sessions * options.streams_per_session
+            await _run(room, plugin, options, doc, on_ready, stop,
+                       connection_caps(open_files, streams), _streams_note(open_files, streams))
         finally:
             credentials.unlink(missing_ok=True)
             engine.close()
     finally:
         if temp_dir is not None:
             shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _serving_limits(options: ServeOptions) -> ServingLimits:
+    """The room's limits from its options; a session limit out of bounds is refused."""
+    if not 1 <= options.max_sessions <= MAX_SESSIONS_LIMIT:
+        raise CommonroomError(
+            "invalid_request",
+            f"--max-sessions must be 1 to {MAX_SESSIONS_LIMIT} (got {options.max_sessions})",
+            {"field": "max_sessions", "limit": MAX_SESSIONS_LIMIT},
+        )
+    return ServingLimits(
+        requests_per_minute=options.requests_per_minute,
+        anonymous_per_minute=options.anonymous_per_minute,
+        max_sessions=options.max_sessions,
+    )
+
+
+def _streams_note(open_files: int, streams: int) -> str | None:
+    """What the host should know when the open-file limit cannot hold every stream the
+    session limit allows (the listener then refuses the connections past its cap)."""
+    ingress, _ = connection_caps(open_files, streams)
+    if ingress >= streams:
+        return None
+    return (f"this process may open {open_files} files (ulimit -n), so the room serves at most"
+            f" {ingress} agent connections, fewer than the {streams} streams its sessions may"
+            " open; raise the hard limit (ulimit -Hn) to serve them all")
 
 
 def _git_options(options: ServeOptions) -> GitOptions | None:
@@ -254,7 +285,7 @@ def _check_document(doc: Path) -> None:
 
 async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                on_ready: Callable[[Ready], None], stop: trio.Event,
-               caps: tuple[int, int]) -> None:
+               caps: tuple[int, int], streams_note: str | None) -> None:
     engine = room.engine
     ingress_cap, owner_cap = caps
     if options.max_connections is not None:
@@ -277,7 +308,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
     # The attachment and surface routes take bodies past the listeners' 1 MiB.
     ingress_app.config["BODY_LIMITS"] = dict(BODY_LIMITS)
     owner_app.config["BODY_LIMITS"] = {"/owner/api" + path: n for path, n in BODY_LIMITS.items()}
-    notes: list[str] = []
+    notes: list[str] = [streams_note] if streams_note and options.max_connections is None else []
 
     async with trio.open_nursery() as nursery:
         if options.install_signal_handlers:

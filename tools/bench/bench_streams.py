@@ -120,9 +120,12 @@ class Committer:
 class Subscribers:
     """The subscriber process and its reports."""
 
-    def __init__(self, port: int, bearer: str, count: int, cpu: int | None) -> None:
+    def __init__(self, port: int, bearer: str | Path, count: int, cpu: int | None) -> None:
+        """`bearer`: one session for every stream, or a file of bearers to spread them over."""
+        who = (["--bearers-file", str(bearer)] if isinstance(bearer, Path)
+               else ["--bearer", bearer])
         self.child = loadgen.Child(
-            loadgen.loadgen_command("subscribe", "--port", str(port), "--bearer", bearer,
+            loadgen.loadgen_command("subscribe", "--port", str(port), *who,
                                     "--count", str(count), *loadgen.cpu_args(cpu)),
             stdin=True,
         )

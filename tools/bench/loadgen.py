@@ -255,7 +255,8 @@ def run_bare_server(kind: str) -> None:
     trio.run(main)
 
 
-def run_room_server(path: Path, rpm: int, heartbeat: float, mcp_legacy: bool = False) -> None:
+def run_room_server(path: Path, rpm: int, heartbeat: float, mcp_legacy: bool = False,
+                    max_sessions: int | None = None) -> None:
     import trio
 
     from commonroom.credentials import read_credentials
@@ -270,9 +271,12 @@ def run_room_server(path: Path, rpm: int, heartbeat: float, mcp_legacy: bool = F
         anonymous_per_minute=rpm,
         heartbeat_seconds=heartbeat,
         # The stream benchmarks open 1,000 streams on one session; the cap itself is
-        # what tools/hostile/connections.py measures.
-        streams_per_session=10**6,
-        streams_per_participant=10**6,
+        # what tools/hostile/connections.py measures. With `max_sessions` (a large room:
+        # `ce serve --max-sessions N`) the room keeps the protocol's stream caps, and the
+        # streams are spread over many sessions as dashboards would hold them.
+        **({} if max_sessions is not None else {"streams_per_session": 10**6,
+                                                 "streams_per_participant": 10**6}),
+        **({} if max_sessions is None else {"max_sessions": max_sessions}),
         mcp_legacy=mcp_legacy,
     )
 
@@ -321,13 +325,15 @@ class RoomProcess:
 @contextmanager
 def room_server(
     path: Path, cpu: int | None, *, heartbeat: float = 15.0, rpm: int = HUGE_RATE,
-    mcp_legacy: bool = False,
+    mcp_legacy: bool = False, max_sessions: int | None = None,
 ) -> Iterator[RoomProcess]:
     """A room around `path` in its own process, rate limit `rpm` a minute (`mcp_legacy`:
-    started as with `ce serve --mcp-legacy`)."""
+    started as with `ce serve --mcp-legacy`; `max_sessions`: as with `--max-sessions N`,
+    and the protocol's stream caps kept)."""
     cmd = loadgen_command(
         "room", str(path), "--rpm", str(rpm), "--heartbeat", str(heartbeat), *cpu_args(cpu),
         *(["--mcp-legacy"] if mcp_legacy else []),
+        *([] if max_sessions is None else ["--max-sessions", str(max_sessions)]),
     )
     with Child(cmd) as child:
         ready = child.reader.get_json(60)
@@ -760,8 +766,11 @@ def _emit(obj: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def run_subscribers(port: int, bearer: str, count: int, batch: int) -> None:
+def run_subscribers(port: int, bearers: Sequence[str], count: int, batch: int) -> None:
     """Hold `count` observe streams; report when every open one has each change.committed.
+
+    Stream i is opened with `bearers[i % len(bearers)]` (one session for all of them, or
+    many sessions of a few streams each, as a room of dashboards holds them).
 
     Prints ``{"ready": n}`` once all streams answered, then per committed
     event ``{"event_id", "version", "first", "last", "count"}`` (first/last:
@@ -772,7 +781,7 @@ def run_subscribers(port: int, bearer: str, count: int, batch: int) -> None:
     """
     raise_nofile()
     selector = selectors.DefaultSelector()
-    request = build_request("GET", "/workspace/observe", bearer=bearer)
+    requests = [build_request("GET", "/workspace/observe", bearer=bearer) for bearer in bearers]
     subs: list[_Sub] = []
     pending: dict[int, list[Any]] = {}  # event_id -> [count, first, last, version]
     resyncs = 0
@@ -827,10 +836,10 @@ def run_subscribers(port: int, bearer: str, count: int, batch: int) -> None:
     # Connect in batches: the listener's backlog is 128.
     for offset in range(0, count, batch):
         group: list[_Sub] = []
-        for _ in range(min(batch, count - offset)):
+        for index in range(offset, offset + min(batch, count - offset)):
             sock = socket.create_connection(("127.0.0.1", port))
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            sock.sendall(request)
+            sock.sendall(requests[index % len(requests)])
             sock.setblocking(False)
             sub = _Sub(sock)
             selector.register(sock, selectors.EVENT_READ, sub)
@@ -884,6 +893,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     room.add_argument("--rpm", type=int, default=HUGE_RATE)
     room.add_argument("--heartbeat", type=float, default=15.0)
     room.add_argument("--mcp-legacy", action="store_true")
+    room.add_argument("--max-sessions", type=int)
 
     load = sub.add_parser("load")
     load.add_argument("--port", type=int, required=True)
@@ -910,7 +920,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     subscribe = sub.add_parser("subscribe")
     subscribe.add_argument("--port", type=int, required=True)
-    subscribe.add_argument("--bearer", required=True)
+    bearer = subscribe.add_mutually_exclusive_group(required=True)
+    bearer.add_argument("--bearer")
+    bearer.add_argument("--bearers-file", type=Path,
+                        help="one session bearer a line: streams are spread over them")
     subscribe.add_argument("--count", type=int, default=1000)
     subscribe.add_argument("--batch", type=int, default=100)
 
@@ -923,7 +936,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         run_bare_server(args.kind)
     elif args.command == "room":
         raise_nofile()
-        run_room_server(args.file.resolve(), args.rpm, args.heartbeat, args.mcp_legacy)
+        run_room_server(args.file.resolve(), args.rpm, args.heartbeat, args.mcp_legacy,
+                        args.max_sessions)
     elif args.command == "load":
         request = build_request("GET", args.path, bearer=args.bearer,
                                 close=args.mode == "close")
@@ -937,7 +951,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(json.dumps(run_engine_cycles(args.file.resolve(), args.region, seconds=args.seconds,
                                            warmup=args.warmup)), flush=True)
     elif args.command == "subscribe":
-        run_subscribers(args.port, args.bearer, args.count, args.batch)
+        bearers = ([args.bearer] if args.bearer else
+                   args.bearers_file.read_text().split())
+        run_subscribers(args.port, bearers, args.count, args.batch)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,10 @@ TRANSPORTS: Final = ("loopback", "tailcat", "local")
 SETTLE_MS: Final = 250
 SETTLE_MS_MIN: Final = 50
 SETTLE_MS_MAX: Final = 5000
+# `--max-sessions` default and bound: protocol.limits.MAX_ACTIVE_SESSIONS and
+# MAX_SESSIONS_LIMIT, copied for the same reason (the same test holds them equal).
+MAX_SESSIONS: Final = 64
+MAX_SESSIONS_LIMIT: Final = 4096
 
 
 @click.command()
@@ -49,6 +53,10 @@ SETTLE_MS_MAX: Final = 5000
 @click.option("--settle-ms", type=click.IntRange(SETTLE_MS_MIN, SETTLE_MS_MAX), default=SETTLE_MS,
               show_default=True, metavar="N",
               help="Record your save once the file stayed unchanged this long (ms).")
+@click.option("--max-sessions", type=click.IntRange(1, MAX_SESSIONS_LIMIT), default=MAX_SESSIONS,
+              show_default=True, metavar="N",
+              help="Agent and viewer sessions active at once (up to 4096): raise it for a room"
+                   " with a large audience, such as many dashboards (8 streams a session).")
 @click.option("--git", "git", is_flag=True,
               help="Record every committed version as a git commit of FILE (FILE must be in a"
                    " git work tree; the host's own saves are not committed).")
@@ -68,6 +76,7 @@ def serve(
     ephemeral: bool,
     human_hold_minutes: float,
     settle_ms: int,
+    max_sessions: int,
     git: bool,
     git_all: bool,
     mcp_legacy: bool,
@@ -86,6 +95,7 @@ def serve(
         ephemeral=ephemeral,
         human_hold_minutes=human_hold_minutes,
         settle_ms=settle_ms,
+        max_sessions=max_sessions,
         git=git,
         git_all=git_all,
         mcp_legacy=mcp_legacy,

@@ -11,7 +11,7 @@ minted by anyone but the host lasts at most 60 minutes and 5 uses; revoking a
 participant's sessions (or its leaving) revokes the invitations it minted; only
 an `admin` revokes someone else's invitation. At most `max_sessions` sessions
 joined through one invitation are active at once (default 8; the inviter may
-set 1..64), so one multi-use invitation cannot fill the room's 64.
+set 1..64), so one multi-use invitation cannot fill the room's 64 by default.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _name_in_the_room(tx: Tx, wanted: str) -> str:
         "SELECT name FROM participants WHERE left_at IS NULL")}
     if folded_name(wanted) not in taken:
         return wanted
-    for number in range(2, limits.MAX_PARTICIPANTS + 2):
+    for number in range(2, tx.engine.serving.max_participants + 2):
         suffix = f"-{number}"
         candidate = wanted[: limits.NAME_MAX - len(suffix)] + suffix
         if folded_name(candidate) not in taken:
@@ -127,11 +127,12 @@ def join(tx: Tx, p: JoinParams) -> Joined:
     count = tx.conn.execute(
         "SELECT count(*) FROM participants WHERE left_at IS NULL AND is_host = 0"
     ).fetchone()[0]
-    if count >= limits.MAX_PARTICIPANTS:
+    most = tx.engine.serving.max_participants  # 256, or the room's session limit if larger
+    if count >= most:
         raise CommonroomError(
             "limit_exceeded",
-            f"the room already has {limits.MAX_PARTICIPANTS} participants",
-            {"limit": limits.MAX_PARTICIPANTS},
+            f"the room already has {most} participants",
+            {"limit": most},
             retry_after_seconds=60,
         )
     capabilities = tuple(json.loads(caps_json))

@@ -216,6 +216,8 @@ def diagnostics(tx: Tx, p: Any = None) -> Diagnostics:
             body_bytes=serving.body_bytes,
             proposal_bytes=limits.PROPOSAL_MAX_BYTES,
             list_max=limits.LIST_MAX,
+            max_sessions=serving.max_sessions,
+            max_participants=serving.max_participants,
         ),
     )
 

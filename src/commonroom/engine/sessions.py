@@ -63,11 +63,12 @@ def create_session(
         " AND participant_id != ?",
         (tx.now_s, host),
     ).fetchone()[0]
-    if participant_id != host and active >= limits.MAX_ACTIVE_SESSIONS:
+    most = tx.engine.serving.max_sessions  # `ce serve --max-sessions`, 64 by default
+    if participant_id != host and active >= most:
         raise CommonroomError(
             "limit_exceeded",
-            f"the room already has {limits.MAX_ACTIVE_SESSIONS} active sessions",
-            {"limit": limits.MAX_ACTIVE_SESSIONS},
+            f"the room already has {most} active sessions",
+            {"limit": most},
             retry_after_seconds=60,
         )
     bearer = "ses_" + secrets.token_urlsafe(32)

@@ -106,7 +106,10 @@ and its temp files, trio's own (epoll, wake-up pipe), the listening sockets, a t
 OWNER_CONNECTIONS: Final = 64
 """The owner listener's own cap (one person's browser tabs and `ce` host commands)."""
 MAX_INGRESS_CONNECTIONS: Final = 2048
-"""The ingress's cap even when descriptors are plenty: ~64 KB of room memory each."""
+"""The ingress's cap even when descriptors are plenty (~64 KB of room memory each), unless
+the room's session limit allows more streams than that (`connection_caps`)."""
+REQUEST_CONNECTIONS: Final = 256
+"""Connections kept for requests beyond every stream the session limit allows."""
 LOG_EVERY_SECONDS: Final = 10.0
 """A listener's overload line (EMFILE, connections refused) is logged at most this often."""
 
@@ -125,10 +128,17 @@ def raise_open_file_limit() -> int:
     return soft
 
 
-def connection_caps(open_files: int) -> tuple[int, int]:
-    """(ingress cap, owner cap) for a process that may open `open_files` descriptors."""
+def connection_caps(open_files: int, streams: int = 0) -> tuple[int, int]:
+    """(ingress cap, owner cap) for a process that may open `open_files` descriptors.
+
+    `streams`: how many streams the room's sessions may hold at once (`ce serve
+    --max-sessions` × the streams a session may open); past `MAX_INGRESS_CONNECTIONS`
+    the ingress cap grows to hold them all and `REQUEST_CONNECTIONS` more, as far as
+    the descriptors go (the caller tells the host when they do not).
+    """
+    wanted = max(MAX_INGRESS_CONNECTIONS, streams + REQUEST_CONNECTIONS)
     ingress = open_files - FD_RESERVE - OWNER_CONNECTIONS
-    return max(16, min(MAX_INGRESS_CONNECTIONS, ingress)), OWNER_CONNECTIONS
+    return max(16, min(wanted, ingress)), OWNER_CONNECTIONS
 
 
 class _AcceptErrorsOnceInAWhile(logging.Filter):

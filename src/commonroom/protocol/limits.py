@@ -17,8 +17,9 @@ INVITATION_MAX_MINUTES: Final = 7 * 24 * 60
 LEASE_DEFAULT_MINUTES: Final = 15
 LEASE_MAX_MINUTES: Final = 120
 PROPOSAL_MAX_BYTES: Final = 256 * 1024
-MAX_ACTIVE_SESSIONS: Final = 64
-MAX_PARTICIPANTS: Final = 256
+MAX_ACTIVE_SESSIONS: Final = 64  # the default; `ce serve --max-sessions N` (section 11)
+MAX_SESSIONS_LIMIT: Final = 4096  # the most `--max-sessions` may ask for
+MAX_PARTICIPANTS: Final = 256  # or the session limit when larger (`ServingLimits`)
 MAX_PENDING_PROPOSALS: Final = 20
 MAX_OPEN_LEASES: Final = 16
 LIST_DEFAULT: Final = 50
@@ -142,8 +143,19 @@ RUNTIME_QUEUED_MAX: Final = 20
 
 @attrs.frozen
 class ServingLimits:
-    """The adapters' limits for one running room (defaults: the protocol's)."""
+    """The limits one running room was started with (defaults: the protocol's)."""
 
     requests_per_minute: int = REQUESTS_PER_MINUTE
     anonymous_per_minute: int = ANONYMOUS_PER_MINUTE
     body_bytes: int = BODY_BYTES
+    max_sessions: int = attrs.field(
+        default=MAX_ACTIVE_SESSIONS,
+        validator=[attrs.validators.ge(1), attrs.validators.le(MAX_SESSIONS_LIMIT)],
+    )
+    """Active guest sessions at once (`ce serve --max-sessions N`, 1..MAX_SESSIONS_LIMIT)."""
+
+    @property
+    def max_participants(self) -> int:
+        """Participants in the room at once: 256, or the session limit when larger, so a
+        room opened for many dashboards (one session each) can seat them all."""
+        return max(MAX_PARTICIPANTS, self.max_sessions)

@@ -570,6 +570,8 @@ class LimitsInfo:
     body_bytes: int
     proposal_bytes: int
     list_max: int
+    max_sessions: int  # active guest sessions at once (`ce serve --max-sessions`)
+    max_participants: int
 
 
 @attrs.frozen
