@@ -248,15 +248,13 @@ class Room:
         a proposal, a review: 0.4-1 ms of engine work, no fsync: the sidecar syncs only
         for a version, and the WAL is checkpointed on the store thread,
         `_checkpointer`). The store thread keeps what may write the document (a temp
-        file, fsyncs, a rename: `facade.WRITES_DOCUMENT`), the large bodies
+        file, fsyncs, a rename: `OperationSpec.writes_document`), the large bodies
         (attachments, `body_bytes`) and every write once the document is past
         `INLINE_WRITES_MAX_BYTES`. A call's refresh may record an external edit or an
         expiry first: no fsync, at worst a hash of the file.
         """
-        if name in facade.WRITES_DOCUMENT:
-            return False
         spec = OPERATIONS_BY_NAME.get(name)
-        if spec is None or spec.body_bytes is not None:
+        if spec is None or spec.writes_document or spec.body_bytes is not None:
             return False
         return spec.read_only or len(self.engine.current().data) <= INLINE_WRITES_MAX_BYTES
 
