@@ -86,8 +86,6 @@ STORAGE_RETRY = 1.0
 INLINE_WRITES_MAX_BYTES = 1024 * 1024
 
 log = logging.getLogger(__name__)
-# Events that may bring the next expiry closer: the sweeper re-reads its deadline.
-_EXPIRY_EVENTS = frozenset({ev.LeaseAcquired.TYPE, ev.LeaseRenewed.TYPE, ev.SessionCreated.TYPE})
 
 
 class Room:
@@ -281,11 +279,12 @@ class Room:
     def _expires_before_the_sweep(self, event: Event) -> bool:
         """Does `event` start something that expires before the sweeper wakes anyway?
 
-        A lease taken or renewed, a session created: the sweeper sleeps until the
-        earliest expiry it knew of, so it must look again only if this one is earlier
-        (a write cycle's checkout then costs no extra sweep).
+        The catalogue says which events may (`EventSpec.schedules_expiry`: a lease taken
+        or renewed, a session created, a permission asked, a handoff's end...): the
+        sweeper sleeps until the earliest expiry it knew of, so it must look again only
+        if this one is earlier (a write cycle's checkout then costs no extra sweep).
         """
-        if event.type not in _EXPIRY_EVENTS:
+        if not event.spec.schedules_expiry:
             return False
         expires_at = getattr(event.payload, "expires_at", None)
         if self._sweep_due is None or not isinstance(expires_at, str):
