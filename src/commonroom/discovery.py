@@ -69,6 +69,7 @@ def vocabulary_document() -> dict[str, Any]:
         "events": list(EVENTS),
         "statuses": {kind: list(names) for kind, names in vocabulary.STATUSES.items()},
         "open_statuses": {kind: list(names) for kind, names in vocabulary.OPEN_STATUSES.items()},
+        "reviewable_statuses": {"proposal": list(vocabulary.PROPOSAL_REVIEWABLE)},
         "rebasable_statuses": {"proposal": list(vocabulary.PROPOSAL_REBASABLE)},
         "overtaken_statuses": {"proposal": list(vocabulary.PROPOSAL_OVERTAKEN)},
         # The named capabilities one may grant; "*" is the host's wildcard, never offered.

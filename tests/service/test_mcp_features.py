@@ -37,11 +37,12 @@ async def test_tools_are_the_table(live: LiveRoom) -> None:
     assert first["tools"] == again["tools"]
     assert first["cacheScope"] == "public" and isinstance(first["ttlMs"], int)
     names = [t["name"] for t in first["tools"]]
-    long_polls = ("workspace.wait", "workspace.proposal.wait", "workspace.thread.wait")
-    expected = [tool_name(op.name) for op in OPERATIONS
-                if (op.kind == "call" and op.name != "session.join") or op.name in long_polls]
+    expected = [tool_name(op.name) for op in OPERATIONS if op.tool]
     assert names == expected and names[0] == "workspace_status"
-    assert "workspace_observe" not in names and "session_join" not in names
+    assert {"workspace_wait", "workspace_proposal_wait", "workspace_thread_wait"} <= set(names)
+    # Never a tool: the SSE stream, joining, a resident runtime's own reports (REST only).
+    assert not set(names) & {"workspace_observe", "session_join", "workspace_runtime",
+                             "permission_request", "permission_withdraw"}
     by_name = {t["name"]: t for t in first["tools"]}
     checkout = by_name["workspace_checkout"]
     assert checkout["inputSchema"]["type"] == "object"

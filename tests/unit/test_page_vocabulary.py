@@ -1,7 +1,8 @@
 """The page's words come from /protocol's `vocabulary`, and that says what the machines do.
 
 The host's page (gui/static/*.js) branches on event types and proposal statuses; it reads them
-from `GET /owner/api/protocol` (`vocabulary`), never from a list of its own (issue 19).
+from `GET /owner/api/protocol` (`vocabulary`), never from a list of its own. That the served
+vocabulary says what the machines do is `tests/service/test_page_vocabulary_served.py`.
 """
 
 from __future__ import annotations
@@ -10,20 +11,9 @@ import re
 from importlib import resources
 
 from commonroom.discovery import vocabulary_document
-from commonroom.engine._state import PROPOSAL
 
 _BRACKETS = re.compile(r"\[([^\[\]]*)\]")
 _QUOTED = re.compile(r'"([^"\\]*)"|\'([^\'\\]*)\'')
-
-
-def test_the_proposal_vocabulary_is_the_proposal_machine() -> None:
-    words = vocabulary_document()
-    assert set(words["open_statuses"]["proposal"]) == set(PROPOSAL.open_states)
-    assert set(words["rebasable_statuses"]["proposal"]) == set(PROPOSAL.transitions["rebase"])
-    # Overtaken: where the room's own moves end a proposal (another change landed first).
-    by_the_room = {target for action, moves in PROPOSAL.transitions.items()
-                   if PROPOSAL.actor[action] == "room" for target in moves.values()}
-    assert set(words["overtaken_statuses"]["proposal"]) == by_the_room
 
 
 def test_no_script_of_the_page_keeps_a_list_of_vocabulary_words() -> None:

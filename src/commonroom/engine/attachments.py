@@ -55,6 +55,7 @@ from typing import Final
 import attrs
 
 from commonroom.engine import handoffs
+from commonroom.engine._state import HANDOFF
 from commonroom.engine.ids import new_id
 from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
@@ -204,7 +205,7 @@ def _remove(tx: Tx, attachment_id: str, reason: str) -> None:
 
 
 # When a handoff-scoped attachment goes: its handoff's end + the grace, or its own age.
-_ENDED = "h.status NOT IN ('requested', 'accepted')"
+_ENDED = HANDOFF.ended_sql("h.status")
 
 
 def _earliest_expiry(tx: Tx, where: str = "", args: tuple[str, ...] = ()) -> datetime | None:

@@ -45,7 +45,6 @@ from commonroom.engine import (
 from commonroom.engine.config import DEFAULT_CONFIG, EngineConfig
 from commonroom.engine.core import Engine
 from commonroom.engine.operations import HANDLERS
-from commonroom.engine.operations import WRITES_DOCUMENT as WRITES_DOCUMENT  # the facade's, for the room
 from commonroom.engine.settle import FileSettling
 from commonroom.engine.tx import Hooks, Outcome
 from commonroom.protocol.capabilities import require
@@ -121,10 +120,10 @@ def execute(
         params = parse_params(op.params, raw_params, from_query=from_query)
         now = engine.clock()
         engine.refresh(now, events)  # committed steps stay in `events` if a later one fails
-        # Only WRITES_DOCUMENT may stage a write (the engine refuses any other): the
-        # room runs everything else on its event loop, where fsyncs must not be.
+        # Only a spec with `writes_document` may stage a write (the engine refuses any
+        # other): the room runs everything else on its event loop, where fsyncs must not be.
         with engine.transaction(now, write=not op.read_only,
-                                writes_document=name in WRITES_DOCUMENT) as tx:
+                                writes_document=op.writes_document) as tx:
             if op.capability is not None:
                 tx.actor_or_none = sessions.authenticate(tx, bearer)
                 # The capability rule; handlers add finer rules (holder, author, admin for raw commit).

@@ -27,7 +27,7 @@ from commonroom.engine.access import unused_start_invitation
 from commonroom.engine.addressing import addressed
 from commonroom.engine.config import EngineConfig, GitOptions
 from commonroom.engine.core import SIDECAR_SUFFIX, Engine
-from commonroom.engine.dispatch import WRITES_DOCUMENT, execute, open_engine
+from commonroom.engine.dispatch import execute, open_engine
 from commonroom.engine.gitsync import check_work_tree as check_git_work_tree
 from commonroom.engine.gitsync import export as export_git
 from commonroom.engine.ids import hash_secret
@@ -50,7 +50,6 @@ from commonroom.engine.tx import Actor, Outcome
 
 __all__ = [
     "SIDECAR_SUFFIX",
-    "WRITES_DOCUMENT",
     "Actor",
     "AppRequestStart",
     "Engine",

@@ -124,15 +124,8 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.thread.wait": observe.open_thread_wait,
 }
 
-WRITES_DOCUMENT: Final = frozenset({"workspace.commit", "workspace.revert", "workspace.restore",
-                                     "workspace.reapply"})
-"""The operations that may write the document (a temp file, fsyncs, a rename): the room runs
-them on its store thread, the other writes on its event loop (`room.core.Room._runs_here`).
-`dispatch.execute` refuses a staged write from any other operation."""
-
 _missing = OPERATIONS_BY_NAME.keys() - HANDLERS.keys()
 _extra = HANDLERS.keys() - OPERATIONS_BY_NAME.keys()
-_missing |= WRITES_DOCUMENT - HANDLERS.keys()
 if _missing or _extra:
     raise RuntimeError(
         f"operations without a handler: {sorted(_missing)}; handlers without a spec: {sorted(_extra)}"

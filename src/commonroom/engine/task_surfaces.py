@@ -36,6 +36,7 @@ from typing import Any, Final
 import attrs
 
 from commonroom.engine import handoffs
+from commonroom.engine._state import HANDOFF
 from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits, vocabulary
@@ -300,7 +301,7 @@ def read_surfaces(tx: Tx, p: TaskSurfacesParams) -> TaskSurfacesList:
 
 # -- the end of a task ------------------------------------------------------------------
 
-_ENDED: Final = "h.status NOT IN ('requested', 'accepted')"
+_ENDED: Final = HANDOFF.ended_sql("h.status")
 
 
 def expire(tx: Tx) -> None:

@@ -29,6 +29,9 @@ TASK_TRANSITIONS: Final[dict[str, frozenset[str]]] = {
     for status in TASK.statuses
 }
 """status -> what the assignee may report from it (derived from `_state.TASK`)."""
+FINISHED: Final = tuple(status for status in REPORTABLE if status in TASK.terminal)
+"""The ends the assignee reports, with a result (completed, failed): the handoff's
+statuses of the same names (`handoffs.TASK_STATUS`)."""
 
 
 
@@ -50,7 +53,7 @@ def _task(tx: Tx, task_id: str) -> Task:
         "SELECT updated_at FROM tasks WHERE task_id = ?", (task_id,)
     ).fetchone()[0]
     result = None
-    if handoff.status in ("completed", "failed"):
+    if handoff.status in FINISHED:
         result = TaskResult(handoff.result_summary, handoff.result_details)
     return Task(task_id, handoff.handoff_id, status, message, handoff.from_participant_id,
                 handoff.to_participant_id, created_at, updated_at, result)
@@ -78,7 +81,7 @@ def update_task(tx: Tx, p: TaskUpdateParams) -> Task:
             f"status_message must be at most {limits.MESSAGE_MAX_CHARS} characters",
             "status_message",
         )
-    if p.status in ("completed", "failed"):
+    if p.status in FINISHED:
         summary = (p.result_summary or message or "").strip()
         if not summary:
             raise invalid_request("a finished task needs result_summary", "result_summary")

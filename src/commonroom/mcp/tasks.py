@@ -24,13 +24,14 @@ from __future__ import annotations
 from typing import Any, Final
 
 from commonroom.mcp import wire
+from commonroom.protocol import vocabulary
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.operations import OPERATIONS_BY_NAME
 from commonroom.protocol.records import to_wire
 from commonroom.room.core import Room
 
 POLL_INTERVAL_MS: Final = 2_000
-TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
+TERMINAL: Final = frozenset(vocabulary.TASK_TERMINAL)
 _NOT_FOUND: Final = frozenset({"handoff_not_found", "task_not_found"})
 _OPERATION: Final[dict[str, str]] = {
     "tasks/get": "task.get",

@@ -33,17 +33,12 @@ from commonroom.protocol.records import to_wire
 from commonroom.protocol.schema import json_schema
 from commonroom.room.core import Room
 
-# Stream operations that are still one request and one answer.
-_LONG_POLLS: Final = frozenset({"workspace.wait", "workspace.proposal.wait", "workspace.thread.wait"})
-# Operations an MCP caller never needs as a tool.
-_NOT_TOOLS: Final = frozenset({"session.join"})
 # The errors that mean "no valid bearer": HTTP 401, never an isError result.
 AUTH_CODES: Final = frozenset({"unauthorized", "session_expired"})
 
-TOOL_OPERATIONS: Final[tuple[OperationSpec, ...]] = tuple(
-    op for op in OPERATIONS
-    if op.name not in _NOT_TOOLS and (op.kind == "call" or op.name in _LONG_POLLS)
-)
+# The spec says which operations are tools (`OperationSpec.tool`: calls and long-polls,
+# never session.join nor a resident runtime's own reports).
+TOOL_OPERATIONS: Final[tuple[OperationSpec, ...]] = tuple(op for op in OPERATIONS if op.tool)
 TOOLS_BY_NAME: Final[dict[str, OperationSpec]] = {tool_name(op.name): op for op in TOOL_OPERATIONS}
 if bad_names := [name for name in TOOLS_BY_NAME if not MCP_NAME_PATTERN.match(name)]:
     raise RuntimeError(f"MCP tool names that clients refuse: {bad_names}")

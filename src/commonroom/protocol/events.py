@@ -571,14 +571,19 @@ class EventSpec:
     """The resources whose content a commit of this event changes."""
     ends_streams: bool = False
     """The event ends the open streams of `payload.participant_id` (if its session is dead)."""
+    schedules_expiry: bool = False
+    """Its commit may bring the next expiry closer (something new that expires, or an end that
+    starts a grace period): the room's sweeper, asleep until the earliest expiry it knew of,
+    looks again (`Room._expires_before_the_sweep`; an `expires_at` in the payload lets it
+    skip a look that would find nothing earlier)."""
 
 
-def _spec(payload: type[Payload], resources: tuple[str, ...] = (), *, ends_streams: bool = False
-          ) -> EventSpec:
+def _spec(payload: type[Payload], resources: tuple[str, ...] = (), *, ends_streams: bool = False,
+          schedules_expiry: bool = False) -> EventSpec:
     unknown = set(resources) - set(RESOURCES)
     if unknown:
         raise ValueError(f"{payload.TYPE}: unknown resources {sorted(unknown)}")
-    return EventSpec(payload.TYPE, payload, frozenset(resources), ends_streams)
+    return EventSpec(payload.TYPE, payload, frozenset(resources), ends_streams, schedules_expiry)
 
 
 _S, _D, _PR, _L, _PA, _H, _M, _T, *_LATER = RESOURCES
@@ -593,14 +598,14 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(ParticipantLeft, (_S, _PA), ends_streams=True),
         _spec(ParticipantPresent, (_PA,)),
         _spec(ParticipantAway, (_PA,)),
-        _spec(SessionCreated),
+        _spec(SessionCreated, schedules_expiry=True),
         _spec(SessionExpired, ends_streams=True),
         _spec(SessionRevoked, ends_streams=True),
         _spec(InvitationCreated),
         _spec(InvitationRedeemed),
         _spec(InvitationRevoked),
-        _spec(LeaseAcquired, (_S, _L)),
-        _spec(LeaseRenewed, (_L,)),
+        _spec(LeaseAcquired, (_S, _L), schedules_expiry=True),
+        _spec(LeaseRenewed, (_L,), schedules_expiry=True),
         _spec(LeaseReleased, (_S, _L)),
         _spec(LeaseExpired, (_S, _L)),
         _spec(ProposalCreated, (_S, _PR)),
@@ -614,13 +619,13 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(ChangeCommitted, (_S, _D)),
         _spec(HandoffRequested, (_H,)),
         _spec(HandoffAccepted, (_H,)),
-        _spec(HandoffDeclined, (_H,)),
-        _spec(HandoffCompleted, (_H,)),
-        _spec(HandoffFailed, (_H,)),
-        _spec(HandoffCancelled, (_H,)),
-        _spec(TaskUpdated, (_H,)),
+        _spec(HandoffDeclined, (_H,), schedules_expiry=True),
+        _spec(HandoffCompleted, (_H,), schedules_expiry=True),
+        _spec(HandoffFailed, (_H,), schedules_expiry=True),
+        _spec(HandoffCancelled, (_H,), schedules_expiry=True),
+        _spec(TaskUpdated, (_H,), schedules_expiry=True),
         _spec(MessageSent, (_M,)),
-        _spec(AttachmentAdded, (_M,)),
+        _spec(AttachmentAdded, (_M,), schedules_expiry=True),
         _spec(AttachmentRemoved, (_M,)),
         _spec(SurfacePublished, (_PA,)),
         _spec(SurfaceCleared, (_PA,)),
@@ -639,7 +644,7 @@ EVENTS: Final[dict[str, EventSpec]] = {
 
         # -- resident agents (section 19): shown with the participants
         _spec(ParticipantRuntime, (_PA,)),
-        _spec(PermissionRequested, (_PA,)),
+        _spec(PermissionRequested, (_PA,), schedules_expiry=True),
         _spec(PermissionAnswered, (_PA,)),
         _spec(PermissionExpired, (_PA,)),
         _spec(PermissionWithdrawn, (_PA,)),

@@ -50,10 +50,22 @@ class OperationSpec:
     framing: str | None = None
     """How a stream's answer is carried: `sse`, `websocket` or `long_poll` (None for a call).
     Each listener registers a stream route per spec with the view of its framing."""
+    writes_document: bool = False
+    """The operation may write the document (a temp file, fsyncs, a rename): its transaction
+    records its inverse (`Engine.transaction(writes_document=True)`, the only kind the engine
+    lets stage a write) and the room runs it on its store thread, never on the event loop."""
+    tool: bool = attrs.field(
+        default=attrs.Factory(lambda spec: spec.framing in (None, "long_poll"), takes_self=True))
+    """Listed as an MCP tool. Default: every call and every long-poll (one request, one answer);
+    never an SSE or WebSocket stream. False for what an agent must never call as a tool."""
 
     def __attrs_post_init__(self) -> None:
         if (self.kind == "stream") != (self.framing in FRAMINGS):
             raise ValueError(f"{self.name}: a stream has one of {FRAMINGS} as framing, a call none")
+        if self.tool and self.framing not in (None, "long_poll"):
+            raise ValueError(f"{self.name}: only a call or a long-poll can be an MCP tool")
+        if self.writes_document and (self.read_only or self.kind != "call"):
+            raise ValueError(f"{self.name}: only a writing call may write the document")
 
 
 FRAMINGS: Final = ("sse", "websocket", "long_poll")
@@ -69,6 +81,11 @@ def tool_name(operation: str) -> str:
 
 
 _READ: Final[dict[str, Any]] = {"read_only": True, "idempotent": True}
+_WRITES_DOCUMENT: Final[dict[str, Any]] = {"writes_document": True}
+# Not an MCP tool: joining is the bridge's business (an MCP caller is already a session), and
+# a resident runtime's own reports go over REST (`ce agent`); an agent reporting a runtime
+# state or asking the host for a permission through a tool would spoof its runtime.
+_NOT_A_TOOL: Final[dict[str, Any]] = {"tool": False}
 _STREAM: Final[dict[str, Any]] = {"kind": "stream", "read_only": True}
 
 
@@ -85,7 +102,8 @@ def _spec(
 
 OPERATIONS: Final[tuple[OperationSpec, ...]] = (
     _spec("session.join", "POST", "/session/join", None, rq.JoinParams, r.Joined,
-        "Join the room with an invitation; returns the session bearer once. Keep it secret."),
+        "Join the room with an invitation; returns the session bearer once. Keep it secret.",
+        **_NOT_A_TOOL),
     _spec("workspace.status", "GET", "/workspace/status", "read", rq.NoParams, r.Status,
         "Workspace id, current version and hash, counts of participants, leases, proposals.",
         **_READ),
@@ -156,7 +174,7 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
     _spec("workspace.commit", "POST", "/workspace/commit", "commit", rq.CommitParams,
         r.Committed,
         "Commit an approved proposal (it lands in the file); or, with admin, a raw"
-        " whole-document commit."),
+        " whole-document commit.", **_WRITES_DOCUMENT),
     _spec("workspace.invite", "POST", "/workspace/invite", "invite", rq.InviteParams,
         r.InvitationCreatedAnswer,
         "Create an invitation (a subset of your capabilities)."),
@@ -235,9 +253,10 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
     _spec("workspace.revert", "POST", "/workspace/revert", "admin", rq.RevertParams,
         r.Reverted,
         "Host: a new version undoing what one version changed (in one region when given), by a"
-        " three-way merge; later changes to the same lines -> stale_version, nothing written."),
+        " three-way merge; later changes to the same lines -> stale_version, nothing written.",
+        **_WRITES_DOCUMENT),
     _spec("workspace.restore", "POST", "/workspace/restore", "admin", rq.RestoreParams,
-        r.Restored, "Host: set a region back to its text at a version."),
+        r.Restored, "Host: set a region back to its text at a version.", **_WRITES_DOCUMENT),
     # -- a host's save that undid someone's change (docs/spec/PROTOCOL.md 16, wave 4)
     _spec("workspace.undone", "GET", "/workspace/undone", "read", rq.NoParams, r.UndoneSaves,
         "The host's saves that took back a recent change by someone else (`undoes`), newest"
@@ -246,7 +265,7 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         r.Reapplied,
         "Host: re-apply what a save undid (a three-way revert of the undo, a new version), or"
         " keep the save as it is (keep: true); later changes to the same lines ->"
-        " stale_version, nothing written."),
+        " stale_version, nothing written.", **_WRITES_DOCUMENT),
     _spec("workspace.policy_add", "POST", "/workspace/policy", "admin", rq.PolicyParams,
         r.Policy,
         "Host: an auto-approve policy (participant or name pattern, region glob, max changed"
@@ -321,11 +340,12 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         r.Participant,
         "A resident runtime (`ce agent`) reports its state on its own participant:"
         " idle, running, paused or reconnecting, its harness and its queued wakes.",
-        idempotent=True),
+        idempotent=True, **_NOT_A_TOOL),
     _spec("permission.request", "POST", "/workspace/permission", "observe",
         rq.PermissionParams, r.PermissionRequest,
         "A resident runtime relays its agent's permission prompt to the host: the tool, an"
-        " input preview and the exact options. Expires (fails closed) after 5 minutes."),
+        " input preview and the exact options. Expires (fails closed) after 5 minutes.",
+        **_NOT_A_TOOL),
     _spec("workspace.permissions", "GET", "/workspace/permissions", "read",
         rq.PermissionsParams, r.PermissionRequests,
         "Permission requests (default: the pending ones), oldest first.", **_READ),
@@ -335,7 +355,8 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         " session with approve; never the participant that asked)."),
     _spec("permission.withdraw", "POST", "/workspace/permission/withdraw", "observe",
         rq.PermissionIdParams, r.PermissionRequest,
-        "Withdraw your own pending permission request (its turn ended: nothing waits for it)."),
+        "Withdraw your own pending permission request (its turn ended: nothing waits for it).",
+        **_NOT_A_TOOL),
     _spec("runtime.interrupt", "POST", "/workspace/runtime/interrupt", "approve",
         rq.InterruptParams, r.RuntimeControl,
         "Cancel a resident agent's running turn (that turn only)."),

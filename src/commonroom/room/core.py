@@ -86,8 +86,6 @@ STORAGE_RETRY = 1.0
 INLINE_WRITES_MAX_BYTES = 1024 * 1024
 
 log = logging.getLogger(__name__)
-# Events that may bring the next expiry closer: the sweeper re-reads its deadline.
-_EXPIRY_EVENTS = frozenset({ev.LeaseAcquired.TYPE, ev.LeaseRenewed.TYPE, ev.SessionCreated.TYPE})
 
 
 class Room:
@@ -248,15 +246,13 @@ class Room:
         a proposal, a review: 0.4-1 ms of engine work, no fsync: the sidecar syncs only
         for a version, and the WAL is checkpointed on the store thread,
         `_checkpointer`). The store thread keeps what may write the document (a temp
-        file, fsyncs, a rename: `facade.WRITES_DOCUMENT`), the large bodies
+        file, fsyncs, a rename: `OperationSpec.writes_document`), the large bodies
         (attachments, `body_bytes`) and every write once the document is past
         `INLINE_WRITES_MAX_BYTES`. A call's refresh may record an external edit or an
         expiry first: no fsync, at worst a hash of the file.
         """
-        if name in facade.WRITES_DOCUMENT:
-            return False
         spec = OPERATIONS_BY_NAME.get(name)
-        if spec is None or spec.body_bytes is not None:
+        if spec is None or spec.writes_document or spec.body_bytes is not None:
             return False
         return spec.read_only or len(self.engine.current().data) <= INLINE_WRITES_MAX_BYTES
 
@@ -283,11 +279,12 @@ class Room:
     def _expires_before_the_sweep(self, event: Event) -> bool:
         """Does `event` start something that expires before the sweeper wakes anyway?
 
-        A lease taken or renewed, a session created: the sweeper sleeps until the
-        earliest expiry it knew of, so it must look again only if this one is earlier
-        (a write cycle's checkout then costs no extra sweep).
+        The catalogue says which events may (`EventSpec.schedules_expiry`: a lease taken
+        or renewed, a session created, a permission asked, a handoff's end...): the
+        sweeper sleeps until the earliest expiry it knew of, so it must look again only
+        if this one is earlier (a write cycle's checkout then costs no extra sweep).
         """
-        if event.type not in _EXPIRY_EVENTS:
+        if not event.spec.schedules_expiry:
             return False
         expires_at = getattr(event.payload, "expires_at", None)
         if self._sweep_due is None or not isinstance(expires_at, str):

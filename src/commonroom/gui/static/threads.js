@@ -338,7 +338,7 @@
 
   async function requestChanges() {
     const detail = mine.reviewing;
-    if (!detail || detail.status !== "pending") return;
+    if (!detail || !reviewable(detail)) return;
     const comment = $("review-comment").value.trim();
     if (!comment) {
       showPaneError("Say what to change: write it in the comment box first.");
@@ -358,7 +358,7 @@
     mine.reviewing = detail;
     mine.current = current;
     if (changed) { mine.rebase = null; renderRebase(); }
-    $("btn-request-changes").disabled = detail.status !== "pending";
+    $("btn-request-changes").disabled = !reviewable(detail);
     const { rebasable_statuses: rebasable, overtaken_statuses: overtaken } = ctx.vocabulary;
     const behind = detail.stale || overtaken.proposal.includes(detail.status);
     $("btn-rebase-preview").hidden = !(rebasable.proposal.includes(detail.status) && behind);
@@ -457,11 +457,16 @@
     box.append(el("div", { class: "thread-actions" }, apply, ask));
   }
 
+  // Still to be reviewed (pending): `reviewable_statuses` of /protocol's vocabulary.
+  function reviewable(detail) {
+    return ctx.vocabulary.reviewable_statuses.proposal.includes(detail.status);
+  }
+
   // A note to the author: a request for changes when it is pending, else a thread on the region.
   async function askAuthor(text) {
     const detail = mine.reviewing;
     try {
-      if (detail.status === "pending") {
+      if (reviewable(detail)) {
         await ctx.api("POST", "/proposal/review", { proposal_id: detail.proposal_id, decision: "request_changes", comment: text, revision: detail.revision });
       } else {
         await ctx.api("POST", "/thread", { region: detail.region, body: `${detail.proposal_id}: ${text}` });
