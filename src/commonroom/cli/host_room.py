@@ -15,11 +15,11 @@ from typing import Any, Final
 
 import click
 
-from commonroom.cli.agent_verbs import session_options
 from commonroom.cli.host_call import host_answer
 from commonroom.cli.options import file_argument, json_option
 from commonroom.cli.output import echo, emit_json, guarded, print_answer, visible
 from commonroom.cli.readable import Names, ago
+from commonroom.cli.session_calls import session_options
 
 HANDOFF_ACTIONS: Final = ("accept", "decline", "done")
 
@@ -116,7 +116,7 @@ def _caller(file: str | None, profile: str | None, invitation: str | None,
             raise click.UsageError(f"{file!r} is not a file: the host form is FILE first")
         return lambda op, params: host_answer(doc, op, params)
     from commonroom.cli import profiles
-    from commonroom.cli.agent_verbs import call_as
+    from commonroom.cli.session_calls import call_as
 
     who = profiles.select(profile, invitation, session)
 

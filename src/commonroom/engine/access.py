@@ -22,9 +22,10 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from commonroom.engine import handoffs, resident, sessions, surfaces
+from commonroom.engine import handoffs, sessions, surfaces
 from commonroom.engine.ids import hash_secret, new_id
 from commonroom.engine.leases import end_leases_of
+from commonroom.engine.runtimes import runtimes as last_runtimes
 from commonroom.engine.tx import Tx
 from commonroom.protocol import capabilities as caps_mod
 from commonroom.protocol import events as ev
@@ -361,7 +362,7 @@ def participants(tx: Tx, p: NoParams) -> Participants:
 def list_participants(tx: Tx) -> list[Participant]:
     out: list[Participant] = []
     presence = tx.engine.presence
-    runtimes = resident.runtimes(tx)
+    runtimes = last_runtimes(tx)
     for pid, kind, name, caps_json, adv_json, joined_at, last_seen_db, left_at, label in (
         tx.conn.execute(
             "SELECT participant_id, kind, name, capabilities, advertised, joined_at, last_seen,"
