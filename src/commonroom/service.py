@@ -344,7 +344,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
 
 
 async def _start_invitation(room: Room, doc: Path, host_session: str) -> str:
-    """The invitation to print: the last start's while nobody used it, else a new one (issue 21)."""
+    """The invitation to print: the last start's while nobody used it, else a new one (reprinted until used)."""
     from commonroom.protocol.invitation import decode
 
     uri = await room.run_sync(unused_start_invitation, room.engine, read_start_secret(doc))

@@ -1,5 +1,5 @@
 """The agent verbs: `ce regions/read/checkout/renew/release/propose/wait/withdraw/commit/diff/
-history/participants/leases/whoami/leave`, over a saved session profile (issue 12).
+history/participants/leases/whoami/leave`, over a saved session profile (`profiles.py`).
 
 They are the agent side of `ce`, with `agent_session.py` (join, call, observe,
 decode) and the agent forms of `conversation.py` and `provenance.blame`.

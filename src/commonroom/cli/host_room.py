@@ -1,8 +1,8 @@
 """The room around FILE as the host sees it: its status, its handoffs and its room text.
 
 `ce status FILE`, `ce handoffs FILE`, `ce handoff FILE ID accept|decline|done
-[--note]`, `ce say FILE TEXT [--to NAME...]`, `ce messages FILE` (issue 21,
-items 4 and 7). Host commands (`host_call.py` says how they reach the room):
+[--note]`, `ce say FILE TEXT [--to NAME...]`, `ce messages FILE` (the host's side of
+handoffs and room text). Host commands (`host_call.py` says how they reach the room):
 the room decides every rule, these only translate names to ids and answers to
 lines.
 """

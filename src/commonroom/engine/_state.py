@@ -108,7 +108,7 @@ PROPOSAL: Final = Machine(
         # Only pending proposals are superseded (docs/protocol.md): an approved one
         # meets stale_version at commit, which carries the recovery fields.
         "supersede": {"pending": "superseded"},
-        # -- the review conversation (docs/spec/PROTOCOL.md section 17, issue 22)
+        # -- the review conversation (docs/spec/PROTOCOL.md section 17)
         "request_changes": {"pending": "changes_requested"},
         # The author revises in place: a new revision, back to pending.
         "revise": dict.fromkeys(vocabulary.PROPOSAL_REVISABLE, "pending"),
@@ -158,7 +158,7 @@ TASK: Final = Machine(
     open_states=vocabulary.TASK_OPEN,
 )
 
-# A thread (issue 22): resolved by its author or the host, reopened, or outdated by the
+# A thread (the review conversation): resolved by its author or the host, reopened, or outdated by the
 # re-anchoring after a version when its region or quote is gone (never deleted), and
 # open again when a later version brings both back.
 THREAD: Final = Machine(

@@ -8,7 +8,7 @@ version is the current document with that region replaced, so nothing anyone
 wrote is overwritten. Anything else is `stale_version` with the recovery
 fields, and the proposal becomes `conflicted`.
 
-Proposal text is bounded (issue 24, item 7: 40 cycles of a 250 KiB propose
+Proposal text is bounded (the stored-text quota: 40 cycles of a 250 KiB propose
 and withdraw added 13.8 MiB to the sidecar in 0.8 s): a terminal proposal
 keeps its row and summary, but only the newest `TERMINAL_TEXTS_PER_PARTICIPANT`
 of each author and `TERMINAL_TEXTS_TOTAL` overall keep their text (`prune`,
@@ -199,7 +199,7 @@ OUTLINE_OUTSIDE_REGION: Final = "outline_outside_region"
 
 
 def check_outline(current: Snapshot, region: str, content: str) -> Outline | None:
-    """A region proposal may change its own region only (issue 24, item 8), at propose and commit.
+    """A region proposal may change its own region only (the outline rule), at propose and commit.
 
     An unclosed code fence at the end of a one-region proposal shows as a
     one-line diff, yet once committed it swallowed the sections after it

@@ -419,7 +419,7 @@ class Outline:
         already (a commit builds it once, checks it here, then writes it).
 
         A region proposal may rewrite its own region (its heading, its
-        sub-sections) and nothing else (issue 24, item 8). It changes what is
+        sub-sections) and nothing else (the outline rule). It changes what is
         outside when, in the new text:
 
         - a heading before the span differs or a new one appears there (a

@@ -17,7 +17,7 @@ PROPOSAL_STATUSES: Final = (
 PROPOSAL_OPEN: Final = ("pending", "approved")
 """A proposal that may still land (or be decided) as it stands."""
 PROPOSAL_RESTING: Final = ("changes_requested",)
-"""Neither open nor final: waiting for its author's revision (issue 22)."""
+"""Neither open nor final: waiting for its author's revision (the review conversation)."""
 PROPOSAL_TERMINAL: Final = tuple(
     s for s in PROPOSAL_STATUSES if s not in PROPOSAL_OPEN and s not in PROPOSAL_RESTING
 )
