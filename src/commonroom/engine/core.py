@@ -1,4 +1,5 @@
-"""The engine: one room's versions, transactions and file, sans-I/O.
+"""The engine: one room's versions, transactions and file (no trio, no network, no clock of its own;
+it does its own file and SQLite I/O).
 
 Theory of operation
 -------------------
