@@ -597,5 +597,4 @@ def region_digest(snap: Snapshot, region: str) -> str | None:
         return snap.content_hash
     if not snap.outline.has_path(region):
         return None
-    text = snap.outline.region_text(snap.outline.resolve(region))
-    return hashlib.sha256(encode_text(text)).hexdigest()
+    return hashlib.sha256(encode_text(region_text(snap, region))).hexdigest()
