@@ -113,7 +113,7 @@ RECOVERY_ADVICE: tuple[str, ...] = (
 )
 """Shared by the skill and the MCP instructions, so the two cannot disagree."""
 
-# The review conversation (docs/spec/PROTOCOL.md 17, issue 22), shared the same way.
+# The review conversation (docs/spec/PROTOCOL.md 17), shared the same way.
 REVIEW_ADVICE: tuple[str, ...] = (
     "Unsure what the person wants? Ask on the region (`thread_open`, optionally quoting its",
     "exact text, `blocking: true` for a question you wait on) and wait for the reply with",

@@ -65,6 +65,7 @@ from commonroom.http.serving import (
     serve,
     wait_for_stop_signal,
 )
+from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.mcp.endpoint import register_owner_configs
 from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
@@ -297,10 +298,13 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
         anonymous_per_minute=options.anonymous_per_minute,
         heartbeat_seconds=options.heartbeat_seconds,
         response_timeout=options.response_timeout,
-        mcp_legacy=options.mcp_legacy,
         clock=options.rate_clock,
     )
     ingress_app = create_ingress_app(room, settings)
+    # MCP on the ingress only, behind its guards and gate (the owner port answers /mcp with 404);
+    # the legacy eras only with --mcp-legacy. Registered here, so http/ never imports mcp/.
+    register_mcp(ingress_app, room, heartbeat_seconds=options.heartbeat_seconds,
+                 legacy_eras=options.mcp_legacy)
     auth = OwnerAuth(host_session, clock=engine.clock, room=room)
     auth.restore(await room.run_sync(load_owner_logins, engine))  # logins survive a restart
     owner_app = create_owner_app(room, auth, heartbeat_seconds=options.heartbeat_seconds)
@@ -371,7 +375,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
 
 
 async def _start_invitation(room: Room, doc: Path, host_session: str) -> str:
-    """The invitation to print: the last start's while nobody used it, else a new one (issue 21)."""
+    """The invitation to print: the last start's while nobody used it, else a new one (reprinted until used)."""
     from commonroom.protocol.invitation import decode
 
     uri = await room.run_sync(unused_start_invitation, room.engine, read_start_secret(doc))

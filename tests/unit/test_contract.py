@@ -186,43 +186,100 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
+def _src_modules() -> dict[str, Path]:
+    return {
+        ".".join(("commonroom", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__"): path
+        for path in SRC.rglob("*.py")
+    }
+
+
+_SRC_MODULES = _src_modules()
+
+
 def _imports(path: Path) -> set[str]:
+    """The project modules `path` imports at run time, at any depth (a function's imports too).
+
+    `from commonroom.engine import threads` names the submodule `commonroom.engine.threads`,
+    not the package: recording the package would hide every cycle through such an import."""
     found: set[str] = set()
     for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                found.add(submodule if submodule in _SRC_MODULES else node.module)
         elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
     return {name for name in found if name.startswith("commonroom")}
 
 
-def test_no_import_cycles_in_the_package() -> None:
-    """Module-level and function-level imports alike; a cycle means a hidden dependency."""
-    modules = {
-        ".".join(("commonroom", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__"): path
-        for path in SRC.rglob("*.py")
+def _import_graph() -> dict[str, set[str]]:
+    return {
+        name: {dep for dep in _imports(path) if dep in _SRC_MODULES and dep != name}
+        for name, path in _SRC_MODULES.items()
     }
-    graph = {
-        name: {dep for dep in _imports(path) if dep in modules and dep != name}
-        for name, path in modules.items()
-    }
+
+
+def _package_of(module: str) -> str:
+    """`commonroom.engine.threads` -> `commonroom.engine`; a top-level module is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def _first_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}
     stack: list[str] = []
 
-    def visit(node: str) -> None:
+    def visit(node: str) -> list[str] | None:
         state[node] = 1
         stack.append(node)
         for dep in sorted(graph[node]):
             if state.get(dep) == 1:
-                raise AssertionError("import cycle: " + " -> ".join([*stack[stack.index(dep):], dep]))
-            if dep not in state:
-                visit(dep)
+                return [*stack[stack.index(dep):], dep]
+            if dep not in state and (found := visit(dep)) is not None:
+                return found
         stack.pop()
         state[node] = 2
+        return None
 
     for name in sorted(graph):
-        if name not in state:
-            visit(name)
+        if name not in state and (found := visit(name)) is not None:
+            return found
+    return None
+
+
+def test_no_import_cycles_in_the_package() -> None:
+    """Module-level and function-level imports alike; a cycle means a hidden dependency."""
+    cycle = _first_cycle(_import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or ())
+
+
+def test_no_import_cycles_between_the_packages() -> None:
+    """The packages (`engine`, `http`, `mcp`, `client`, `wire`, ...) import one way too: a cycle
+    between two packages, even through different modules, means they are one layer."""
+    packages: dict[str, set[str]] = {}
+    for name, deps in _import_graph().items():
+        own = _package_of(name)
+        packages.setdefault(own, set()).update(
+            other for dep in deps if (other := _package_of(dep)) != own)
+    cycle = _first_cycle(packages)
+    assert cycle is None, "import cycle between packages: " + " -> ".join(cycle or ())
+
+
+def test_the_cycle_check_sees_an_import_of_a_submodule_inside_a_function(tmp_path: Path) -> None:
+    """The check itself: `from pkg import mod` in a function body counts as importing `pkg.mod`;
+    an import under `if TYPE_CHECKING:` never runs and does not count."""
+    source = tmp_path / "module.py"
+    source.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from commonroom.engine import Outline\n"
+        "if TYPE_CHECKING:\n"
+        "    from commonroom.engine import snapshot\n"
+        "def f() -> None:\n"
+        "    from commonroom.engine import threads, regions as r\n"
+    )
+    assert _imports(source) == {"commonroom.engine", "commonroom.engine.threads",
+                                "commonroom.engine.regions"}
+    assert _first_cycle({"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}}) == ["a.x", "a.y", "a.z", "a.x"]
+    assert _first_cycle({"a.x": {"a.y"}, "a.y": set()}) is None
 
 
 def test_only_dispatch_imports_the_table_inside_the_engine() -> None:

@@ -16,8 +16,8 @@ from typing import Any
 import click
 
 from commonroom.cli import profiles
-from commonroom.cli.agent_verbs import call_as, session_options
 from commonroom.cli.output import emit_json, guarded, note, print_answer
+from commonroom.cli.session_calls import call_as, session_options
 
 
 def _json(source: str | None, file: Any, what: str) -> Any:

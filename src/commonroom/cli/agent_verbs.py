@@ -1,5 +1,5 @@
 """The agent verbs: `ce regions/read/checkout/renew/release/propose/wait/withdraw/commit/diff/
-history/participants/leases/whoami/leave`, over a saved session profile (issue 12).
+history/participants/leases/whoami/leave`, over a saved session profile (`profiles.py`).
 
 They are the agent side of `ce`, with `agent_session.py` (join, call, observe,
 decode) and the agent forms of `conversation.py` and `provenance.blame`.
@@ -21,17 +21,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import click
 
-from commonroom.cli import profiles, runtime
-from commonroom.cli.options import JSON_HELP
+from commonroom.cli import conversation, profiles, runtime
 from commonroom.cli.output import echo, emit_json, guarded, note, print_answer, visible, write_text
 from commonroom.cli.readable import Names, event_line, review_line
+from commonroom.cli.session_calls import call_as, session_options
 from commonroom.protocol import vocabulary
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 WHOLE: Final = vocabulary.WHOLE
 # Completion asks the room; it must answer fast or not at all.
@@ -39,39 +37,7 @@ COMPLETION_TIMEOUT: Final = 2.0
 WAIT_TERMINAL_OK: Final = frozenset(vocabulary.PROPOSAL_ACCEPTED)
 
 
-# -- shared options -----------------------------------------------------------------------
-
-
-def session_options(fn: F) -> F:
-    """`--profile`, `--invitation`, `--session` and `--json`, on every agent verb."""
-    for decorator in reversed((
-        click.option("--profile", metavar="NAME", shell_complete=_complete_profiles,
-                     help="The saved session to use (default: CE_PROFILE, else the last joined)."),
-        click.option("--invitation", metavar="URI", help="With --session: use this session,"
-                     " not a profile."),
-        click.option("--session", metavar="ID|-", help="With --invitation: `-` reads the session"
-                     " id from stdin (an ID here is visible to other users; CE_SESSION is not)."),
-        click.option("--json", "json_mode", is_flag=True, help=JSON_HELP),
-    )):
-        fn = decorator(fn)
-    return fn
-
-
-def call_as(who: profiles.Profile, op: str, params: dict[str, Any] | None = None, *,
-            timeout: float | None = None) -> Any:
-    """Operation `op` as session `who`, on a connection of its own (`Connection: close`),
-    within the wire's timeouts; its wire JSON (a refusal raises the client's error)."""
-    import dataclasses
-
-    from commonroom.client.routes import ROUTES
-    from commonroom.wire.sync import Connection
-
-    route = ROUTES[op]
-    bounds = runtime.timeouts()
-    if timeout is not None:
-        bounds = dataclasses.replace(bounds, connect=timeout, call=timeout)
-    return Connection(who.hint, timeouts=bounds).call(route.method, route.path, params,
-                                                      bearer=who.session)
+# -- names and the host forms ----------------------------------------------------------------
 
 
 def _names(who: profiles.Profile) -> Names:
@@ -107,15 +73,6 @@ def _reader(file: str | None, profile: str | None, invitation: str | None,
 
 
 # -- completion (never raises: a broken room means no suggestions) ---------------------------
-
-
-def _complete_profiles(ctx: click.Context, param: click.Parameter, incomplete: str
-                       ) -> list[str]:
-    try:
-        return [p.name for p in profiles.all_profiles()
-                if p.name is not None and p.name.startswith(incomplete)]
-    except Exception:  # completion must never print a traceback
-        return []
 
 
 def _completion_profile(ctx: click.Context) -> profiles.Profile:
@@ -368,8 +325,6 @@ def wait(proposal: str, timeout: float | None, profile: str | None, invitation: 
     A room that restarts meanwhile is waited for (a note on stderr says so).
     Ctrl-C or SIGTERM ends the wait with exit 130.
     """
-    from commonroom.cli import conversation  # a thread id: the review conversation (issue 22)
-
     if proposal.startswith(conversation.THREAD_PREFIX):
         conversation.wait_for_thread(proposal, timeout, profile, invitation, session, json_mode)
         return

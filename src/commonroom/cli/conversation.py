@@ -21,7 +21,6 @@ from typing import Any, Final
 import click
 
 from commonroom.cli import profiles
-from commonroom.cli.agent_verbs import call_as, session_options
 from commonroom.cli.output import (
     EXIT_CONFLICT,
     echo,
@@ -32,6 +31,7 @@ from commonroom.cli.output import (
     visible,
 )
 from commonroom.cli.readable import Names
+from commonroom.cli.session_calls import call_as, session_options
 
 THREAD_PREFIX: Final = "th_"
 

@@ -1,8 +1,8 @@
 """The room around FILE as the host sees it: its status, its handoffs and its room text.
 
 `ce status FILE`, `ce handoffs FILE`, `ce handoff FILE ID accept|decline|done
-[--note]`, `ce say FILE TEXT [--to NAME...]`, `ce messages FILE` (issue 21,
-items 4 and 7). Host commands (`host_call.py` says how they reach the room):
+[--note]`, `ce say FILE TEXT [--to NAME...]`, `ce messages FILE` (the host's side of
+handoffs and room text). Host commands (`host_call.py` says how they reach the room):
 the room decides every rule, these only translate names to ids and answers to
 lines.
 """
@@ -15,11 +15,11 @@ from typing import Any, Final
 
 import click
 
-from commonroom.cli.agent_verbs import session_options
 from commonroom.cli.host_call import host_answer
 from commonroom.cli.options import file_argument, json_option
 from commonroom.cli.output import echo, emit_json, guarded, print_answer, visible
 from commonroom.cli.readable import Names, ago
+from commonroom.cli.session_calls import session_options
 
 HANDOFF_ACTIONS: Final = ("accept", "decline", "done")
 
@@ -116,7 +116,7 @@ def _caller(file: str | None, profile: str | None, invitation: str | None,
             raise click.UsageError(f"{file!r} is not a file: the host form is FILE first")
         return lambda op, params: host_answer(doc, op, params)
     from commonroom.cli import profiles
-    from commonroom.cli.agent_verbs import call_as
+    from commonroom.cli.session_calls import call_as
 
     who = profiles.select(profile, invitation, session)
 

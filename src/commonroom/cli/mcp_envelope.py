@@ -94,7 +94,7 @@ class RoomAnswer:
 
     def session_dead(self) -> bool:
         if self.status == 401:
-            return True  # the room answers a bearer that is not a session with 401 (issue 20)
+            return True  # the room answers a bearer that is not a session with 401 (join again)
         if b'"isError":true' not in self.raw:
             return False
         return _session_dead(self.json())

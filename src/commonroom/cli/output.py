@@ -11,7 +11,7 @@ Rules this module owns (docs/spec/PROTOCOL.md section 13):
   exception is `error: internal: ...` (exit 1), never a traceback;
 - no error line ever carries a session id or an invitation: `redact` strips
   both from every message before it is printed;
-- nothing a participant wrote can drive the terminal (issue 24): human output
+- nothing a participant wrote can drive the terminal (the terminal rule): human output
   shows control characters as caret notation (`visible`: ESC is `^[`, a lone
   carriage return `^M`) and bidirectional overrides as `<U+202E>`; JSON output
   escapes the ones JSON itself would print raw (DEL, C1, bidi).
@@ -43,7 +43,7 @@ EXIT_UNAVAILABLE: Final = 9
 EXIT_TIMEOUT: Final = 124
 EXIT_INTERRUPTED: Final = 130
 
-# What each exit code means, for `ce --help` and the README (issue 12 "Decisions").
+# What each exit code means, for `ce --help` and the README (docs/protocol.md, exit codes).
 EXIT_CODES: Final[tuple[tuple[int, str], ...]] = (
     (EXIT_OK, "ok"),
     (EXIT_ERROR, "any other error"),

@@ -6,7 +6,7 @@ written atomically. Never in the project folder: it holds a session bearer.
 `ce join` names the profile after the workspace unless `--profile NAME` is
 given, so there is one per room by default.
 
-Which session a command uses (issue 12 "Decisions"):
+Which session a command uses (the profile selection rule):
 
 1. flags: `--profile NAME`, or `--invitation` with `--session` (either may
    come from `CE_INVITATION` / `CE_SESSION` instead);

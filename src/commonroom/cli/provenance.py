@@ -58,7 +58,7 @@ def blame(target: str, region: str | None, version: int | None, profile: str | N
         answer = host_answer(Path(target), "workspace.blame", params)
     else:
         from commonroom.cli import profiles
-        from commonroom.cli.agent_verbs import call_as
+        from commonroom.cli.session_calls import call_as
 
         params["region"] = target
         answer = call_as(profiles.select(profile), "workspace.blame", params)

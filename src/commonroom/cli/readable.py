@@ -1,4 +1,4 @@
-"""Human-readable lines for `ce`: names (and kinds), not participant ids (issue 21, item 9).
+"""Human-readable lines for `ce`: names (and kinds), not participant ids (people read names).
 
 `--json` keeps the ids; these helpers only shape what a person reads. Each
 takes the `workspace.participants` answer (a participant who left is still

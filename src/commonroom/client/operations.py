@@ -443,7 +443,7 @@ class Operations:
     def policies(self) -> Params:
         """Host: every policy and what it approved."""
         return {}
-    # -- the review conversation: threads, revisions, rebase (issue 22) ------------------
+    # -- the review conversation: threads, revisions, rebase (PROTOCOL.md 17) -------------
 
     @operation("thread.open", r.Thread)
     def ask(self, region: str, body: str, *, quote: str | None = None,

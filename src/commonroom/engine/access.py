@@ -6,7 +6,7 @@ revoked -> `invitation_revoked`, expired -> `invitation_expired`, used up ->
 transaction, so concurrent joins on a single-use invitation serialize and
 exactly one of them gets a session.
 
-Invitations never outlive their minter's standing (issue 24): an invitation
+Invitations never outlive their minter's standing (the invitation bounds): an invitation
 minted by anyone but the host lasts at most 60 minutes and 5 uses; revoking a
 participant's sessions (or its leaving) revokes the invitations it minted; only
 an `admin` revokes someone else's invitation. At most `max_sessions` sessions
@@ -22,9 +22,10 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from commonroom.engine import handoffs, resident, sessions, surfaces
+from commonroom.engine import handoffs, sessions, surfaces
 from commonroom.engine.ids import hash_secret, new_id
 from commonroom.engine.leases import end_leases_of
+from commonroom.engine.runtimes import runtimes as last_runtimes
 from commonroom.engine.tx import Tx
 from commonroom.protocol import capabilities as caps_mod
 from commonroom.protocol import events as ev
@@ -254,7 +255,7 @@ def _invitation_info(tx: Tx, row: tuple[Any, ...]) -> InvitationInfo:
 
 
 def unused_start_invitation(engine: Engine, kept_secret: str | None) -> str | None:
-    """The invitation an earlier `ce serve` printed, while still unused; else None (issue 21).
+    """The invitation an earlier `ce serve` printed, while still unused; else None (reprinted until used).
 
     Unused: the host's, not revoked, not expired, never redeemed. Its secret is
     re-encoded with how the room is reached now (the port may have changed), so
@@ -333,7 +334,7 @@ def revoke_sessions(tx: Tx, p: ParticipantIdParams) -> SessionsRevoked:
     if ended:
         tx.emit(ev.SessionRevoked(p.participant_id))
     if p.participant_id != tx.engine.host_participant_id:
-        # Its pre-minted invitations would let it back in (issue 24, item 9).
+        # Its pre-minted invitations would let it back in (revoke what it minted).
         revoke_minted(tx, p.participant_id)
     return SessionsRevoked(p.participant_id, ended)
 
@@ -362,7 +363,7 @@ def participants(tx: Tx, p: NoParams) -> Participants:
 def list_participants(tx: Tx) -> list[Participant]:
     out: list[Participant] = []
     presence = tx.engine.presence
-    runtimes = resident.runtimes(tx)
+    runtimes = last_runtimes(tx)
     for pid, kind, name, caps_json, adv_json, joined_at, last_seen_db, left_at, label in (
         tx.conn.execute(
             "SELECT participant_id, kind, name, capabilities, advertised, joined_at, last_seen,"

@@ -19,7 +19,7 @@ a new one that would pass the bound first removes the oldest room-scoped
 ones (`attachment.removed`, reason `room_bound`); when handoff-scoped ones
 alone fill the bound, the new one is refused with `limit_exceeded`.
 
-Against a participant filling the store (issue 24, item 6: 85 x 768 KiB on a
+Against a participant filling the store (the attachment quota: 85 x 768 KiB on a
 handoff it then cancelled evicted everyone else's and locked uploads for good):
 
 - a handoff that ended (declined, completed, failed, cancelled) takes no more
@@ -37,7 +37,7 @@ handoff it then cancelled evicted everyone else's and locked uploads for good):
 - the host has a reserved share (`ATTACHMENT_HOST_RESERVED_BYTES`, 16 MiB):
   everyone else's attachments, handoff-scoped ones included (each counted
   against its uploader), stay within the bound less that share, so the host's
-  uploads never wait on others' (issue 31: nine agents' handoff files filled
+  uploads never wait on others' (the host's reserved share: nine agents' handoff files filled
   the 64 MiB and the host got 429 for up to 24 h).
 """
 

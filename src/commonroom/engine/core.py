@@ -1,4 +1,5 @@
-"""The engine: one room's versions, transactions and file, sans-I/O.
+"""The engine: one room's versions, transactions and file (no trio, no network, no clock of its own;
+it does its own file and SQLite I/O).
 
 Theory of operation
 -------------------
@@ -174,7 +175,7 @@ class Engine:
             # no fsync; a power cut may lose the last of them, never a version.
             self.conn.execute("PRAGMA synchronous=NORMAL")
             # The WAL is checkpointed at 512 pages (2 MiB, not SQLite's 4 MiB) and cut back to
-            # 1 MiB after a checkpoint: a burst of large writes (issue 24: proposal churn)
+            # 1 MiB after a checkpoint: a burst of large writes (proposal churn: bench_proposal_churn)
             # leaves at most about 2 MiB of journal beside the database. With
             # `caller_checkpoints` the caller checkpoints instead (`checkpoint_due`).
             self.conn.execute(f"PRAGMA wal_autocheckpoint={0 if config.caller_checkpoints else 512}")

@@ -65,7 +65,7 @@ HOOKS = Hooks(
         # hook then supersedes only what is still stale
         revisions.rebase_on_host_save,
         proposals.on_document_change, leases.hold_human_edits,
-        threads.on_document_change,  # the review conversation: re-anchor threads (issue 22)
+        threads.on_document_change,  # the review conversation: re-anchor threads (PROTOCOL.md 17)
         gitsync.on_document_change,  # last: it only schedules the git commit after this one
     ),
     on_expiry=(leases.expire, sessions.expire, attachments.expire, task_surfaces.expire,

@@ -134,7 +134,7 @@ def _stored(lease: Lease) -> tuple[Any, ...]:
 
 
 def listed_leases(tx: Tx) -> list[Lease]:
-    """The active leases as listed to people: each says whether it is wide (issue 21)."""
+    """The active leases as listed to people: each says whether it is wide (the WIDE mark)."""
     outline = tx.engine.current().outline
     out = []
     for lease in active_leases(tx):
@@ -273,7 +273,7 @@ def _expiry(now: datetime, acquired_at: str, minutes: int) -> str:
 
 
 def require_wide_lease(tx: Tx, snap: Snapshot, span: Span) -> None:
-    """A lease that would lock most of the document needs the host's grant (issue 24, item 14).
+    """A lease that would lock most of the document needs the host's grant (the wide-lease rule).
 
     One agent with a lease on the root heading blocked everyone, and took it
     again as soon as it lapsed. The whole document, the root heading and any

@@ -7,7 +7,7 @@ only the handoff's two participants and the host may post. `seq` increases by
 1 per room and never repeats (AUTOINCREMENT); the sidecar keeps the newest
 `MESSAGES_KEPT` (5,000). Addressed messages count against the loop guard.
 
-Every participant but the host has a room-text budget (issue 24, item 14):
+Every participant but the host has a room-text budget (the message budget):
 at most `MESSAGE_BUDGET` (60) messages, addressed or not, in any
 `MESSAGE_BUDGET_WINDOW_SECONDS` (5 minutes); the next is 429
 `limit_exceeded` with `details.scope: "message_budget"` and nothing is

@@ -84,7 +84,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "surface.publish": surfaces.publish,
     "surface.read": surfaces.read,
     "surface.clear": surfaces.clear,
-    # -- workspace.ping (issue 19)
+    # -- workspace.ping (the walkthrough's example operation)
     "workspace.ping": reads.ping,
     # -- provenance: blame, revert and restore, auto-approve policies (docs/spec/PROTOCOL.md 18)
     "workspace.blame": blame.blame,
@@ -96,7 +96,7 @@ HANDLERS: Final[dict[str, Handler]] = {
     "workspace.policy_remove": policies.remove,
     "workspace.policy_pause": policies.pause,
     "workspace.policies": policies.list_policies,
-    # -- the review conversation: threads, revisions, rebase (docs/spec/PROTOCOL.md 17, issue 22)
+    # -- the review conversation: threads, revisions, rebase (docs/spec/PROTOCOL.md 17)
     "thread.open": threads.open_thread,
     "thread.reply": threads.reply,
     "thread.resolve": threads.resolve,

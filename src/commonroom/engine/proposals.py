@@ -8,7 +8,7 @@ version is the current document with that region replaced, so nothing anyone
 wrote is overwritten. Anything else is `stale_version` with the recovery
 fields, and the proposal becomes `conflicted`.
 
-Proposal text is bounded (issue 24, item 7: 40 cycles of a 250 KiB propose
+Proposal text is bounded (the stored-text quota: 40 cycles of a 250 KiB propose
 and withdraw added 13.8 MiB to the sidecar in 0.8 s): a terminal proposal
 keeps its row and summary, but only the newest `TERMINAL_TEXTS_PER_PARTICIPANT`
 of each author and `TERMINAL_TEXTS_TOTAL` overall keep their text (`prune`,
@@ -22,17 +22,17 @@ from the quota (not from pruning).
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any, Final
 
 import attrs
 
-from commonroom.engine import linediff, linkrefs, policies
+from commonroom.engine import linediff, linkrefs, policies, threads
 from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.fitting import fit_region, fit_whole, misfit
 from commonroom.engine.ids import new_id
 from commonroom.engine.leases import raise_if_blocked
-from commonroom.engine.regions import WHOLE, Outline
+from commonroom.engine.regions import WHOLE, Outline, region_digest, region_text
+from commonroom.engine.revision_log import with_revisions
 from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.text import encode_text
 from commonroom.engine.tx import Tx
@@ -78,24 +78,6 @@ def _proposal(row: Any) -> Proposal:
     *columns, revision, rebased = row
     fields = dict(zip(_FIELDS, columns, strict=True))
     return Proposal(**fields, revision=revision, rebased=bool(rebased))
-
-
-def region_digest(snap: Snapshot, region: str) -> str | None:
-    """sha256 of a region's text at a version; None when the region does not exist there."""
-    if region == WHOLE:
-        return snap.content_hash
-    if not snap.outline.has_path(region):
-        return None
-    text = snap.outline.region_text(snap.outline.resolve(region))
-    return hashlib.sha256(encode_text(text)).hexdigest()
-
-
-def region_text(snap: Snapshot, region: str) -> str:
-    if region == WHOLE:
-        return snap.text
-    if not snap.outline.has_path(region):
-        return ""
-    return snap.outline.region_text(snap.outline.resolve(region))
 
 
 def fitted(region: str, region_text: str, content: str) -> str:
@@ -217,7 +199,7 @@ OUTLINE_OUTSIDE_REGION: Final = "outline_outside_region"
 
 
 def check_outline(current: Snapshot, region: str, content: str) -> Outline | None:
-    """A region proposal may change its own region only (issue 24, item 8), at propose and commit.
+    """A region proposal may change its own region only (the outline rule), at propose and commit.
 
     An unclosed code fence at the end of a one-region proposal shows as a
     one-line diff, yet once committed it swallowed the sections after it
@@ -351,9 +333,7 @@ def proposal_detail(tx: Tx, p: ProposalDetailParams) -> ProposalDetail:
         pruned=pruned, amended=original is not None, proposed_content=original,
         warnings=warnings,
     )
-    from commonroom.engine import revisions  # the review conversation (issue 22)
-
-    return revisions.with_revisions(tx, detail, p.revision)
+    return with_revisions(tx, proposal, detail, p.revision)
 
 
 def _stored(proposal: Proposal) -> tuple[Any, ...]:
@@ -412,8 +392,6 @@ def open_proposals(tx: Tx) -> list[Proposal]:
 
 
 def review(tx: Tx, p: ReviewParams) -> Reviewed:
-    from commonroom.engine import threads  # the review conversation (issue 22)
-
     proposal = _get(tx, p.proposal_id)
     check_reviewed_revision(proposal, p.decision, p.revision)
     reviewer = tx.actor.participant_id

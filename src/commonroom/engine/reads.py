@@ -13,8 +13,8 @@ from commonroom.engine.access import list_participants
 from commonroom.engine.core import Engine
 from commonroom.engine.handoffs import open_handoffs
 from commonroom.engine.leases import listed_leases
-from commonroom.engine.proposals import open_proposals, region_text
-from commonroom.engine.regions import WHOLE
+from commonroom.engine.proposals import open_proposals
+from commonroom.engine.regions import WHOLE, region_text
 from commonroom.engine.text import encode_text
 from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev

@@ -64,10 +64,11 @@ are).
 
 from __future__ import annotations
 
+import hashlib
 from bisect import bisect_left
 from itertools import repeat
 from operator import add
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import attrs
 
@@ -76,10 +77,14 @@ from commonroom.engine.commonmark import LINE_END as _LINE_END
 from commonroom.engine.commonmark import after_line as _after_line
 from commonroom.engine.commonmark import front_matter_blocks as _front_matter_blocks
 from commonroom.engine.commonmark import scan as _scan
+from commonroom.engine.text import encode_text
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.vocabulary import WHOLE  # the whole document's region (``*`` is accepted too)
 
-__all__ = ["WHOLE", "Heading", "Outline", "Span", "related"]
+if TYPE_CHECKING:
+    from commonroom.engine.snapshot import Snapshot  # a snapshot holds an outline: type-only here
+
+__all__ = ["WHOLE", "Heading", "Outline", "Span", "region_digest", "region_text", "related"]
 
 _SECTION_PREFIX: Final = "section:"
 _WHOLE_ALIASES: Final = frozenset({WHOLE, "*"})
@@ -414,7 +419,7 @@ class Outline:
         already (a commit builds it once, checks it here, then writes it).
 
         A region proposal may rewrite its own region (its heading, its
-        sub-sections) and nothing else (issue 24, item 8). It changes what is
+        sub-sections) and nothing else (the outline rule). It changes what is
         outside when, in the new text:
 
         - a heading before the span differs or a new one appears there (a
@@ -575,3 +580,21 @@ def related(a: str, b: str) -> bool:
     if a == b or a in _WHOLE_ALIASES or b in _WHOLE_ALIASES:
         return True
     return b.startswith(a + "/") if len(a) < len(b) else a.startswith(b + "/")
+
+
+def region_text(snap: Snapshot, region: str) -> str:
+    """A region's text at a version, by its heading path; "" when the region does not exist there."""
+    if region == WHOLE:
+        return snap.text
+    if not snap.outline.has_path(region):
+        return ""
+    return snap.outline.region_text(snap.outline.resolve(region))
+
+
+def region_digest(snap: Snapshot, region: str) -> str | None:
+    """sha256 of a region's text at a version; None when the region does not exist there."""
+    if region == WHOLE:
+        return snap.content_hash
+    if not snap.outline.has_path(region):
+        return None
+    return hashlib.sha256(encode_text(region_text(snap, region))).hexdigest()

@@ -25,7 +25,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from commonroom.engine import handoffs
+from commonroom.engine.access import list_participants
 from commonroom.engine.ids import new_id
+from commonroom.engine.runtimes import runtime_of
 from commonroom.engine.tx import Tx
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
@@ -49,7 +51,6 @@ from commonroom.protocol.requests import (
 )
 from commonroom.protocol.timefmt import format_ts, parse_ts
 
-_RUNTIME_COLUMNS = "state, harness, queued, turn, turn_started_at, note, updated_at"
 _PERMISSION_COLUMNS = (
     "permission_id, participant_id, title, tool, input_preview, options, status, option_id,"
     " answered_by, created_at, expires_at, answered_at"
@@ -59,26 +60,8 @@ _PERMISSION_COLUMNS = (
 # -- runtime reports ------------------------------------------------------------------------
 
 
-def runtimes(tx: Tx) -> dict[str, Runtime]:
-    """Every participant's last runtime report (participants shows them)."""
-    return {
-        row[0]: Runtime(*row[1:])
-        for row in tx.conn.execute(f"SELECT participant_id, {_RUNTIME_COLUMNS} FROM participant_runtimes")
-    }
-
-
-def _runtime_of(tx: Tx, participant_id: str) -> Runtime | None:
-    row = tx.conn.execute(
-        f"SELECT {_RUNTIME_COLUMNS} FROM participant_runtimes WHERE participant_id = ?",
-        (participant_id,),
-    ).fetchone()
-    return Runtime(*row) if row is not None else None
-
-
 def report(tx: Tx, p: RuntimeParams) -> Participant:
     """`workspace.runtime`: the caller's runtime state; an unchanged report emits nothing."""
-    from commonroom.engine.access import list_participants  # access imports this module
-
     pid = tx.actor.participant_id
     if p.turn_started_at is not None:
         try:
@@ -86,7 +69,7 @@ def report(tx: Tx, p: RuntimeParams) -> Participant:
         except ValueError:
             raise invalid_request("turn_started_at must be an RFC 3339 timestamp",
                                   "turn_started_at") from None
-    before = _runtime_of(tx, pid)
+    before = runtime_of(tx, pid)
     new = (p.state, p.harness, p.queued, p.turn, p.turn_started_at, p.note)
     if before is None or (before.state, before.harness, before.queued, before.turn,
                           before.turn_started_at, before.note) != new:
@@ -106,7 +89,7 @@ def report(tx: Tx, p: RuntimeParams) -> Participant:
 
 def _require_runtime(tx: Tx, participant_id: str) -> Runtime:
     handoffs.check_participant(tx, participant_id, "participant_id")
-    runtime = _runtime_of(tx, participant_id)
+    runtime = runtime_of(tx, participant_id)
     if runtime is None:
         raise invalid_request(
             f"participant {participant_id!r} has no resident runtime (`ce agent`)", "participant_id")

@@ -19,8 +19,8 @@ import difflib
 from typing import Final
 
 from commonroom.engine.leases import edited_regions, raise_if_blocked
-from commonroom.engine.proposals import check_outline, region_text, stale_error
-from commonroom.engine.regions import WHOLE, Outline
+from commonroom.engine.proposals import check_outline, stale_error
+from commonroom.engine.regions import WHOLE, Outline, region_text
 from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.tx import Tx
 from commonroom.protocol.capabilities import require

@@ -29,14 +29,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Final
 
-import attrs
 import merge3
 
-from commonroom.engine import linediff
 from commonroom.engine import proposals as pr
 from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.leases import HUMAN_EDITING, active_leases, raise_if_blocked
-from commonroom.engine.regions import WHOLE
+from commonroom.engine.regions import WHOLE, region_digest, region_text
+from commonroom.engine.revision_log import HOST_EDITOR, REBASED, REBASED_ON_HOST_SAVE, revised_at
 from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.text import encode_text
 from commonroom.engine.tx import Tx
@@ -46,89 +45,14 @@ from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError, invalid_request
 from commonroom.protocol.records import (
     Proposal,
-    ProposalDetail,
     RebaseConflict,
     Rebased,
-    RevisionInfo,
 )
 from commonroom.protocol.requests import RebaseParams, ReviseParams
 from commonroom.protocol.timefmt import format_ts
 
-# Who rebased a proposal onto a host's save: the host's editor (as in blame).
-HOST_EDITOR: Final = "host_editor"
-
 # A rebase whose merged text equals the region's current text changes nothing.
 NO_CHANGE: Final = "no_change"
-
-
-def _revisions(tx: Tx, proposal: Proposal) -> list[RevisionInfo]:
-    earlier = [
-        RevisionInfo(revision, base_version, summary, created_at, bool(rebased),
-                     _rebased_by(rebased))
-        for revision, base_version, summary, created_at, rebased in tx.conn.execute(
-            "SELECT revision, base_version, summary, created_at, rebased FROM proposal_revisions"
-            " WHERE proposal_id = ? ORDER BY revision", (proposal.proposal_id,),
-        )
-    ]
-    # The latest revision is the row itself; it was made when the row was last revised.
-    made = proposal.created_at if proposal.revision == 1 else _revised_at(tx, proposal)
-    latest = tx.conn.execute("SELECT rebased FROM proposals WHERE proposal_id = ?",
-                             (proposal.proposal_id,)).fetchone()[0]
-    return [*earlier, RevisionInfo(proposal.revision, proposal.base_version, proposal.summary,
-                                   made, proposal.rebased, _rebased_by(latest))]
-
-
-def _rebased_by(rebased: int) -> str | None:
-    return HOST_EDITOR if rebased == REBASED_ON_HOST_SAVE else None
-
-
-def _revised_at(tx: Tx, proposal: Proposal) -> str:
-    row = tx.conn.execute("SELECT revised_at FROM proposals WHERE proposal_id = ?",
-                          (proposal.proposal_id,)).fetchone()
-    return str(row[0]) if row and row[0] else proposal.updated_at
-
-
-def _revision_content(tx: Tx, proposal_id: str, revision: int) -> str | None:
-    row = tx.conn.execute(
-        "SELECT content FROM proposal_revisions WHERE proposal_id = ? AND revision = ?",
-        (proposal_id, revision),
-    ).fetchone()
-    return None if row is None else str(row[0])
-
-
-def with_revisions(tx: Tx, detail: ProposalDetail, revision: int | None) -> ProposalDetail:
-    """The detail answer's revision fields; `revision` N shows that revision's content."""
-    proposal = pr._get(tx, detail.proposal_id)
-    listed = _revisions(tx, proposal)
-    shown = proposal.revision if revision is None else revision
-    if not 1 <= shown <= proposal.revision:
-        raise CommonroomError(
-            "invalid_request",
-            f"proposal {proposal.proposal_id} has revisions 1 to {proposal.revision}",
-            {"field": "revision", "revisions": proposal.revision},
-            proposal_id=proposal.proposal_id,
-        )
-    content = detail.content
-    diff = detail.diff
-    if shown != proposal.revision:
-        earlier = _revision_content(tx, proposal.proposal_id, shown)
-        content = earlier if earlier is not None else ""
-        current = tx.engine.current()
-        diff = linediff.later(
-            pr.region_text(current, proposal.region), content,
-            f"{proposal.region}@{current.version}", f"{proposal.region}@r{shown}",
-        ) if earlier is not None else ""
-    revision_diff = ""
-    if shown > 1 and not detail.pruned:
-        before = _revision_content(tx, proposal.proposal_id, shown - 1)
-        if before is not None:
-            revision_diff = linediff.later(
-                before, content, f"{proposal.region}@r{shown - 1}", f"{proposal.region}@r{shown}")
-    return attrs.evolve(
-        detail, content=content, diff=diff, revision=proposal.revision,
-        rebased=proposal.rebased, revisions=listed, content_revision=shown,
-        revision_diff=revision_diff,
-    )
 
 
 def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_version: int,
@@ -158,16 +82,16 @@ def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_ve
             {"version": base_version}, current_version=engine.current_version,
         )
     base = engine.snapshot(base_version)
-    digest = pr.region_digest(base, proposal.region)
+    digest = region_digest(base, proposal.region)
     if digest is None:
         raise CommonroomError(
             "invalid_region", f"{proposal.region!r} does not exist at version {base_version}",
             region=proposal.region,
         )
-    content = pr.fitted(proposal.region, pr.region_text(base, proposal.region), content)
+    content = pr.fitted(proposal.region, region_text(base, proposal.region), content)
     current = engine.current()
     # The same rule as a propose: a base whose region text moved on is refused.
-    if base_version < current.version and pr.region_digest(current, proposal.region) != digest:
+    if base_version < current.version and region_digest(current, proposal.region) != digest:
         raise pr.stale_error(tx, proposal.region, base_version, proposal.proposal_id)
     if not current.outline.has_path(proposal.region):
         raise CommonroomError(
@@ -190,12 +114,6 @@ def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_ve
     return pr._get(tx, proposal.proposal_id)
 
 
-# The `rebased` column: 0 not rebased, 1 rebased by its author or a reviewer, 2 rebased
-# by the room onto a host's save (`by: host_editor`, PROTOCOL.md 16).
-REBASED: Final = 1
-REBASED_ON_HOST_SAVE: Final = 2
-
-
 def _store_revision(tx: Tx, proposal: Proposal, content: str, base_version: int, digest: str,
                     summary: str, rebased: int) -> int:
     """Keep the latest revision as an earlier one and write `content` as the new one;
@@ -215,7 +133,7 @@ def _store_revision(tx: Tx, proposal: Proposal, content: str, base_version: int,
             "INSERT INTO proposal_revisions (proposal_id, revision, base_version, summary,"
             " content, rebased, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (proposal.proposal_id, proposal.revision, proposal.base_version, proposal.summary,
-             old_content, int(previous), _revised_at(tx, proposal)),
+             old_content, int(previous), revised_at(tx, proposal)),
         )
     revision = proposal.revision + 1
     tx.conn.execute(
@@ -262,7 +180,7 @@ def rebase_on_host_save(tx: Tx, before: Snapshot, after: Snapshot, committed: st
     ).fetchall():
         if region != WHOLE and not after.outline.has_path(region):
             continue
-        digest = pr.region_digest(after, region)
+        digest = region_digest(after, region)
         if digest is None or (digest == base_digest and status != "superseded"):
             continue
         proposal = pr._get(tx, proposal_id)
@@ -270,9 +188,9 @@ def rebase_on_host_save(tx: Tx, before: Snapshot, after: Snapshot, committed: st
             continue
         ours = tx.conn.execute("SELECT content FROM proposals WHERE proposal_id = ?",
                                (proposal_id,)).fetchone()[0]
-        theirs = pr.region_text(after, region)
+        theirs = region_text(after, region)
         base = engine.snapshot(proposal.base_version)
-        merged, _ = merge_region(pr.region_text(base, region), str(ours), theirs)
+        merged, _ = merge_region(region_text(base, region), str(ours), theirs)
         if merged is None or merged == theirs:
             continue
         try:
@@ -363,8 +281,8 @@ def rebase(tx: Tx, p: RebaseParams) -> Rebased:
             "invalid_region", f"{region!r} is gone from the current version: nothing to rebase"
             " onto", region=region, current_version=current.version,
         )
-    base_text = pr.region_text(engine.snapshot(proposal.base_version), region)
-    theirs = pr.region_text(current, region)
+    base_text = region_text(engine.snapshot(proposal.base_version), region)
+    theirs = region_text(current, region)
     content, conflicts = merge_region(base_text, ours, theirs)
     applied = False
     revision = proposal.revision
@@ -386,4 +304,4 @@ def rebase(tx: Tx, p: RebaseParams) -> Rebased:
                    conflicts, applied, revision, status)
 
 
-__all__ = ["merge_region", "rebase", "rebase_on_host_save", "revise", "with_revisions"]
+__all__ = ["merge_region", "rebase", "rebase_on_host_save", "revise"]

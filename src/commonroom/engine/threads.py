@@ -28,8 +28,7 @@ from typing import Any, Final
 from commonroom.engine import messages
 from commonroom.engine._state import THREAD, move
 from commonroom.engine.ids import new_id
-from commonroom.engine.proposals import region_text
-from commonroom.engine.regions import WHOLE
+from commonroom.engine.regions import WHOLE, region_text
 from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.text import encode_text, line_ending, with_line_endings
 from commonroom.engine.tx import Tx

@@ -39,7 +39,7 @@ def error_response(error: CommonroomError) -> Response:
         headers["Retry-After"] = str(seconds)
         # A refused stream or an over-rate client is told to come back later: its
         # connection is not kept alive meanwhile (a flood of them would hold
-        # descriptors for the keep-alive timeout, issue 24 item 2).
+        # descriptors for the keep-alive timeout: the open-streams bound).
         headers["Connection"] = "close"
     return json_response(error.to_wire(), error.http_status, headers)
 

@@ -156,7 +156,7 @@ OWNER_HEADERS: Final = HeaderRule(
     origin_allowed=lambda origin, scope: origin == own_origin(scope),
     origin_refused="Origin not allowed: only this page's own",
 )
-"""The owner port (docs/protocol.md "Origin (issue 24 item 1)"): Host
+"""The owner port (docs/protocol.md "Owner page login"): Host
 `localhost` or `127.0.0.1`, any port; an Origin only this listener's own,
 `http://127.0.0.1:<its port>` (another port, `localhost` or `null` is another
 origin)."""

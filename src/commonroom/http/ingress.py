@@ -33,7 +33,6 @@ from commonroom.http.common import (
 )
 from commonroom.http.guards import INGRESS_HEADERS, Gate
 from commonroom.http.hardened_app import HEADER_CHECK
-from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.openapi import served_body as openapi_body
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import secret_from
@@ -46,8 +45,6 @@ class IngressSettings:
     requests_per_minute: int = 600
     anonymous_per_minute: int = 60
     heartbeat_seconds: float = 15.0
-    # `ce serve --mcp-legacy`: /mcp serves the initialize eras too (the seed serves 2026-07-28 only).
-    mcp_legacy: bool = False
     # Quart's per-response timeout for ordinary answers; streams set none (pitfall 2).
     response_timeout: float = 60.0
     # Monotonic seconds for the rate limiter; trio's clock (MockClock in tests) by default.
@@ -125,11 +122,6 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
     for op in CALLS:
         view = operation_view(op, room, bearer_source)
         app.add_url_rule(op.path, endpoint=op.name, view_func=view, methods=[op.method])
-
-    # MCP (`commonroom.mcp`; the legacy eras only with --mcp-legacy): the ingress only; on the
-    # owner port /mcp is 404.
-    register_mcp(app, room, heartbeat_seconds=settings.heartbeat_seconds,
-                 legacy_eras=settings.mcp_legacy)
 
     @app.get("/.well-known/agent-workspace")
     async def well_known() -> Response:

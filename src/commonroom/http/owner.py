@@ -1,6 +1,6 @@
 """The owner listener: the host's page and the host API, on 127.0.0.1 only.
 
-Who may act as the owner (issue 24 item 1, docs/protocol.md "Owner page login").
+Who may act as the owner (docs/protocol.md "Owner page login").
 A browser sends a cookie for 127.0.0.1 to *every* port of 127.0.0.1, so a
 link an agent put in a proposal (`http://127.0.0.1:<its port>/`) once carried
 the owner's cookie to the agent. Nothing here is a cookie:
@@ -100,8 +100,8 @@ TICKET_STREAM_PATHS: Final = frozenset(
     "/owner/api" + op.path for op in STREAMS if op.framing == "sse"
 )
 """The streams an EventSource opens, so a ticket stands in for the header there."""
-LINK_LIFETIME: Final = timedelta(minutes=10)  # issue 24 item 15
-LOGIN_LIFETIME: Final = timedelta(hours=12)  # from the last use (issue 21 item 5)
+LINK_LIFETIME: Final = timedelta(minutes=10)  # a one-time link is short-lived: it passes through argv and terminals
+LOGIN_LIFETIME: Final = timedelta(hours=12)  # from the last use (the page stays logged in while used)
 SAVE_EVERY: Final = timedelta(minutes=5)  # a login in use is written back at most this often
 TICKET_LIFETIME: Final = timedelta(seconds=30)
 MAX_PENDING_LINKS: Final = 8  # unspent one-time links at once (`ce open` run many times)

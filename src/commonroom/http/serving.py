@@ -63,7 +63,7 @@ Where each fix lives: the app-level ones (1's shield, 2, 6, JSON errors) in
 `connection.py`, 4, 5 and 8 here with `ServeConfig` and the serve loop. Every
 hook they need into hypercorn's, quart's or quart-trio's internals, and the fixes
 that are nothing but such a hook (1's idle timer, 7), are in `_compat.py`, which
-asserts the tested versions at import and says which upstream issue each hook
+asserts the tested versions at import and names the upstream bug each hook
 works around; no other module imports their private modules (an import-linter
 contract).
 hypercorn's own error answers (malformed HTTP) have empty bodies, never HTML.

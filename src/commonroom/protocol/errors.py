@@ -23,7 +23,7 @@ STATUS: Final[dict[str, int]] = {
     "version_not_found": 404,
     "handoff_not_found": 404,
     "attachment_not_found": 404,
-    "thread_not_found": 404,  # the review conversation (issue 22)
+    "thread_not_found": 404,  # the review conversation (PROTOCOL.md 17)
     "permission_not_found": 404,  # resident agents' permission requests (section 19)
     "lease_conflict": 409,
     "stale_version": 409,

@@ -41,7 +41,7 @@ RESOURCES: Final[tuple[str, ...]] = (
     "participants",
     "handoffs",
     "messages",
-    # -- the review conversation (issue 22): threads, for the page and subscriptions/listen
+    # -- the review conversation (PROTOCOL.md 17): threads, for the page and subscriptions/listen
     "threads",
     # -- task surfaces (docs/spec/PROTOCOL.md 20): live views and apps, for the page's task cards
     "task_surfaces",
@@ -251,7 +251,7 @@ class ProposalWithdrawn(Payload):
     proposal_id: str
 
 
-# -- the review conversation (docs/spec/PROTOCOL.md section 17, issue 22) ------------------
+# -- the review conversation (docs/spec/PROTOCOL.md section 17) ---------------------------
 
 
 @attrs.frozen
@@ -630,7 +630,7 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(SurfacePublished, (_PA,)),
         _spec(SurfaceCleared, (_PA,)),
         _spec(GuardTripped),
-        # -- the review conversation (issue 22)
+        # -- the review conversation (PROTOCOL.md 17)
         _spec(ProposalChangesRequested, (_S, _PR)),
         _spec(ProposalRevised, (_S, _PR)),
         _spec(ThreadOpened, (_T,)),

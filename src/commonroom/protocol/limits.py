@@ -54,7 +54,7 @@ HUMAN_HOLD_MINUTES: Final = 2.0
 # this long for the region to come back, and the holds of external versions recorded
 # this close together are computed against the version before the first of them.
 TORN_SAVE_SECONDS: Final = 10
-# The room's rules against a hostile agent (issue 24; docs/protocol.md "Room rules").
+# The room's rules against a hostile agent (docs/protocol.md, the section of that name).
 AGENT_INVITATION_MAX_MINUTES: Final = 60  # an invitation minted by anyone but the host
 AGENT_INVITATION_MAX_USES: Final = 5
 INVITATION_SESSIONS_DEFAULT: Final = 8  # active sessions joined through one invitation
@@ -87,7 +87,7 @@ HANDOFF_ATTACHMENT_TTL_MINUTES: Final = 24 * 60
 TERMINAL_TEXTS_PER_PARTICIPANT: Final = 5
 TERMINAL_TEXTS_TOTAL: Final = 100
 PROPOSAL_BYTES_PER_PARTICIPANT: Final = 2 * 1024 * 1024
-# The review conversation (docs/spec/PROTOCOL.md section 17, issue 22): a thread's quote and each
+# The review conversation (docs/spec/PROTOCOL.md section 17): a thread's quote and each
 # comment's body; how many comments one thread keeps and how many open threads one
 # participant (the host excepted) may have; how many revisions a proposal may reach.
 THREAD_QUOTE_MAX: Final = 500  # characters
@@ -114,7 +114,7 @@ APP_REQUEST_MAX_BYTES: Final = 8 * 1024
 APP_REPLY_MAX_BYTES: Final = 64 * 1024
 APP_REQUEST_TIMEOUT_SECONDS: Final = 15.0
 TASK_SURFACE_GRACE_MINUTES: Final = HANDOFF_ATTACHMENT_GRACE_MINUTES
-# Open streams (SSE, WebSocket, long-poll, MCP streams) at once, issue 24 item 2.
+# Open streams (SSE, WebSocket, long-poll, MCP streams) at once: the open-streams bound.
 STREAMS_PER_SESSION: Final = 8
 STREAMS_PER_PARTICIPANT: Final = 8
 # External edits (section 16): a changed file is read once its (inode, size, mtime)

@@ -242,7 +242,7 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         r.SurfaceData, "A participant's current surface image, if any.", **_READ),
     _spec("surface.clear", "POST", "/workspace/surface/clear", "message", rq.NoParams,
         r.SurfaceClearedAnswer, "Remove your surface.", idempotent=True),
-    # -- workspace.ping (issue 19: an operation is its spec and its handler, nothing else)
+    # -- workspace.ping (the walkthrough's example: an operation is its spec and its handler, nothing else)
     _spec("workspace.ping", "GET", "/workspace/ping", "read", rq.NoParams, r.Pong,
         "Is the room there, and who am I in it: your participant id, the current version, the"
         " room's time.", **_READ),
@@ -277,7 +277,7 @@ OPERATIONS: Final[tuple[OperationSpec, ...]] = (
         "Host: pause (or resume) one policy, or all of them: the kill switch.", idempotent=True),
     _spec("workspace.policies", "GET", "/workspace/policies", "admin", rq.NoParams, r.Policies,
         "Host: every policy and the proposals it approved.", **_READ),
-    # -- the review conversation: threads, revisions, rebase (docs/spec/PROTOCOL.md 17, issue 22)
+    # -- the review conversation: threads, revisions, rebase (docs/spec/PROTOCOL.md 17)
     _spec("thread.open", "POST", "/workspace/thread", "message", rq.OpenThreadParams, r.Thread,
         "Ask or note something about a region (optionally an exact quote of its text);"
         " blocking: a question you wait on with workspace.wait (nobody else is held)."),

@@ -13,7 +13,7 @@ its description; each one is enforced here and advertised in the schemas. Errors
 Schema of a record is `protocol.schema.json_schema(cls, params=True)`.
 This is the one edge check of a value: integers are bounded to SQLite's
 64-bit range, strings must be valid Unicode (no lone surrogates) without
-control characters (issue 24: an ESC in a summary or a proposal could hide
+control characters (the terminal rule: an ESC in a summary or a proposal could hide
 text from the host at a terminal). Tab and newline are text; carriage return
 is text only in document content (fields with `metadata={"document": True}`),
 where a CRLF file's lines end with it.

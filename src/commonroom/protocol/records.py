@@ -113,7 +113,7 @@ class InvitationCreatedAnswer:
     capabilities: list[str]
     max_uses: int | None
     max_sessions: int
-    """How many sessions joined through it may be active at once (issue 24)."""
+    """How many sessions joined through it may be active at once (the sessions-per-invitation limit)."""
 
 
 @attrs.frozen
@@ -207,12 +207,12 @@ class ProposalDetail(Proposal):
     original_content: str | None
     """The author's text when a reviewer amended it before approving, else null."""
     pruned: bool = False
-    """The room dropped this terminal proposal's text (issue 24): `content` and `diff` are empty."""
+    """The room dropped this terminal proposal's text (the bound on proposal text): `content` and `diff` are empty."""
     amended: bool = False
     """A reviewer changed the text before approving it: `content` is what they approved."""
     proposed_content: str | None = None
     """The author's own text when amended (docs/spec/PROTOCOL.md section 7), else null."""
-    # -- the review conversation (docs/spec/PROTOCOL.md section 17, issue 22); `revision` (the latest)
+    # -- the review conversation (docs/spec/PROTOCOL.md section 17); `revision` (the latest)
     # and `rebased` come with `Proposal`.
     revisions: list[RevisionInfo] = attrs.Factory(list)
     """Every revision, oldest first (the last one is `revision`)."""
@@ -243,7 +243,7 @@ class Reviewed:
     reviewer_id: str
 
 
-# -- the review conversation (docs/spec/PROTOCOL.md section 17, issue 22) ---------------------
+# -- the review conversation (docs/spec/PROTOCOL.md section 17) ------------------------------
 
 
 @attrs.frozen
@@ -618,7 +618,7 @@ class ThreadWaited:
     waiting: bool
 
 
-# -- workspace.ping (issue 19)
+# -- workspace.ping (the walkthrough's example operation: docs/architecture.md)
 
 
 @attrs.frozen

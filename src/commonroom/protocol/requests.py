@@ -389,7 +389,7 @@ class PauseParams:
     all: bool = attrs.field(default=False, metadata={"doc": "every policy (the kill switch)"})
     policy_id: str | None = None
     paused: bool = attrs.field(default=True, metadata={"doc": "false resumes"})
-# -- the review conversation: threads, revisions, rebase (docs/spec/PROTOCOL.md 17, issue 22)
+# -- the review conversation: threads, revisions, rebase (docs/spec/PROTOCOL.md 17)
 
 @attrs.frozen
 class OpenThreadParams:

@@ -3,7 +3,7 @@
 Every long-lived answer holds a connection (a file descriptor) and a task
 until it ends: an SSE or WebSocket observe stream, a long-poll `wait`,
 `GET /mcp`, `subscriptions/listen`, a legacy MCP session's GET stream. One
-bearer that opened 1,000 of them took the room to EMFILE (issue 24 item 2),
+bearer that opened 1,000 of them took the room to EMFILE (the open-streams bound, docs/protocol.md),
 so each adapter takes a *slot* before it answers and gives it back when the
 answer is over:
 

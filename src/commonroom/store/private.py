@@ -1,7 +1,7 @@
 """The sidecar is private to the host user: it and its `-wal` / `-shm` are mode 0600.
 
 The sidecar holds every message, handoff-private attachments and the hashes
-of live sessions, so another local user must not read it (issue 24, item 11).
+of live sessions, so another local user must not read it (the sidecar is private to the user).
 SQLite's unix VFS creates the `-wal` and `-shm` files with the mode of the
 database file, so making the database 0600 *before* SQLite first opens it is
 what keeps all three private. A sidecar an older commonroom created 0644 (and

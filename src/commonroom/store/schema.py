@@ -192,7 +192,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         positions BLOB NOT NULL
     );
     """,
-    # 4 -> 5: the room's rules against a hostile agent (issue 24). Each session
+    # 4 -> 5: the room's rules against a hostile agent (docs/protocol.md, the section of that name). Each session
     # remembers the invitation it was joined through (the sessions-per-invitation
     # limit) and an invitation its limit; invitations are found by their creator
     # (revoked with it). A proposal records the bytes of text it holds
@@ -211,8 +211,8 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX proposals_author ON proposals (participant_id, pruned_at);
     CREATE INDEX messages_sender ON messages (participant_id, created_at);
     """,
-    # 5 -> 6: the owner page's logins (engine/owner_logins.py, issue 24 item 1 / issue 21
-    # item 5): the sha256 of each page credential and until when it is valid, so a
+    # 5 -> 6: the owner page's logins (engine/owner_logins.py, docs/protocol.md "Owner page
+    # login"): the sha256 of each page credential and until when it is valid, so a
     # restart keeps the host's browser logged in. Never the credential itself.
     """
     CREATE TABLE owner_logins (
@@ -221,7 +221,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         expires_at TEXT NOT NULL
     );
     """,
-    # 6 -> 7: provenance and trust (issue 23, docs/spec/PROTOCOL.md section 18). `blame_sections`: per
+    # 6 -> 7: provenance and trust (docs/spec/PROTOCOL.md section 18). `blame_sections`: per
     # section (heading to next heading; the preamble's path is "\n") the origin of each
     # line, one row each time a version changed that section's text or path
     # (engine/blame.py). A version records what it reverts or restores. Auto-approve
@@ -248,7 +248,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE INDEX proposals_reviewer ON proposals (reviewer_id) WHERE reviewer_id IS NOT NULL;
     """,
-    # 7 -> 8: the review conversation (engine/threads.py, engine/revisions.py; issue 22).
+    # 7 -> 8: the review conversation (engine/threads.py, engine/revisions.py; PROTOCOL.md 17).
     # Threads anchored to a region (and an optional exact quote), their comments;
     # a proposal's revision number and whether its latest revision came from a
     # rebase; the earlier revisions of a proposal (the latest one is the

@@ -10,5 +10,6 @@
 
 Importing this package imports nothing: `wire.sync` over a loopback hint never
 loads trio, so a one-shot `ce read` starts fast. The wire imports neither
-`cli/` nor `engine/`; its errors are the library's (`commonroom.client.errors`).
+`cli/`, `client/` nor `engine/`; its errors (`wire/errors.py`) are the library's, re-exported
+by `commonroom.client.errors`.
 """

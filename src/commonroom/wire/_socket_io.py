@@ -21,8 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from commonroom.client import errors
-from commonroom.wire import http11
+from commonroom.wire import errors, http11
 from commonroom.wire.calls import dials_loopback
 
 if TYPE_CHECKING:

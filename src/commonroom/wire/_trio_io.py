@@ -17,9 +17,8 @@ from typing import Any, TypeVar
 
 import trio
 
-from commonroom.client import errors
 from commonroom.protocol.errors import CommonroomError
-from commonroom.wire import http11
+from commonroom.wire import errors, http11
 
 T = TypeVar("T")
 

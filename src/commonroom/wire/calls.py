@@ -3,7 +3,7 @@
 An operation (docs/spec/PROTOCOL.md section 11) is a GET with its parameters in the
 query string, or a POST with them as a JSON object; the session goes in
 `Authorization: Bearer`. A 2xx answer is the operation's JSON; any other is
-the exception `client.errors` maps its code to. Parameters that are None are
+the exception `wire.errors` maps its code to. Parameters that are None are
 left out (the room applies its defaults).
 """
 
@@ -14,9 +14,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from commonroom.client import errors
 from commonroom.protocol.errors import CommonroomError
-from commonroom.wire import http11
+from commonroom.wire import errors, http11
 
 if TYPE_CHECKING:
     from commonroom.protocol.invitation import TransportHint

@@ -3,7 +3,7 @@
 No I/O, no trio, no attrs: both drivers (`wire.aio`, and `wire.sync` generated from it)
 and every caller share one request encoder, one head reader, one SSE parser and one
 vocabulary of failures. Every failure is a `commonroom.TransportUnavailable` (the
-library's error classes, `client/errors.py`), and a message never carries an address.
+library's error classes, `wire/errors.py`), and a message never carries an address.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import h11
 
-from commonroom.client import errors
+from commonroom.wire import errors
 
 HOST: Final = "commonroom"
 JSON: Final = "application/json"

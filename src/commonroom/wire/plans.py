@@ -32,8 +32,8 @@ import dataclasses
 from collections.abc import Callable, Generator, Mapping
 from typing import Any, Final, NoReturn, TypeAlias, TypeVar
 
-from commonroom.client import errors
 from commonroom.protocol import vocabulary
+from commonroom.wire import errors
 from commonroom.wire.http11 import SSEMessage
 from commonroom.wire.timeouts import DEFAULT
 

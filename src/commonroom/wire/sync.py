@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import h11
 
-from commonroom.client import errors
 from commonroom.wire import _socket_io as io
-from commonroom.wire import calls, http11
+from commonroom.wire import calls, errors, http11
 from commonroom.wire._socket_io import Stream, Streamlike
 from commonroom.wire.http11 import Headers, Response, SSEMessage
 from commonroom.wire.timeouts import DEFAULT, Timeouts

@@ -1,4 +1,4 @@
-// The review conversation on the host's page (docs/spec/PROTOCOL.md section 17, issue 22).
+// The review conversation on the host's page (docs/spec/PROTOCOL.md section 17).
 //
 // Threads sit in the margin of their section, their quote highlighted in the rendered text; a
 // composer opens a thread on the text the host selects (or on a whole section); open blocking
