@@ -83,7 +83,7 @@ function showLogin(title, text) {
 // ------------------------------------------------------------------ loading
 
 // One re-read: the room snapshot (with the panels that load beside it), the panels that need
-// it first, then every panel's render, then the other loads the burst asked for.
+// it first, then every panel's render and, at the same time, the other loads the burst asked for.
 async function loadRoom() {
   const due = PANELS.filter((p) => dirty.has(p) && p.load);
   dirty.clear();
@@ -93,8 +93,8 @@ async function loadRoom() {
   state.names = new Map(room.participants.map((p) => [p.participant_id, p]));
   for (const p of due) if (p.loadsAfterRoom) await p.load();
   const drawn = PANELS.map((p) => p.render && p.render());
-  for (const p of due) if (!p.loadsWithRoom && !p.loadsAfterRoom) await p.load().catch(() => {});
-  await Promise.all(drawn);
+  const loads = due.filter((p) => !p.loadsWithRoom && !p.loadsAfterRoom).map((p) => p.load().catch(() => {}));
+  await Promise.all([...drawn, ...loads]);
 }
 
 // Mark the panels an event concerns (none: every panel) and re-read once per burst.

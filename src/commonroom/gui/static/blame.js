@@ -1,8 +1,8 @@
 // Provenance in the host's page (docs/spec/PROTOCOL.md §18): the blame gutter ("Who wrote this"),
 // "Revert this change" / "Restore this section" on history entries, and the Policies panel
-// (every rule, what it approved, the kill switch). Loaded before app.js, which calls the
-// hooks marked `// hook: blame`: attach (once), render (each document render), historyRow
-// (each history entry). Same rules as app.js: every text is a text node, never HTML.
+// (every rule, what it approved, the kill switch). A panel (app.js): `init` once; document.js
+// calls `render` after each document render, history.js `historyRow` for each history entry.
+// Same rules as every panel (page.js): every text is a text node, never HTML.
 import * as kit from "./page.js";
 
 export const panel = {

@@ -13,7 +13,16 @@ export const panel = {
 let shown = true; // false once the route answered 404
 export const known = new Map(); // handoff_id -> the handoff, for room text's labels
 
-async function loadHandoffs() {
+// The read under way, if any: room text waits for it (its labels name handoffs).
+let reading = Promise.resolve();
+export function handoffsRead() { return reading; }
+
+function loadHandoffs() {
+  reading = readHandoffs();
+  return reading;
+}
+
+async function readHandoffs() {
   if (!shown) return;
   let answer;
   try { answer = await api("GET", "/handoffs", { limit: 50 }); }

@@ -3,14 +3,14 @@
 // host sends with `/message`, ticking recipients (none ticked: unaddressed). Hidden while the
 // route answers 404 (an older room).
 import { $, api, el, isHost, nameOf, showNotice, state } from "./page.js";
-import { known as handoffs } from "./handoffs.js";
+import { handoffsRead, known as handoffs } from "./handoffs.js";
 
 export const panel = {
   name: "messages",
-  // A thread's label names its handoff: read after the handoffs when both changed.
+  // A row's label names its handoff: read after the handoffs when both changed.
   resources: ["messages", "handoffs"],
   init: wireMessages,
-  load: loadMessages,
+  load: async () => { await handoffsRead().catch(() => {}); return loadMessages(); },
 };
 
 const rooms = { shown: true, messageSeq: 0, loadingMessages: null, messagesAgain: false };

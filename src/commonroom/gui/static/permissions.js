@@ -4,10 +4,10 @@
 // queue: who asks, the tool, its input preview and one button per option, labelled exactly as
 // the agent offered it; a click answers with that option's id (`/permission/answer`). A runtime's
 // state shows in its participant row ("resident · running · 2 queued", and what its turn is
-// doing), with Interrupt while a turn runs and Resume while it is paused. app.js calls this
-// module through its hooks, each marked `// hook: permissions`: `init(ctx)` once, `refresh()`
-// after each room load, `participantRow(row, p)` for each participant row. It reads and writes
-// only the owner API and builds every text as a DOM text node (never innerHTML).
+// doing), with Interrupt while a turn runs and Resume while it is paused. A panel (app.js):
+// `init` once, `load` after an event on the participants (the permission and runtime events
+// are theirs); people.js calls `participantRow(row, p)` for each participant row. It reads and
+// writes only the owner API and builds every text as a DOM text node (never innerHTML).
 import * as kit from "./page.js";
 
 export const panel = {

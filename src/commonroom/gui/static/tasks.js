@@ -1,9 +1,8 @@
 // Task surfaces on the host's page (docs/spec/PROTOCOL.md §20): a task's live view and its
-// generated app, one card per task. app.js calls `init` once, `refresh` when it reads the whole
-// room again (start, reconnect, resync), and `onEvent` for each event: the ones whose resource
-// is `task_surfaces` (the protocol document says which) are this file's alone, and a handoff's
-// move re-reads the cards (a task may have ended); room text never does (the hooks marked
-// `// hook: tasks`).
+// generated app, one card per task. A panel (app.js): `init` once, `load` when the page reads
+// the whole room again (start, reconnect, resync), and `onEvent` for each event on its
+// resources: one of `task_surfaces` re-reads its task's card, a handoff's move re-reads them
+// all (a task may have ended); room text never does.
 //
 // Rules this file keeps:
 // - A live view is data: every node is built here with createElement and textContent,

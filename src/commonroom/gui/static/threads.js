@@ -1,16 +1,16 @@
-// The review conversation on the host's page (docs/spec/PROTOCOL.md section 17, issue 22).
+// The review conversation on the host's page (docs/spec/PROTOCOL.md section 17).
 //
 // Threads sit in the margin of their section, their quote highlighted in the rendered text; a
 // composer opens a thread on the text the host selects (or on a whole section); open blocking
 // questions are listed above the review queue, with an answer box each; the review pane gets
 // "Request changes", the diff between the last two revisions, the proposal's threads, and
-// "Rebase preview" on a stale proposal. app.js calls this module through its hooks, each marked
-// `// hook: threads`: `init(ctx)` once, `refresh()` after each room load, `review(detail,
-// current)` after the review pane is drawn. It reads and writes only the owner API, and builds
-// every text as a DOM text node (never innerHTML). It keeps no list of event types or statuses:
-// app.js listens for every event type /protocol names and calls `refresh()` after the room
-// re-read each burst causes; the statuses it branches on come from `ctx.vocabulary` (the same
-// document's `vocabulary`).
+// "Rebase preview" on a stale proposal. A panel (app.js): `init` once, `load` (the threads
+// changed since the newest held) after an event on its resources, `render` (margins, blocking
+// questions) after each re-read of the room, since document.js draws the document anew;
+// review.js calls `review(detail, current)` after the review pane is drawn. It reads and
+// writes only the owner API, and builds every text as a DOM text node (never innerHTML). It
+// keeps no list of event types or statuses: app.js routes events to it by their resources;
+// the statuses it branches on come from `ctx.vocabulary` (/protocol's `vocabulary`).
 import * as kit from "./page.js";
 import { renderDiff } from "./markdown.js";
 
@@ -137,7 +137,7 @@ function replyForm(thread) {
 // ------------------------------------------------------------------ margins and highlights
 
 function sections() {
-  // Each heading app.js marked with its region, and the top-level nodes up to the next one.
+  // Each heading document.js marked with its region, and the top-level nodes up to the next one.
   const article = $("document");
   const out = [];
   let current = null;

@@ -1,8 +1,8 @@
 // A host's save that undid someone's change (docs/spec/PROTOCOL.md §16, wave 4): "Your save
 // undid NAME's change (vN)" above the document, with Re-apply (a new version that merges the
-// change back) and Keep mine. Nothing happens until the host clicks. Loaded before app.js,
-// which calls the hooks marked `// hook: undoes`: attach (once), refresh (each new version).
-// Same rules as app.js: every text is a text node, never HTML.
+// change back) and Keep mine. Nothing happens until the host clicks. A panel (app.js): `init`
+// once, `load` after each event on the document (a new version may be such a save). Same rules
+// as every panel (page.js): every text is a text node, never HTML.
 import * as kit from "./page.js";
 
 export const panel = {
