@@ -16,15 +16,14 @@ export const panel = {
   name: "review",
   resources: ["proposals"],
   // The snapshot has every open proposal; the list (for the decided ones) is read again only
-  // when a proposal the page knows may have been decided or ended: a new one costs nothing more.
+  // after an event that may decide or end one: a new proposal costs no more than its snapshot.
   onEvent(type, data) {
-    let event;
-    try { event = JSON.parse(data); } catch (_) { return false; }
+    let event = null;
+    try { event = JSON.parse(data); } catch (_) { event = null; }
     const p = event && event.payload;
-    if (!p || !p.proposal_id) return false;
-    if (type === "proposal.revised") revisedWhileHeld(event);
-    if (findProposal(p.proposal_id) || !state.room) return false;
-    showArrived(event);
+    if (type === "proposal.revised" && p) revisedWhileHeld(event);
+    if (type !== "proposal.created") return false;
+    if (p && p.proposal_id && !findProposal(p.proposal_id) && state.room) showArrived(event);
     return true;
   },
   load: loadList,
