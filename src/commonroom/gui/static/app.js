@@ -171,9 +171,6 @@ function reconnectLater() {
   }, 250 * 2 ** state.retry); // 0.5 s, 1 s, 2 s, then every 4 s
 }
 
-// ------------------------------------------------------------------ keys
-
-
 // ------------------------------------------------------------------ start
 
 async function loadVocabulary() {

@@ -354,7 +354,3 @@ export function renderUnified(diff, parent) {
   if (!pre.firstChild) pre.append(el("span", { class: "no-change" }, "No change"));
   parent.append(pre);
 }
-
-// ------------------------------------------------------------------ loading
-
-// What an event makes the page read again besides the room and its proposals (those

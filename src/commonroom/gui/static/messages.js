@@ -91,7 +91,3 @@ function wireMessages() {
     loadMessages();
   });
 }
-
-// ------------------------------------------------------------------ live
-
-// A new proposal's row goes into the queue from its event at once; the re-read that

@@ -18,7 +18,6 @@ export const panel = {
   participantRow: (row, participant) => participantRow(row, participant), // people.js, each row
 };
 
-
 let ctx = null;
 const $ = (id) => document.getElementById(id);
 const el = (...args) => ctx.el(...args);
@@ -30,7 +29,6 @@ function init(context) {
     el("div", { id: "permission-list" }));
   const queue = $("queue");
   queue.insertBefore(panel, queue.firstChild);
-  return { refresh, participantRow };
 }
 
 async function refresh() {

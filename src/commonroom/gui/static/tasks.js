@@ -45,36 +45,37 @@ const FROM_APP = {
 
 // The bridge, as the frame runs it before the app's own script. It holds nothing of the page.
 const BRIDGE = `(() => {
-const CHANNEL = ${JSON.stringify(CHANNEL)};
-const pending = new Map();
-let next = 0;
-let handler = null;
-const send = (message) => parent.postMessage(Object.assign({ channel: CHANNEL }, message), "*");
-const call = (kind, body) => new Promise((resolve, reject) => {
-  next += 1; pending.set(next, { resolve, reject }); send(Object.assign({ kind, id: next }, body));
-});
-const answer = (request_id, reply, error) => send(error === undefined
-  ? { kind: "reply", request_id, reply: reply === undefined ? null : reply }
-  : { kind: "reply", request_id, error: String(error) });
-window.addEventListener("message", (event) => {
-  if (event.source !== parent) return;
-  const m = event.data;
-  if (!m || m.channel !== CHANNEL) return;
-  if (m.kind === "result" && pending.has(m.id)) {
-    const p = pending.get(m.id); pending.delete(m.id);
-    if (m.error) p.reject(new Error(m.error)); else p.resolve(m.value);
-  } else if (m.kind === "request") {
-    if (!handler) { answer(m.request_id, undefined, "the app takes no requests (no onRequest handler)"); return; }
-    Promise.resolve().then(() => handler(m.payload)).then(
-      (reply) => answer(m.request_id, reply),
-      (error) => answer(m.request_id, undefined, (error && error.message) || error || "the handler failed"));
-  }
-});
-Object.defineProperty(window, "commonroom", { value: Object.freeze({
-  getState: () => call("getState", {}),
-  setState: (revision, state) => call("setState", { revision, state }),
-  onRequest: (fn) => { handler = typeof fn === "function" ? fn : null; send({ kind: "ready" }); },
-}) });
+  "use strict";
+  const CHANNEL = ${JSON.stringify(CHANNEL)};
+  const pending = new Map();
+  let next = 0;
+  let handler = null;
+  const send = (message) => parent.postMessage(Object.assign({ channel: CHANNEL }, message), "*");
+  const call = (kind, body) => new Promise((resolve, reject) => {
+    next += 1; pending.set(next, { resolve, reject }); send(Object.assign({ kind, id: next }, body));
+  });
+  const answer = (request_id, reply, error) => send(error === undefined
+    ? { kind: "reply", request_id, reply: reply === undefined ? null : reply }
+    : { kind: "reply", request_id, error: String(error) });
+  window.addEventListener("message", (event) => {
+    if (event.source !== parent) return;
+    const m = event.data;
+    if (!m || m.channel !== CHANNEL) return;
+    if (m.kind === "result" && pending.has(m.id)) {
+      const p = pending.get(m.id); pending.delete(m.id);
+      if (m.error) p.reject(new Error(m.error)); else p.resolve(m.value);
+    } else if (m.kind === "request") {
+      if (!handler) { answer(m.request_id, undefined, "the app takes no requests (no onRequest handler)"); return; }
+      Promise.resolve().then(() => handler(m.payload)).then(
+        (reply) => answer(m.request_id, reply),
+        (error) => answer(m.request_id, undefined, (error && error.message) || error || "the handler failed"));
+    }
+  });
+  Object.defineProperty(window, "commonroom", { value: Object.freeze({
+    getState: () => call("getState", {}),
+    setState: (revision, state) => call("setState", { revision, state }),
+    onRequest: (fn) => { handler = typeof fn === "function" ? fn : null; send({ kind: "ready" }); },
+  }) });
 })();`;
 
 // Text inside one raw-text element of the srcdoc: nothing in it may end that element early.

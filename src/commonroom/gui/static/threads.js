@@ -25,7 +25,6 @@ export const panel = {
   review: (detail, current) => review(detail, current), // review.js, after the review pane is drawn
 };
 
-
 const QUOTE_MAX = 500;
 let ctx = null;
 const mine = { threads: [], byId: new Map(), since: null, revisions: new Map(), rebase: null, reviewing: null };
@@ -39,7 +38,6 @@ function init(context) {
   buildBlockingPanel();
   buildComposer();
   buildReviewParts();
-  return { refresh, review };
 }
 
 // Incremental: the first look reads the newest threads, every later one only those that
