@@ -45,6 +45,8 @@ RESOURCES: Final[tuple[str, ...]] = (
     "threads",
     # -- task surfaces (docs/spec/PROTOCOL.md 20): live views and apps, for the page's task cards
     "task_surfaces",
+    # -- the host's invitations, for the page's Invitations panel (its panels are chosen by resource)
+    "invitations",
 )
 
 
@@ -601,9 +603,9 @@ EVENTS: Final[dict[str, EventSpec]] = {
         _spec(SessionCreated, schedules_expiry=True),
         _spec(SessionExpired, ends_streams=True),
         _spec(SessionRevoked, ends_streams=True),
-        _spec(InvitationCreated),
-        _spec(InvitationRedeemed),
-        _spec(InvitationRevoked),
+        _spec(InvitationCreated, ("invitations",)),
+        _spec(InvitationRedeemed, ("invitations",)),
+        _spec(InvitationRevoked, ("invitations",)),
         _spec(LeaseAcquired, (_S, _L), schedules_expiry=True),
         _spec(LeaseRenewed, (_L,), schedules_expiry=True),
         _spec(LeaseReleased, (_S, _L)),
