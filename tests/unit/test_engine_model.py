@@ -122,7 +122,7 @@ class EngineModel(RuleBasedStateMachine):
         self.clock = ManualClock()
         self.start = self.clock.now
         self.engine = open_engine(self.path, clock=self.clock)
-        self.engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+        self.engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
         assert self.engine.human_hold_minutes == HOLD_MINUTES
         self.host = sessions.mint_host_session(self.engine)
         self.host_id = self.engine.host_participant_id

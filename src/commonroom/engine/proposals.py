@@ -572,12 +572,12 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
     # reviewer's amendment too), and the text must stay inside its region here.
     replaced = check_outline(current, proposal.region, content)
     if proposal.region == WHOLE:
-        snap = engine.write_version(
+        snap = engine.versions.write_version(
             tx, content, summary=proposal.summary, participant_id=tx.actor.participant_id,
             region=proposal.region, source="proposal", proposal_id=proposal_id,
         )
     else:
-        snap = engine.write_replacement(
+        snap = engine.versions.write_replacement(
             tx, current.outline.resolve(proposal.region), content, summary=proposal.summary,
             participant_id=tx.actor.participant_id, region=proposal.region, source="proposal",
             proposal_id=proposal_id, outline=replaced,
@@ -604,7 +604,7 @@ def _commit_raw(tx: Tx, p: CommitParams) -> Committed:
     raise_if_blocked(tx, WHOLE, tx.actor.participant_id)
     if p.base_version != engine.current_version:
         raise stale_error(tx, WHOLE, p.base_version, None)
-    snap = engine.write_version(
+    snap = engine.versions.write_version(
         tx, p.content, summary=summary, participant_id=tx.actor.participant_id, region=WHOLE,
         source="raw",
     )
