@@ -45,7 +45,7 @@ Measures, in one run on this machine, printing each figure as it goes:
    and the maximum (target p99 < settle + 150 ms = 400 ms).
 
 10. ``prune_history_ratio``: the text pruning every decision and commit runs
-   (``proposals.prune``, its two queries inside one transaction), median time after 2,000 committed
+   (``proposal_texts.prune``, its two queries inside one transaction), median time after 2,000 committed
    proposals divided by the same after 100 (no target in TARGETS.md; it must
    stay about flat: the cost of a decision does not grow with the room's history).
 
@@ -840,7 +840,7 @@ def machine() -> dict[str, Any]:
 
 
 def bench_prune_history(folder: Path, small: int, large: int, rounds: int) -> None:
-    from commonroom.engine import proposals
+    from commonroom.engine import proposal_texts
 
     print(f"[10] prune_history_ratio (prune after {small} and after {large} committed proposals)",
           flush=True)
@@ -868,7 +868,7 @@ def bench_prune_history(folder: Path, small: int, large: int, rounds: int) -> No
         with engine.transaction(engine.clock()) as tx:  # the queries alone, in one transaction
             for _ in range(rounds):
                 t0 = time.perf_counter_ns()
-                proposals.prune(tx, author)
+                proposal_texts.prune(tx, author)
                 samples.append(time.perf_counter_ns() - t0)
         medians[target] = median_us(samples)
         report(f"prune_after_{target}_us", medians[target], "µs median")

@@ -36,6 +36,7 @@ from commonroom.engine import linediff
 from commonroom.engine import proposals as pr
 from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.leases import HUMAN_EDITING, active_leases, raise_if_blocked
+from commonroom.engine.proposal_texts import make_room
 from commonroom.engine.regions import WHOLE
 from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.text import encode_text
@@ -207,7 +208,7 @@ def _store_revision(tx: Tx, proposal: Proposal, content: str, base_version: int,
     kept = len(encode_text(old_content)) if stored is None else 0
     author = proposal.participant_id
     if author != tx.engine.host_participant_id:
-        pr._make_room(tx, author, size)
+        make_room(tx, author, size)
     if stored is None:
         previous = tx.conn.execute("SELECT rebased FROM proposals WHERE proposal_id = ?",
                                    (proposal.proposal_id,)).fetchone()[0]
