@@ -306,6 +306,10 @@ class Versions:
             version=snap.version, summary=summary, participant_id=participant_id, region=region,
             source=source, reverts=reverts, restores=restores, undoes=undoes or None,
         ))
-        for hook in engine.hooks.on_document_change:
-            hook(tx, before, snap, proposal_id)
+        self._after_change(tx, before, snap, proposal_id)
         return snap
+
+    def _after_change(self, tx: Tx, before: Snapshot, after: Snapshot, committed_proposal: str | None
+                      ) -> None:
+        for hook in self.engine.hooks.on_document_change:
+            hook(tx, before, after, committed_proposal)
