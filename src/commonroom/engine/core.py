@@ -24,7 +24,6 @@ This class opens the sidecar, wires them together, and runs the expiry sweeps.
 It knows no feature's rules: what a document change or an expiry means for
 leases, proposals, sessions or handoffs is in the feature modules, which the
 dispatcher hands in as `Hooks` when it opens the engine.
-
 The engine does no networking and reads time only from the injected clock; its
 one thread is the writer thread of `engine.txn`.
 """
@@ -198,12 +197,10 @@ class Engine:
         """Sessions ended in `tx` leave the live keys once it committed (`engine.sessions`)."""
         tx.after_commit.append(partial(self.live.sessions_ended, [bytes(h) for h in hashes]))
 
-    def without_room(self) -> None:
-        """A host command opened the sidecar while no room runs: the status says `stopped`."""
+    def without_room(self) -> None:  # a host command, no room running: the status says `stopped`
         self.lifecycle = "stopped"
 
-    def begin_stopping(self) -> None:
-        """The room is stopping: diagnostics say so (the last state change of a served engine)."""
+    def begin_stopping(self) -> None:  # diagnostics say so: the last state change of a served engine
         self.lifecycle = "stopping"
 
     # ------------------------------------------------------------ time passing
