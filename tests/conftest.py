@@ -118,6 +118,6 @@ def doc_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def room(doc_path: Path, clock: ManualClock) -> Iterator[Driver]:
     engine = open_engine(doc_path, clock=clock)
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     yield Driver(engine, clock)
     engine.close()

@@ -323,7 +323,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
         async with trio.open_nursery() as listeners:
             wanted = options.ingress_port
             if wanted is None:
-                wanted = engine.last_ingress_port() if engine.transport_name == "loopback" else 0
+                wanted = engine.ports.last_ingress_port() if engine.ports.transport_name == "loopback" else 0
                 wanted = wanted or 0
             try:
                 ingress_port = await listeners.start(partial(
@@ -347,7 +347,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
                                             owner_cap)
 
             hint: TransportHint = await nursery.start(plugin.run, "127.0.0.1", ingress_port)
-            await room.run_sync(engine.set_transport, options.transport, hint)
+            await room.run_sync(engine.ports.set_transport, options.transport, hint)
             await room.record(ev.WorkspaceStarted(version=engine.current_version))
             invitation = await _start_invitation(room, doc, host_session)
             write_credentials(doc, Credentials(
@@ -391,7 +391,7 @@ async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOp
     """Bind the owner page where it was last time, so an open tab survives a restart."""
     wanted = options.owner_port
     if wanted is None:
-        wanted = await room.run_sync(room.engine.saved_port, "owner_port") or 0
+        wanted = await room.run_sync(room.engine.ports.saved_port, "owner_port") or 0
     try:
         port: int = await listeners.start(partial(
             serve, owner_app, ServeConfig(port=wanted, keep_alive_timeout=options.keep_alive_timeout,
@@ -410,7 +410,7 @@ async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOp
                                   max_connections=max_connections),
             shutdown_trigger=stop.wait))
         notes.append(f"owner port {wanted} was taken; bound {port} (open the new link)")
-    await room.run_sync(room.engine.save_port, "owner_port", port)
+    await room.run_sync(room.engine.ports.save_port, "owner_port", port)
     return port
 
 

@@ -60,7 +60,7 @@ def test_a_participant_is_charged_across_its_sessions() -> None:
     sessions = {hash_secret("ses_one"): "pt_same", hash_secret("ses_two"): "pt_same",
                 hash_secret("ses_other"): "pt_other"}
     gate = Gate(per_bearer_per_minute=4, per_address_per_minute=2, clock=lambda: now[0],
-                live_sessions=sessions)
+                session_participant=sessions.get)
     for bearer in ("ses_one", "ses_one", "ses_two", "ses_two"):
         gate.admit(bearer, "127.0.0.1")
     with pytest.raises(CommonroomError) as refused:

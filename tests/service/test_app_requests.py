@@ -50,7 +50,7 @@ class TaskRoom:
 
 async def task_room(doc_path: Path, clock: trio.testing.MockClock) -> TaskRoom:
     engine = open_engine(doc_path, clock=mock_wall_clock(clock))  # type: ignore[arg-type]
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7, inline_store=True)
     host = sessions.mint_host_session(engine)
     bearers = []

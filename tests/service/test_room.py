@@ -26,7 +26,7 @@ def mock_wall_clock(clock: trio.testing.MockClock) -> object:
 
 async def _room(doc_path: Path, clock: trio.testing.MockClock) -> tuple[Room, str, dict[str, str]]:
     engine = open_engine(doc_path, clock=mock_wall_clock(clock))  # type: ignore[arg-type]
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     # Only the sweeper's own deadline may be jumped to: no watcher ticks, no capped sleeps,
     # and store calls inline, where the autojump clock sees them.
     room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7, inline_store=True)
@@ -148,7 +148,7 @@ async def _watching_room(doc_path: Path, clock: trio.testing.MockClock,
                          faults: list[str]) -> tuple[Room, str, str]:
     """A room with its watcher (every 0.1 s) and an approved proposal on Goals."""
     engine = open_engine(doc_path, clock=mock_wall_clock(clock))  # type: ignore[arg-type]
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     room = Room(engine, max_sweep_sleep=10**7, inline_store=True, fault_sink=faults.append)
     host = sessions.mint_host_session(engine)
     invite = await room.call("workspace.invite", host, {})

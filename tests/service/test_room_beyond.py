@@ -121,7 +121,7 @@ async def test_a_held_wait_is_not_answered_by_your_own_events(
     from commonroom.room import streams
 
     engine = open_engine(doc_path, clock=mock_wall_clock(autojump_clock))  # type: ignore[arg-type]
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7, inline_store=True)
     host = sessions.mint_host_session(engine)
     people = []
@@ -302,7 +302,7 @@ async def test_presence_flips_on_the_rooms_sweeper(
     """participant.present when an agent arrives, participant.away 90 s after its last call,
     with nobody calling: the sweeper does it, on the injected clock."""
     engine = open_engine(doc_path, clock=mock_wall_clock(autojump_clock))  # type: ignore[arg-type]
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7, inline_store=True)
     host = sessions.mint_host_session(engine)
     async with trio.open_nursery() as nursery:

@@ -10,7 +10,7 @@ import logging
 
 import pytest
 
-from commonroom.engine.core import Engine
+from commonroom.engine.versions import Versions
 from tests.service.conftest import LiveRoom
 
 
@@ -32,7 +32,7 @@ async def test_a_fault_inside_a_commit_is_internal_error_and_rolls_back(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("injected store fault, with a detail the client must not see")
 
-    monkeypatch.setattr(Engine, "_after_change", broken)
+    monkeypatch.setattr(Versions, "_after_change", broken)
     with caplog.at_level(logging.ERROR):
         answer = await live.call("POST", "/workspace/commit", agent, {"proposal_id": pid})
     assert answer.status == 500

@@ -24,7 +24,7 @@ from commonroom.room.core import Room
 
 def _engine(doc_path: Path) -> Engine:
     engine = open_engine(doc_path, EngineConfig(caller_checkpoints=True))
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     return engine
 
 

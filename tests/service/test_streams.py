@@ -115,7 +115,7 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
     path.write_text(SAMPLE)
     clock = ManualClock()
     engine = open_engine(path, clock=clock)
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     room = Room(engine, inline_store=True)
     host = sessions.mint_host_session(engine)
     inv = await room.call("workspace.invite", host, {})

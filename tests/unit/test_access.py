@@ -61,7 +61,7 @@ def test_concurrent_redemption_gives_exactly_one_session(
     doc_path: Path, clock: ManualClock
 ) -> None:
     first = open_engine(doc_path, clock=clock)
-    first.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    first.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     host = sessions.mint_host_session(first)
     invite = dispatch.execute(first, "workspace.invite", host, {"max_uses": 1}).result.invitation
     first.close()

@@ -110,6 +110,7 @@ class ProposalModel:
     content: tuple[str, ...]  # the new pieces of the region
     status: str = "pending"
     superseded_at: datetime | None = None
+    revision: int = 1  # a rebase onto a host's save is a new revision (a review names it)
 
 
 class EngineModel(RuleBasedStateMachine):
@@ -122,7 +123,7 @@ class EngineModel(RuleBasedStateMachine):
         self.clock = ManualClock()
         self.start = self.clock.now
         self.engine = open_engine(self.path, clock=self.clock)
-        self.engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+        self.engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
         assert self.engine.human_hold_minutes == HOLD_MINUTES
         self.host = sessions.mint_host_session(self.engine)
         self.host_id = self.engine.host_participant_id
@@ -200,6 +201,7 @@ class EngineModel(RuleBasedStateMachine):
                     proposal.base_version, proposal.base_text = self.version, now_text
                     proposal.content = split_pieces(merged, REGIONS[proposal.region])
                     proposal.status = "pending"
+                    proposal.revision += 1
                 elif not revivable:
                     proposal.status, proposal.superseded_at = "superseded", self.now
         if not external:
@@ -392,7 +394,7 @@ class EngineModel(RuleBasedStateMachine):
         proposal = self.draw_proposal(data, "pending")
         error = None if proposal.status == "pending" else "proposal_conflict"
         answer = self.call("workspace.review", self.host, error, proposal_id=proposal.proposal_id,
-                           revision=1, decision=decision)
+                           revision=proposal.revision, decision=decision)
         if error is None:
             proposal.status = "approved" if decision == "approve" else "rejected"
             assert answer["status"] == proposal.status

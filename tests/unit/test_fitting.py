@@ -338,7 +338,7 @@ def test_the_last_region_of_a_file_without_a_final_newline(tmp_path: Path, clock
     path = tmp_path / "short.md"
     path.write_bytes(b"# Plan\n\n## Last\n\nThe end.")
     engine = open_engine(path, clock=clock)
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     try:
         room = Driver(engine, clock)
         agent = _agent(room)

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from commonroom.engine import dispatch, sessions
 from commonroom.engine.core import Engine
 from commonroom.engine.dispatch import open_engine
-from commonroom.engine.history import StoredOutline, build_index, load_index, store_index
+from commonroom.engine.history import StoredOutline, build_index, load_index
 from commonroom.engine.ids import sha256_hex
 from commonroom.engine.regions import Outline, Span
 from commonroom.engine.snapshot import SNAPSHOT_CACHE_BYTES
@@ -24,6 +24,7 @@ from commonroom.protocol.records import to_wire
 from commonroom.protocol.timefmt import ManualClock
 from commonroom.store import blobs, schema
 from commonroom.store.schema import migrate
+from commonroom.store.versions import store_index
 from tests.unit.test_regions import document, resolved
 
 
@@ -117,7 +118,7 @@ def region_commit(engine: Engine, host: str, agent: str, region: str, content: s
 
 
 def agent_session(engine: Engine, host: str) -> str:
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     invite = dispatch.execute(engine, "workspace.invite", host, {})
     assert invite.error is None, invite.error
     joined = dispatch.execute(engine, "session.join", None, {"invite": invite.result.invitation, "name": "a"})
@@ -141,7 +142,7 @@ def test_old_region_reads_load_only_the_blocks_they_cover(tmp_path: Path) -> Non
         version = region_commit(engine, host, agent, region, content)
         texts[version] = texts[version - 1][: span.start] + content + texts[version - 1][span.end :]
     assert path.read_text() == texts[engine.current_version]
-    engine._snapshots.clear()
+    engine.versions.cache.clear()
     fetched: list[str] = []
     engine.conn.set_trace_callback(fetched.append)
     read = dispatch.execute(engine, "workspace.read", host, {"region": "Top/Section 1500", "version": 2}).result
@@ -156,7 +157,7 @@ def test_old_region_reads_load_only_the_blocks_they_cover(tmp_path: Path) -> Non
     for version, expected in texts.items():
         outline = Outline(expected)
         for region in ("Top", "Top/Section 7", "Top/Section 207", "Top/Section 1999", "workspace"):
-            engine._snapshots.clear()
+            engine.versions.cache.clear()
             got = dispatch.execute(engine, "workspace.read", host, {"region": region, "version": version})
             assert got.error is None and got.result.content == outline.region_text(outline.resolve(region))
     engine.close()
@@ -172,7 +173,7 @@ def test_the_cache_holds_outlines_of_old_versions_within_its_bound(tmp_path: Pat
         region_commit(engine, host, agent, f"Top/Section {n}", f"## Section {n}\n\nnew {n}\n\n")
     for version in range(1, engine.current_version):
         dispatch.execute(engine, "workspace.read", host, {"region": "Top/Section 5", "version": version})
-    cache = engine._snapshots
+    cache = engine.versions.cache
     old = [s for v, s in cache.items() if v != engine.current_version]
     assert old and not any(s.in_memory for s in old)
     assert sum(s.footprint() for s in old) <= SNAPSHOT_CACHE_BYTES
@@ -240,7 +241,7 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
     assert reopened.conn.execute("PRAGMA user_version").fetchone()[0] == schema.SCHEMA_VERSION
     host = sessions.mint_host_session(reopened)
     for version, text in texts.items():
-        reopened._snapshots.clear()
+        reopened.versions.cache.clear()
         outline = Outline(text)
         got = dispatch.execute(reopened, "workspace.read", host, {"region": "Top/Section 1", "version": version})
         assert got.result.content == outline.region_text(outline.resolve("Top/Section 1"))
@@ -249,7 +250,7 @@ def test_a_sidecar_from_before_the_index_migrates_and_backfills(tmp_path: Path) 
     # and a commit on top of a legacy current version stores against it correctly
     agent = agent_session(reopened, host)
     version = region_commit(reopened, host, agent, "Top/Section 9", "## Section 9\n\nafter\n\n")
-    reopened._snapshots.clear()
+    reopened.versions.cache.clear()
     assert reopened.snapshot(version).data == path.read_bytes()
     # blame on a sidecar older than its line history: the history so far is replayed once
     blamed = dispatch.execute(reopened, "workspace.blame", host, {"region": "Top/Section 9"})
@@ -266,7 +267,7 @@ def test_unknown_old_region_is_an_invalid_region_error(tmp_path: Path) -> None:
     engine = open_engine(path, clock=ManualClock())
     host = sessions.mint_host_session(engine)
     dispatch.execute(engine, "workspace.commit", host, {"base_version": 1, "summary": "x", "content": "# Other\n"})
-    engine._snapshots.clear()
+    engine.versions.cache.clear()
     outcome = dispatch.execute(engine, "workspace.read", host, {"region": "Nope", "version": 1})
     assert isinstance(outcome.error, CommonroomError) and outcome.error.code == "invalid_region"
     read = dispatch.execute(engine, "workspace.read", host, {"region": "Section 3", "version": 1})
@@ -294,7 +295,7 @@ def test_superseded_versions_leave_memory(tmp_path: Path) -> None:
     gc.collect()
     # its index is not kept (each new one is built from the one before), nor its text
     assert index() is None
-    assert [v for v, s in engine._snapshots.items() if s.in_memory] == [engine.current_version]
+    assert [v for v, s in engine.versions.cache.items() if s.in_memory] == [engine.current_version]
     engine.close()
 
 
@@ -321,7 +322,7 @@ def test_whole_document_writes_update_the_outline_and_blocks_around_the_change(t
         assert current.outline.headings == Outline(text).headings
         assert current.layout == blobs.store_blocks(engine.conn, current.data)
     for version in range(1, engine.current_version + 1):
-        engine._snapshots.clear()
+        engine.versions.cache.clear()
         assert sha256_hex(engine.snapshot(version).data) == engine.conn.execute(
             "SELECT content_hash FROM versions WHERE version = ?", (version,)).fetchone()[0]
     engine.close()
@@ -338,7 +339,7 @@ def test_an_old_version_whose_blocks_do_not_match_its_hash_is_refused(tmp_path: 
     (manifest,) = engine.conn.execute("SELECT manifest FROM versions WHERE version = 1").fetchone()
     first = blobs.decode_manifest(engine.conn, manifest)[0]
     engine.conn.execute("UPDATE blocks SET data = ? WHERE id = ?", (zlib.compress(b"tampered"), first))
-    engine._snapshots.clear()
+    engine.versions.cache.clear()
     with pytest.raises(RuntimeError, match="content hash"):
         _ = engine.snapshot(1).data
     engine.close()

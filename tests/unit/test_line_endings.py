@@ -78,7 +78,7 @@ def test_crlf_text_into_an_lf_file_and_a_mixed_region_kept_as_sent(
     # Goals ends its lines with LF; Risks mixes both, so nothing says which it should have.
     path.write_bytes(b"# Plan\n\n## Goals\n\n- ship it\n\n## Risks\r\n\nNothing yet.\r\n")
     engine = open_engine(path, clock=clock)
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     try:
         room = Driver(engine, clock)
         agent = _agent(room)

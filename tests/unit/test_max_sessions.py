@@ -40,7 +40,7 @@ def open_room(doc_path: Path, clock: ManualClock) -> Iterator[OpenRoom]:
         path.write_text(doc_path.read_text())
         engine = open_engine(path, EngineConfig(serving=ServingLimits(max_sessions=max_sessions)),
                              clock=clock)
-        engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+        engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
         engines.append(engine)
         return Driver(engine, clock)
 

@@ -84,7 +84,7 @@ def test_a_sweep_announces_an_arrival_when_the_clock_moves_between_readings(doc_
     sweeper spun every 10 ms (found by counting sweeps under a write load)."""
     clock = _TickingClock()
     engine = open_engine(doc_path, clock=clock)
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     try:
         driver = Driver(engine, clock)
         agent = driver.join("ticking")

@@ -887,7 +887,7 @@ def _engine_on(folder: Path, text: str) -> tuple[Driver, str]:
     path = folder / "idea.md"
     path.write_bytes(text.encode("utf-8"))
     engine = open_engine(path, clock=ManualClock())
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     room = Driver(engine, ManualClock())
     return room, room.join("reader", ["read", "propose", "commit"])["session_id"]
 

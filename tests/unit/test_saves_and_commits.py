@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from commonroom.engine import dispatch
-from commonroom.engine.core import Engine
 from commonroom.engine.dispatch import open_engine
+from commonroom.engine.txn import Transactions
 from commonroom.protocol.records import to_wire
 from tests.conftest import SAMPLE, Driver
 from tests.editing import let_settle
@@ -41,16 +41,16 @@ def approved(room: Driver, region: str, content: str) -> tuple[str, str]:
 
 def host_saves_during(monkeypatch: pytest.MonkeyPatch, name: str, text: str) -> list[int]:
     """Make the host save `text` the first time `Engine.<name>` runs (once)."""
-    original: Callable[..., Any] = getattr(Engine, name)
+    original: Callable[..., Any] = getattr(Transactions, name)
     calls: list[int] = []
 
-    def wrapped(self: Engine, *args: Any) -> Any:
+    def wrapped(self: Transactions, *args: Any) -> Any:
         if not calls:
-            save_in_place(self.path, text)
+            save_in_place(self.engine.path, text)
         calls.append(1)
         return original(self, *args)
 
-    monkeypatch.setattr(Engine, name, wrapped)
+    monkeypatch.setattr(Transactions, name, wrapped)
     return calls
 
 

@@ -89,7 +89,7 @@ def test_any_sequence_of_replacements_keeps_every_version_exact(
     engine.close()
     reopened = open_engine(path, clock=ManualClock())
     for version, data in expected.items():
-        reopened._snapshots.clear()
+        reopened.versions.cache.clear()
         snap = reopened.snapshot(version)
         assert snap.data == data and snap.content_hash == sha256_hex(data)
     reopened.close()
@@ -256,7 +256,7 @@ def test_commits_leave_no_replaced_file_open(doc_path: Path, clock: ManualClock)
             "base_version": engine.current_version, "summary": f"edit {n}",
             "content": f"# Edit {n}\n"})
         assert outcome.error is None, outcome.error
-    engine.drain_writer()
+    engine.txn.drain_writer()
     assert _deleted_files_held(doc_path.parent) == []
     engine.close()
     assert doc_path.read_text() == "# Edit 2\n"

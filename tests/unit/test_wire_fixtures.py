@@ -257,7 +257,7 @@ async def test_every_operation_answers_as_its_golden_fixture(tmp_path: Path) -> 
     path.write_text(SAMPLE)
     clock = ManualClock()
     engine = open_engine(path, clock=clock)
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     try:
         room = Room(engine, inline_store=True)
         host = sessions.mint_host_session(engine)

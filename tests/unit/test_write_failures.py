@@ -237,13 +237,13 @@ def test_only_a_transaction_that_may_write_the_document_stages_a_write(room: Dri
     _, span = room.engine.resolve("Goals")
     with pytest.raises(RuntimeError, match="writes_document"), \
             room.engine.transaction(room.clock()) as tx:
-        room.engine.write_replacement(tx, span, "## Goals\n\n- sneaked in\n", summary="sneak",
+        room.engine.versions.write_replacement(tx, span, "## Goals\n\n- sneaked in\n", summary="sneak",
                                       participant_id=None, region="Goals", source="agent")
     assert _state(room.engine) == before  # no version, no event, the file untouched
     assert room.engine.current_version == 1
     assert [p.name for p in room.engine.path.parent.iterdir() if p.name.endswith(".tmp")] == []
     # The same write where it may be made lands.
     with room.engine.transaction(room.clock(), writes_document=True) as tx:
-        room.engine.write_replacement(tx, span, "## Goals\n\n- landed\n", summary="land",
+        room.engine.versions.write_replacement(tx, span, "## Goals\n\n- landed\n", summary="land",
                                       participant_id=None, region="Goals", source="agent")
     assert "- landed" in room.engine.path.read_text() and room.engine.current_version == 2

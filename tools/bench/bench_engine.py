@@ -45,7 +45,7 @@ Measures, in one run on this machine, printing each figure as it goes:
    and the maximum (target p99 < settle + 150 ms = 400 ms).
 
 10. ``prune_history_ratio``: the text pruning every decision and commit runs
-   (``proposals.prune``, its two queries inside one transaction), median time after 2,000 committed
+   (``proposal_texts.prune``, its two queries inside one transaction), median time after 2,000 committed
    proposals divided by the same after 100 (no target in TARGETS.md; it must
    stay about flat: the cost of a decision does not grow with the room's history).
 
@@ -434,7 +434,7 @@ def bench_storage_growth(folder: Path, edits: int) -> None:
     exact = True
     bad: list[int] = []
     for version in range(1, engine.current_version + 1):
-        engine._snapshots.clear()
+        engine.versions.cache.clear()
         data = engine.snapshot(version).data
         if hashlib.sha256(data).digest() != expected.get(version):
             exact = False
@@ -537,7 +537,7 @@ def bench_ring_trim(folder: Path, batches: int, batch: int, singles: int) -> Non
 
 def agent_of(engine: Engine, host: str) -> str:
     """An agent session in an in-process room (the invitation needs a transport hint)."""
-    engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
     invite = dispatch.execute(engine, "workspace.invite", host, {})
     joined = dispatch.execute(engine, "session.join", None, {"invite": invite.result.invitation,
                                                    "name": "bench"})
@@ -594,7 +594,7 @@ def bench_commit_cost(folder: Path, commits: int) -> None:
         # The commit hands the replaced file's close (freeing its 10 MB) to the engine's
         # writer thread, after its answer: let it finish, so it does not slow the write
         # timed next and flatter the ratio.
-        big.drain_writer()
+        big.txn.drain_writer()
         t0 = time.perf_counter_ns()
         target.write(data)
         write_ns.append(time.perf_counter_ns() - t0)
@@ -631,7 +631,7 @@ def bench_old_read(folder: Path, reads: int) -> None:
     for round_ in range(reads):
         for name, engine, host, region in rooms:
             version = 2 + round_ % 8
-            engine._snapshots.pop(version, None)  # outside the cache: a cold read
+            engine.versions.cache.pop(version, None)  # outside the cache: a cold read
             params = {"region": region, "version": version}
             t0 = perf()
             outcome = dispatch.execute(engine, "workspace.read", host, params)
@@ -840,7 +840,7 @@ def machine() -> dict[str, Any]:
 
 
 def bench_prune_history(folder: Path, small: int, large: int, rounds: int) -> None:
-    from commonroom.engine import proposals
+    from commonroom.engine import proposal_texts
 
     print(f"[10] prune_history_ratio (prune after {small} and after {large} committed proposals)",
           flush=True)
@@ -868,7 +868,7 @@ def bench_prune_history(folder: Path, small: int, large: int, rounds: int) -> No
         with engine.transaction(engine.clock()) as tx:  # the queries alone, in one transaction
             for _ in range(rounds):
                 t0 = time.perf_counter_ns()
-                proposals.prune(tx, author)
+                proposal_texts.prune(tx, author)
                 samples.append(time.perf_counter_ns() - t0)
         medians[target] = median_us(samples)
         report(f"prune_after_{target}_us", medians[target], "µs median")

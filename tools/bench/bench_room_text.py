@@ -73,7 +73,7 @@ def main() -> None:
         path = Path(folder) / "doc.md"
         path.write_text("# Doc\n\ntext\n")
         engine = open_engine(path)
-        engine.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+        engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
         host = sessions.mint_host_session(engine)
         a, b = join(engine, host, "a"), join(engine, host, "b")
         sa, sb = a.session_id, b.session_id

@@ -686,7 +686,7 @@ def run_engine_cycles(path: Path, region: str, *, seconds: float, warmup: float)
         engine = open_engine(doc, EngineConfig(caller_checkpoints=True))
         try:
             # An invitation needs a transport to name (the room sets its own).
-            engine.set_transport("loopback", TransportHint(
+            engine.ports.set_transport("loopback", TransportHint(
                 type="loopback", encrypted=False, mode="local", address="127.0.0.1", port=1))
             host = mint_host_session(engine)
 

@@ -205,7 +205,7 @@ def create_invitation(tx: Tx, p: InviteParams) -> InvitationCreatedAnswer:
             "an invitation cannot grant capabilities its creator does not hold",
             {"held": list(tx.actor.capabilities), "requested": list(wanted)},
         )
-    hint = tx.engine.transport_hint
+    hint = tx.engine.ports.transport_hint
     if hint is None:
         raise CommonroomError(
             "transport_unavailable", "the room has no transport running to invite anyone to"
@@ -231,7 +231,7 @@ def create_invitation(tx: Tx, p: InviteParams) -> InvitationCreatedAnswer:
         (invite_id, hash_secret(secret), json.dumps(list(wanted)), tx.actor.participant_id,
          tx.now_s, expires_at, p.max_uses, p.label, max_sessions),
     )
-    tx.after_commit.append(partial(tx.engine.invitation_hashes.add, hash_secret(secret)))
+    tx.after_commit.append(partial(tx.engine.live.invitation_minted, hash_secret(secret)))
     tx.emit(ev.InvitationCreated(invite_id, list(wanted), expires_at, p.max_uses))
     return InvitationCreatedAnswer(invite_id, uri, expires_at, list(wanted), p.max_uses,
                                    max_sessions)
@@ -261,7 +261,7 @@ def unused_start_invitation(engine: Engine, kept_secret: str | None) -> str | No
     re-encoded with how the room is reached now (the port may have changed), so
     a restart prints it again instead of adding one more unused invitation.
     """
-    hint = engine.transport_hint
+    hint = engine.ports.transport_hint
     if not kept_secret or hint is None:
         return None
     with engine.transaction(engine.clock(), write=False) as tx:  # a read: no write lock

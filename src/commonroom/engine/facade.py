@@ -23,6 +23,12 @@ here, and why each is needed above the engine:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import datetime
+from pathlib import Path
+from typing import Protocol
+
 from commonroom.engine.access import unused_start_invitation
 from commonroom.engine.addressing import addressed
 from commonroom.engine.config import EngineConfig, GitOptions
@@ -36,6 +42,8 @@ from commonroom.engine.observe import StreamStart
 from commonroom.engine.owner_logins import end_all as end_owner_logins
 from commonroom.engine.owner_logins import load as load_owner_logins
 from commonroom.engine.owner_logins import save as save_owner_login
+from commonroom.engine.ports import Ports
+from commonroom.engine.presence import Presence
 from commonroom.engine.reads import newest_event_id, ring_window
 from commonroom.engine.regions import related
 from commonroom.engine.sessions import (
@@ -45,8 +53,47 @@ from commonroom.engine.sessions import (
     end_stale_host_sessions,
     mint_host_session,
 )
+from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.task_surfaces import AppRequestStart
-from commonroom.engine.tx import Actor, Outcome
+from commonroom.engine.tx import Actor, Outcome, Tx
+from commonroom.protocol.events import Event
+
+
+class EngineFace(Protocol):
+    """What the room, the adapters, the service and the host CLI use of an open engine.
+
+    Live-session and invitation look-ups are methods (they lock: the gates ask on
+    the event loop while the store thread changes them); everything else runs
+    on the store thread (`Room.run_sync`) or before the room starts.
+    """
+
+    path: Path
+    clock: Callable[[], datetime]
+    workspace_id: str
+    host_participant_id: str
+    presence: Presence
+    ports: Ports
+
+    @property
+    def current_version(self) -> int: ...
+    @property
+    def checkpoint_due(self) -> bool: ...
+    def current(self) -> Snapshot: ...
+    def session_participant(self, session_hash: bytes) -> str | None: ...
+    def knows_invitation(self, secret_hash: bytes) -> bool: ...
+    def transaction(self, now: datetime, *, write: bool = True, writes_document: bool = False
+                    ) -> AbstractContextManager[Tx]: ...
+    def watch(self) -> tuple[list[Event], datetime | None]: ...
+    def sweep(self) -> tuple[list[Event], datetime | None]: ...
+    def checkpoint(self) -> None: ...
+    def without_room(self) -> None: ...
+    def begin_stopping(self) -> None: ...
+    def close(self) -> None: ...
+
+
+def _conforms(engine: Engine) -> EngineFace:
+    return engine  # mypy checks here that `Engine` has all of `EngineFace`
+
 
 __all__ = [
     "SIDECAR_SUFFIX",
@@ -54,6 +101,7 @@ __all__ = [
     "AppRequestStart",
     "Engine",
     "EngineConfig",
+    "EngineFace",
     "GitOptions",
     "Outcome",
     "StreamStart",

@@ -178,14 +178,6 @@ def build_index(
     return HeadingIndex(len(text), headings, starts, ordinals_list, offsets_list)
 
 
-def store_index(conn: sqlite3.Connection, version: int, index: HeadingIndex) -> None:
-    (headings_id,) = blobs._store_blocks(conn, [index.headings])
-    conn.execute(
-        "INSERT OR REPLACE INTO version_index (version, chars, headings, positions) VALUES (?, ?, ?, ?)",
-        (version, index.chars, headings_id, index.store_positions(conn)),
-    )
-
-
 def load_index(conn: sqlite3.Connection, version: int) -> HeadingIndex | None:
     row = conn.execute(
         "SELECT v.chars, v.headings, v.positions, b.hash FROM version_index v"

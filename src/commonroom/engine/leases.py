@@ -208,12 +208,13 @@ def hold_human_edits(tx: Tx, before: Snapshot, after: Snapshot, committed: str |
     """The `on_document_change` hook: an external edit holds the regions it changed.
 
     The hold is a lease of the host's with `reason: human_editing` for
-    `engine.human_hold_minutes`; a second edit of a held region extends it.
+    `engine.human_hold_minutes` (none for an edit found when the room opened:
+    `Tx.edit_found_at_open`); a second edit of a held region extends it.
     Other participants' leases stay (their pending proposals there are
     superseded by the proposals hook as usual).
     """
     minutes = tx.engine.human_hold_minutes
-    if minutes <= 0:
+    if minutes <= 0 or tx.edit_found_at_open:
         return
     row = tx.conn.execute("SELECT source FROM versions WHERE version = ?", (after.version,)).fetchone()
     if row is None or row[0] != "external":

@@ -31,6 +31,7 @@ from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.fitting import fit_region, fit_whole, misfit
 from commonroom.engine.ids import new_id
 from commonroom.engine.leases import raise_if_blocked
+from commonroom.engine.proposal_texts import make_room, prune
 from commonroom.engine.regions import WHOLE, Outline, region_digest, region_text
 from commonroom.engine.revision_log import with_revisions
 from commonroom.engine.snapshot import Snapshot
@@ -138,52 +139,6 @@ def _check_summary(summary: str) -> str:
     return summary
 
 
-def _prune_where(tx: Tx, where: str, args: tuple[Any, ...], keep: int, *, index: str = "") -> None:
-    pruned = tx.conn.execute(
-        "UPDATE proposals SET content = '', original_content = NULL, content_bytes = 0,"
-        f" pruned_at = ? WHERE proposal_id IN (SELECT proposal_id FROM proposals {index}"
-        f" WHERE {_TERMINAL_SQL} AND pruned_at IS NULL {where}"
-        " ORDER BY updated_at DESC, rowid DESC LIMIT -1 OFFSET ?) RETURNING proposal_id",
-        (tx.now_s, *args, keep),
-    ).fetchall()
-    # A pruned proposal's earlier revisions go with its text (their rows hold text only).
-    tx.conn.executemany("DELETE FROM proposal_revisions WHERE proposal_id = ?", pruned)
-
-
-def prune(tx: Tx, author: str) -> None:
-    """Drop the text of terminal proposals past the newest of `author` and overall (rows stay)."""
-    _prune_where(tx, "AND participant_id = ?", (author,), limits.TERMINAL_TEXTS_PER_PARTICIPANT)
-    # Without the hint SQLite takes the status index and reads every terminal
-    # proposal ever made; the partial index holds only those with text left.
-    _prune_where(tx, "", (), limits.TERMINAL_TEXTS_TOTAL, index="INDEXED BY proposals_unpruned")
-
-
-def _make_room(tx: Tx, author: str, size: int) -> None:
-    """Keep `author`'s stored proposal text within its quota, pruning its oldest terminal texts."""
-    quota = limits.PROPOSAL_BYTES_PER_PARTICIPANT
-    rows = tx.conn.execute(
-        f"SELECT proposal_id, content_bytes, {_TERMINAL_SQL} FROM proposals"
-        " WHERE participant_id = ? AND pruned_at IS NULL ORDER BY updated_at, rowid", (author,),
-    ).fetchall()
-    held = sum(row[1] for row in rows)
-    if held + size <= quota:
-        return
-    terminal = [row for row in rows if row[2]]
-    if held - sum(row[1] for row in terminal) + size > quota:
-        raise CommonroomError(
-            "limit_exceeded",
-            f"a participant's open proposals hold at most {quota} bytes of text: withdraw one,"
-            " or wait for a review",
-            {"scope": "proposal_bytes", "limit_bytes": quota, "held_bytes": held},
-            retry_after_seconds=60,
-        )
-    for proposal_id, stored, _ in terminal:
-        if held + size <= quota:
-            break
-        _prune_where(tx, "AND proposal_id = ?", (proposal_id,), 0)
-        held -= stored
-
-
 def _check_size(content: str) -> None:
     size = len(encode_text(content))
     if size > limits.PROPOSAL_MAX_BYTES:
@@ -280,7 +235,7 @@ def propose(tx: Tx, p: ProposeParams) -> Proposal:
     check_pending_limit(tx, pid)
     size = len(encode_text(content))
     if pid != engine.host_participant_id:
-        _make_room(tx, pid, size)
+        make_room(tx, pid, size)
     proposal = Proposal(
         new_id("pr_"), pid, span.region, p.base_version, summary, "pending", tx.now_s, tx.now_s,
         None, None, None,
@@ -550,12 +505,12 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
     # reviewer's amendment too), and the text must stay inside its region here.
     replaced = check_outline(current, proposal.region, content)
     if proposal.region == WHOLE:
-        snap = engine.write_version(
+        snap = engine.versions.write_version(
             tx, content, summary=proposal.summary, participant_id=tx.actor.participant_id,
             region=proposal.region, source="proposal", proposal_id=proposal_id,
         )
     else:
-        snap = engine.write_replacement(
+        snap = engine.versions.write_replacement(
             tx, current.outline.resolve(proposal.region), content, summary=proposal.summary,
             participant_id=tx.actor.participant_id, region=proposal.region, source="proposal",
             proposal_id=proposal_id, outline=replaced,
@@ -582,7 +537,7 @@ def _commit_raw(tx: Tx, p: CommitParams) -> Committed:
     raise_if_blocked(tx, WHOLE, tx.actor.participant_id)
     if p.base_version != engine.current_version:
         raise stale_error(tx, WHOLE, p.base_version, None)
-    snap = engine.write_version(
+    snap = engine.versions.write_version(
         tx, p.content, summary=summary, participant_id=tx.actor.participant_id, region=WHOLE,
         source="raw",
     )

@@ -196,7 +196,7 @@ def diagnostics(tx: Tx, p: Any = None) -> Diagnostics:
     the service from its options), not the protocol's defaults.
     """
     engine = tx.engine
-    hint = engine.transport_hint
+    hint = engine.ports.transport_hint
     serving = engine.serving
     oldest = tx.conn.execute("SELECT min(event_id) FROM events").fetchone()[0]
     return Diagnostics(
@@ -204,7 +204,7 @@ def diagnostics(tx: Tx, p: Any = None) -> Diagnostics:
         protocol="commonroom",
         protocol_version="1",
         transport=TransportInfo(
-            type=hint.type if hint else engine.transport_name,
+            type=hint.type if hint else engine.ports.transport_name,
             encrypted=hint.encrypted if hint else False,
             mode=hint.mode if hint else None,
         ),

@@ -156,14 +156,14 @@ def _write(tx: Tx, current: Snapshot, region: str, text: str, summary: str, sour
     pid = tx.actor.participant_id
     if region == WHOLE:
         _check_leases(tx, current, text)
-        snap = engine.write_version(tx, text, summary=summary, participant_id=pid, region=region,
+        snap = engine.versions.write_version(tx, text, summary=summary, participant_id=pid, region=region,
                                     source=source, reverts=reverts, restores=restores)
     else:
         replaced = check_outline(current, region, text)
         assert replaced is not None
         span = current.outline.resolve(region)
         _check_leases(tx, current, replaced.text)
-        snap = engine.write_replacement(tx, span, text, summary=summary, participant_id=pid,
+        snap = engine.versions.write_replacement(tx, span, text, summary=summary, participant_id=pid,
                                         region=region, source=source, reverts=reverts,
                                         restores=restores, outline=replaced)
     return snap

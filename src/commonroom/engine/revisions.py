@@ -34,6 +34,7 @@ import merge3
 from commonroom.engine import proposals as pr
 from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.leases import HUMAN_EDITING, active_leases, raise_if_blocked
+from commonroom.engine.proposal_texts import make_room
 from commonroom.engine.regions import WHOLE, region_digest, region_text
 from commonroom.engine.revision_log import HOST_EDITOR, REBASED, REBASED_ON_HOST_SAVE, revised_at
 from commonroom.engine.snapshot import Snapshot
@@ -125,7 +126,7 @@ def _store_revision(tx: Tx, proposal: Proposal, content: str, base_version: int,
     kept = len(encode_text(old_content)) if stored is None else 0
     author = proposal.participant_id
     if author != tx.engine.host_participant_id:
-        pr._make_room(tx, author, size)
+        make_room(tx, author, size)
     if stored is None:
         previous = tx.conn.execute("SELECT rebased FROM proposals WHERE proposal_id = ?",
                                    (proposal.proposal_id,)).fetchone()[0]

@@ -4,7 +4,7 @@ Everything that creates, checks or ends a session lives here. A session is
 stored as the sha256 of its bearer, never the bearer; looking the hash up
 (instead of comparing bearers) keeps a presented bearer from leaking through
 timing. `authenticate` is the one place that turns a bearer into an `Actor`
-and renews the caller's presence. `Engine.live_sessions` (what the ingress's
+and renews the caller's presence. `Engine.live` (what the ingress's
 rate limiter reads without a store call) follows every session created or
 ended here, once its transaction committed.
 """
@@ -81,7 +81,7 @@ def create_session(
     )
     tx.emit(ev.SessionCreated(participant_id=participant_id, expires_at=expires_at))
     tx.after_commit.append(
-        partial(tx.engine.live_sessions.__setitem__, hash_secret(bearer), participant_id))
+        partial(tx.engine.live.session_started, hash_secret(bearer), participant_id))
     return bearer, expires_at
 
 

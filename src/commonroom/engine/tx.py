@@ -116,6 +116,9 @@ class Tx:
         # What to go back to if the transaction does not stand (`_forget_uncommitted`).
         self.version_at_start: int = engine.current_version
         self.committed = False
+        # A version write records an edit made while no room ran (`engine.watch`): it
+        # holds nothing, nobody is typing now.
+        self.edit_found_at_open = False
         # Run once the transaction (and its file write) committed, in order.
         self.after_commit: list[Callable[[], None]] = []
 

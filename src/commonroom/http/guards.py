@@ -11,7 +11,7 @@ port only its header rule.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -44,9 +44,9 @@ class Gate:
       of the anonymous rate): guessing secrets is slow and never locks out a
       joiner holding a real invitation.
 
-    `live_sessions` (session hash -> participant id) and `invitations` (secret
-    hashes) are the engine's in-memory views: lookups, no store call, on the
-    hot path.
+    `session_participant` (session hash -> participant id, None when no live
+    session has it) and `knows_invitation` (secret hash -> minted here) are the
+    engine's look-ups (`EngineFace`): no store call on the hot path.
     """
 
     def __init__(
@@ -55,8 +55,8 @@ class Gate:
         per_bearer_per_minute: int,
         per_address_per_minute: int,
         clock: Callable[[], float],
-        live_sessions: Mapping[bytes, str],
-        invitations: Container[bytes] = frozenset(),
+        session_participant: Callable[[bytes], str | None],
+        knows_invitation: Callable[[bytes], bool] = lambda _hash: False,
     ) -> None:
         self.per_bearer = RateLimiter(per_bearer_per_minute, 60.0, clock)
         self.per_participant = RateLimiter(per_bearer_per_minute, 60.0, clock)
@@ -64,13 +64,13 @@ class Gate:
         self.discovery = RateLimiter(per_address_per_minute, 60.0, clock)
         self.per_invitation = RateLimiter(per_address_per_minute, 60.0, clock)
         self.unknown_invitations = RateLimiter(max(1, per_address_per_minute // 3), 60.0, clock)
-        self.live_sessions = live_sessions
-        self.invitations = invitations
+        self.session_participant = session_participant
+        self.knows_invitation = knows_invitation
 
     def admit(self, bearer: str | None, address: str) -> None:
         if bearer is not None:
-            key = hash_secret(bearer)  # the engine's one hash: what `live_sessions` holds
-            participant = self.live_sessions.get(key)
+            key = hash_secret(bearer)  # the engine's one hash: what its sessions are kept as
+            participant = self.session_participant(key)
             if participant is not None:
                 _charge((self.per_bearer, key), (self.per_participant, participant))
                 return
@@ -85,7 +85,7 @@ class Gate:
             key = hash_secret(secret) if secret else None
         except UnicodeEncodeError:  # a lone surrogate: no secret the room minted
             key = None
-        if key is not None and key in self.invitations:
+        if key is not None and self.knows_invitation(key):
             _charge((self.per_invitation, key))
         else:
             _charge((self.unknown_invitations, address))

@@ -81,8 +81,8 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         per_bearer_per_minute=settings.requests_per_minute,
         per_address_per_minute=settings.anonymous_per_minute,
         clock=settings.clock,
-        live_sessions=room.engine.live_sessions,
-        invitations=room.engine.invitation_hashes,
+        session_participant=room.engine.session_participant,
+        knows_invitation=room.engine.knows_invitation,
     )
     app.extensions["commonroom.gate"] = gate
     # Also before a too-large body is refused (http/hardened_app.py): 403 beats 413.
@@ -161,7 +161,7 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         bearer = bearer_from_header(headers)
         if bearer is not None:
             session_hash = hash_secret(bearer)
-            participant = room.engine.live_sessions.get(session_hash)
+            participant = room.engine.session_participant(session_hash)
             if participant is not None:
                 refusal = room.stream_slots.refusal(session_hash, participant)
                 if refusal is not None:

@@ -164,7 +164,7 @@ class McpEndpoint:
         self.legacy_eras = legacy_eras  # `ce serve --mcp-legacy`: the initialize eras too
         self.subscriptions = notify.Subscriptions()
         self.regions = notify.RegionPaths()
-        self.sessions = legacy.LegacySessions(room.engine.live_sessions)
+        self.sessions = legacy.LegacySessions(room.engine.session_participant)
         self.handlers: dict[str, Callable[[wire.McpRequest], Awaitable[Any]]] = {
             "server/discover": self.discover,
             "tools/list": self.tools_list,
@@ -660,7 +660,7 @@ def register_owner_configs(app: QuartTrio, room: Room) -> None:
             ce_command = configs.running_ce()
         except configs.ConfigError as error:
             return error_response(CommonroomError("invalid_request", str(error)))
-        hint = room.engine.transport_hint
+        hint = room.engine.ports.transport_hint
         url = configs.mcp_url(hint.to_json()) if hint is not None else None
         snippets = [configs.render(client, transport="stdio", url=url, bearer=None,
                                    ce_command=ce_command, invitation=invitation.strip(), name=name)

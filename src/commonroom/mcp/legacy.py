@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
-from collections.abc import Container
+from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 import attrs
@@ -94,8 +94,8 @@ class LegacySession:
 class LegacySessions:
     """The room's legacy sessions, by id and by owner (oldest first)."""
 
-    def __init__(self, live_sessions: Container[bytes]) -> None:
-        self._live = live_sessions  # the engine's live session hashes: a set lookup
+    def __init__(self, session_participant: Callable[[bytes], str | None]) -> None:
+        self._participant = session_participant  # the engine's live sessions: a look-up
         self._by_id: dict[str, LegacySession] = {}
         self._by_owner: dict[bytes | None, dict[str, None]] = {}
 
@@ -103,7 +103,7 @@ class LegacySessions:
         return len(self._by_id)
 
     def bearer_alive(self, bearer_hash: bytes | None) -> bool:
-        return bearer_hash is None or bearer_hash in self._live
+        return bearer_hash is None or self._participant(bearer_hash) is not None
 
     def open(self, bearer_hash: bytes | None, protocol_version: str,
              client_capabilities: dict[str, Any]) -> LegacySession:

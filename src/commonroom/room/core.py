@@ -224,7 +224,7 @@ class Room:
             key = facade.hash_secret(bearer) if bearer else None
         except UnicodeEncodeError:  # a lone surrogate: no session the room minted
             key = None
-        participant = self.engine.live_sessions.get(key) if key is not None else None
+        participant = self.engine.session_participant(key) if key is not None else None
         if participant is None or participant == self.engine.host_participant_id:
             return None  # the engine answers who that is (or is not)
         wait = self.heavy_reads.acquire(participant)

@@ -97,7 +97,7 @@ class StreamSlots:
         """The error `acquire` would raise for this session now, or None.
 
         Adapters may ask before authorizing a stream (from the engine's
-        `live_sessions`), so that a flood past the cap costs no store call;
+        `session_participant`), so that a flood past the cap costs no store call;
         `acquire` after authorization is what counts.
         """
         if participant_id in self.uncapped:
