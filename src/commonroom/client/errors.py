@@ -1,85 +1,11 @@
 """The client's exceptions, as the library names them (`commonroom.StaleVersion`, ...).
 
 They are defined in `commonroom.wire.errors`, the layer that raises them; this module is their
-public import path and re-exports every name (`from commonroom.client.errors import StaleVersion`).
+public import path and re-exports every name of its `__all__`
+(`from commonroom.client.errors import StaleVersion`), so the list is written once, there.
 """
 
 from __future__ import annotations
 
-from commonroom.wire.errors import (
-    TIMEOUT_CODE,
-    AttachmentNotFound,
-    CommonroomError,
-    Conflict,
-    HandoffConflict,
-    HandoffNotFound,
-    InternalError,
-    InvalidRegion,
-    InvalidRequest,
-    InvitationError,
-    InvitationExpired,
-    InvitationRedeemed,
-    InvitationRevoked,
-    LeaseConflict,
-    LimitExceeded,
-    NotFound,
-    PermissionConflict,
-    PermissionDenied,
-    PermissionNotFound,
-    ProposalConflict,
-    ProposalNotFound,
-    RateLimited,
-    ServerFault,
-    SessionExpired,
-    StaleVersion,
-    StorageUnavailable,
-    ThreadNotFound,
-    Timeout,
-    TransportUnavailable,
-    Unauthorized,
-    UnsupportedVersion,
-    VersionNotFound,
-    build,
-    class_for,
-    from_answer,
-    from_protocol,
-)
-
-__all__ = [
-    "TIMEOUT_CODE",
-    "AttachmentNotFound",
-    "CommonroomError",
-    "Conflict",
-    "HandoffConflict",
-    "HandoffNotFound",
-    "InternalError",
-    "InvalidRegion",
-    "InvalidRequest",
-    "InvitationError",
-    "InvitationExpired",
-    "InvitationRedeemed",
-    "InvitationRevoked",
-    "LeaseConflict",
-    "LimitExceeded",
-    "NotFound",
-    "PermissionConflict",
-    "PermissionDenied",
-    "PermissionNotFound",
-    "ProposalConflict",
-    "ProposalNotFound",
-    "RateLimited",
-    "ServerFault",
-    "SessionExpired",
-    "StaleVersion",
-    "StorageUnavailable",
-    "ThreadNotFound",
-    "Timeout",
-    "TransportUnavailable",
-    "Unauthorized",
-    "UnsupportedVersion",
-    "VersionNotFound",
-    "build",
-    "class_for",
-    "from_answer",
-    "from_protocol",
-]
+from commonroom.wire.errors import *  # noqa: F403
+from commonroom.wire.errors import __all__ as __all__
