@@ -1,9 +1,12 @@
-"""Every client method keeps its name, positional order, keyword defaults and result type.
+"""Every public method of the clients keeps its name, parameters, defaults and result type.
 
-`tests/fixtures/client_signatures.json` holds each method's signature (both clients, from
-`inspect.signature`) as it is today; however the methods come to be made (written builders,
-or generated from the parameter records' field metadata), a script written against the
-client keeps working. A deliberate change is regenerated with
+`tests/fixtures/client_signatures.json` holds, for `Client`, `AsyncClient` and their leases,
+each public method as `inspect.signature` sees it (annotations evaluated, so a method written
+by hand and one generated into `client/generated.py` compare alike): its kind, every
+parameter's kind, annotation and default, its return annotation, and the operation it
+carries. However the methods come to be made, a script written against the client keeps
+working: a change to the operation table that changes a client signature fails here. A
+deliberate change is regenerated with
     COMMONROOM_UPDATE_CLIENT_SIGNATURES=1 .venv/bin/pytest tests/unit/test_client_signatures.py
 and reviewed in the diff.
 """
@@ -14,26 +17,53 @@ import inspect
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from commonroom.client import aio, sync
 from commonroom.client.operations import OPERATION_METHODS
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "client_signatures.json"
 UPDATE = os.environ.get("COMMONROOM_UPDATE_CLIENT_SIGNATURES") == "1"
+CLASSES: dict[str, type[Any]] = {
+    "Client": sync.Client, "AsyncClient": aio.AsyncClient,
+    "Lease": sync.Lease, "AsyncLease": aio.AsyncLease,
+}
 
 
-def _signatures() -> dict[str, dict[str, object]]:
-    found: dict[str, dict[str, object]] = {}
-    for op, name in sorted(OPERATION_METHODS.items()):
-        blocking = getattr(sync.Client, name)
-        asynchronous = getattr(aio.AsyncClient, name)
-        found[op] = {
-            "method": name,
-            "signature": str(inspect.signature(blocking)),
-            "async_signature": str(inspect.signature(asynchronous)),
-            "async": inspect.iscoroutinefunction(asynchronous)
-            or inspect.isasyncgenfunction(asynchronous),
-        }
+def _annotation(annotation: Any) -> str | None:
+    return None if annotation is inspect.Parameter.empty else inspect.formatannotation(annotation)
+
+
+def _kind(cls: type[Any], name: str, method: Any) -> str:
+    kind = ("async generator" if inspect.isasyncgenfunction(method)
+            else "coroutine" if inspect.iscoroutinefunction(method)
+            else "generator" if inspect.isgeneratorfunction(method) else "function")
+    return f"classmethod {kind}" if isinstance(inspect.getattr_static(cls, name), classmethod) \
+        else kind
+
+
+def _method(cls: type[Any], name: str, method: Any) -> dict[str, Any]:
+    signature = inspect.signature(method, eval_str=True)
+    parameters = [
+        {"name": p.name, "kind": p.kind.name, "annotation": _annotation(p.annotation),
+         **({} if p.default is inspect.Parameter.empty else {"default": repr(p.default)})}
+        for p in signature.parameters.values() if p.name != "self"
+    ]
+    operations = [op for op, method_name in OPERATION_METHODS.items() if method_name == name]
+    return {"kind": _kind(cls, name, method), "parameters": parameters,
+            "returns": _annotation(signature.return_annotation),
+            **({"operation": operations[0]} if operations and "Lease" not in cls.__name__ else {})}
+
+
+def _signatures() -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for label, cls in CLASSES.items():
+        found[label] = {}
+        for name in sorted(dir(cls)):
+            method = getattr(cls, name)
+            if name.startswith("_") or not callable(method) or isinstance(method, type):
+                continue
+            found[label][name] = _method(cls, name, method)
     return found
 
 
@@ -42,8 +72,24 @@ def test_client_methods_keep_their_signatures() -> None:
     if UPDATE:
         FIXTURE.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
     recorded = json.loads(FIXTURE.read_text())
-    changed = {op: (recorded.get(op), found.get(op)) for op in recorded.keys() | found.keys()
-               if recorded.get(op) != found.get(op)}
+    changed = {
+        f"{label}.{name}": {"recorded": recorded.get(label, {}).get(name),
+                            "now": found.get(label, {}).get(name)}
+        for label in recorded.keys() | found.keys()
+        for name in recorded.get(label, {}).keys() | found.get(label, {}).keys()
+        if recorded.get(label, {}).get(name) != found.get(label, {}).get(name)
+    }
     assert not changed, (
-        f"client methods changed (recorded, now): {changed}; if on purpose, regenerate with"
-        " COMMONROOM_UPDATE_CLIENT_SIGNATURES=1 and review the diff")
+        f"the client's public methods changed: {json.dumps(changed, indent=1)}\n"
+        "A script calling them may break. If the change is on purpose (an operation or its"
+        " parameter record changed, or tools/gen_client.py's overrides did), run"
+        " .venv/bin/python tools/gen_client.py, then regenerate this fixture with"
+        " COMMONROOM_UPDATE_CLIENT_SIGNATURES=1 .venv/bin/pytest tests/unit/test_client_signatures.py"
+        " and review its diff")
+
+
+def test_every_operation_method_is_recorded_on_both_clients() -> None:
+    recorded = json.loads(FIXTURE.read_text())
+    for label in ("Client", "AsyncClient"):
+        carried = {entry["operation"] for entry in recorded[label].values() if "operation" in entry}
+        assert carried == set(OPERATION_METHODS), label
