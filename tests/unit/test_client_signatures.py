@@ -3,10 +3,10 @@
 `tests/fixtures/client_signatures.json` holds, for `Client`, `AsyncClient` and their leases,
 each public method as `inspect.signature` sees it (annotations evaluated, so a method written
 by hand and one generated into `client/generated.py` compare alike): its kind, every
-parameter's kind, annotation and default, its return annotation, and the operation it
-carries. However the methods come to be made, a script written against the client keeps
-working: a change to the operation table that changes a client signature fails here. A
-deliberate change is regenerated with
+parameter's kind, annotation and default (positional ones in order, keyword-only ones by
+name), its return annotation, and the operation it carries. However the methods come to be
+made, a script written against the client keeps working: a change to the operation table that
+changes a client signature fails here. A deliberate change is regenerated with
     COMMONROOM_UPDATE_CLIENT_SIGNATURES=1 .venv/bin/pytest tests/unit/test_client_signatures.py
 and reviewed in the diff.
 """
@@ -44,10 +44,13 @@ def _kind(cls: type[Any], name: str, method: Any) -> str:
 
 def _method(cls: type[Any], name: str, method: Any) -> dict[str, Any]:
     signature = inspect.signature(method, eval_str=True)
+    # Keyword-only parameters by name: their order is nothing a call can see.
+    ordered = sorted(signature.parameters.values(),
+                     key=lambda p: (p.kind, p.name if p.kind is p.KEYWORD_ONLY else ""))
     parameters = [
         {"name": p.name, "kind": p.kind.name, "annotation": _annotation(p.annotation),
          **({} if p.default is inspect.Parameter.empty else {"default": repr(p.default)})}
-        for p in signature.parameters.values() if p.name != "self"
+        for p in ordered if p.name != "self"
     ]
     operations = [op for op, method_name in OPERATION_METHODS.items() if method_name == name]
     return {"kind": _kind(cls, name, method), "parameters": parameters,
