@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from commonroom.client import aio, sync
-from commonroom.client.operations import OPERATION_METHODS
+from commonroom.client.generated import OPERATION_METHODS
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "client_signatures.json"
 UPDATE = os.environ.get("COMMONROOM_UPDATE_CLIENT_SIGNATURES") == "1"
@@ -70,22 +70,35 @@ def _signatures() -> dict[str, dict[str, Any]]:
     return found
 
 
+def _shown(entry: dict[str, Any] | None) -> str:
+    """A recorded method as one line: `coroutine (region: str = 'workspace', *, version: ...) -> ...`."""
+    if entry is None:
+        return "(absent)"
+    shown, star = [], False
+    for p in entry["parameters"]:
+        if p["kind"] == "KEYWORD_ONLY" and not star:
+            shown.append("*")
+            star = True
+        shown.append(f"{p['name']}: {p['annotation']}" + (f" = {p['default']}" if "default" in p else ""))
+    return f"{entry['kind']} ({', '.join(shown)}) -> {entry['returns']} [{entry.get('operation', '')}]"
+
+
 def test_client_methods_keep_their_signatures() -> None:
     found = _signatures()
     if UPDATE:
         FIXTURE.write_text(json.dumps(found, indent=2, sort_keys=True) + "\n")
     recorded = json.loads(FIXTURE.read_text())
-    changed = {
-        f"{label}.{name}": {"recorded": recorded.get(label, {}).get(name),
-                            "now": found.get(label, {}).get(name)}
-        for label in recorded.keys() | found.keys()
-        for name in recorded.get(label, {}).keys() | found.get(label, {}).keys()
+    changed = [
+        f"{label}.{name}:\n  recorded {_shown(recorded.get(label, {}).get(name))}"
+        f"\n  now      {_shown(found.get(label, {}).get(name))}"
+        for label in sorted(recorded.keys() | found.keys())
+        for name in sorted(recorded.get(label, {}).keys() | found.get(label, {}).keys())
         if recorded.get(label, {}).get(name) != found.get(label, {}).get(name)
-    }
+    ]
     assert not changed, (
-        f"the client's public methods changed: {json.dumps(changed, indent=1)}\n"
-        "A script calling them may break. If the change is on purpose (an operation or its"
-        " parameter record changed, or tools/gen_client.py's overrides did), run"
+        "the client's public methods changed; a script calling them may break:\n"
+        + "\n".join(changed) + "\nIf the change is on purpose (an operation or its parameter"
+        " record changed, or tools/gen_client.py's NAMES / OVERRIDES did), run"
         " .venv/bin/python tools/gen_client.py, then regenerate this fixture with"
         " COMMONROOM_UPDATE_CLIENT_SIGNATURES=1 .venv/bin/pytest tests/unit/test_client_signatures.py"
         " and review its diff")
