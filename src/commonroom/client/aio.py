@@ -88,6 +88,9 @@ class AsyncClient(ClientBase, AsyncOperations):
     def _runner(self) -> aio.Runner:
         return aio.Runner(self._connection, bearer=self.session, routes=common.ROUTES)
 
+    # -- written by hand (with `join` above): what does more than carry one call, built on the
+    # methods generated from the table into `generated.py` and on `wire.plans`
+
     async def checkout(self, region: str, *, minutes: int | None = None) -> AsyncLease:
         """Lease `region` now; the lease is released when its `async with` block ends."""
         taken = await self._run(common.checkout_call(region, minutes))

@@ -99,6 +99,9 @@ class Client(ClientBase, BlockingOperations):
     def _runner(self) -> sync.Runner:
         return sync.Runner(self._connection, bearer=self.session, routes=common.ROUTES)
 
+    # -- written by hand (with `join` above): what does more than carry one call, built on the
+    # methods generated from the table into `generated.py` and on `wire.plans`
+
     def checkout(self, region: str, *, minutes: int | None = None) -> Lease:
         """Lease `region` now; the returned `Lease` releases it when its `with` block ends."""
         return Lease(**common.lease_fields(self._run(common.checkout_call(region, minutes))),
