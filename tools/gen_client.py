@@ -13,7 +13,8 @@ operation's result record. From the operation's parameter record (`protocol/requ
 - required fields are positional-or-keyword, in the record's order;
 - every other field is keyword-only: a `bool` with its record default; anything else
   `X | None = None`, where None is not sent, so the room applies the record's default (the
-  client never restates a default the room owns);
+  client never restates a default the room owns; a null the room reads as a value of its own,
+  `max_uses: null` = unlimited, is not reachable from the client);
 - annotations are the record's; the docstring is the operation's summary, then each
   parameter's doc, choices, bounds and the room's default, from the field's metadata;
 - a long-poll (`framing="long_poll"`) holds `timeout_seconds`: None is `WAIT_HOLD_SECONDS`,
@@ -184,10 +185,14 @@ def literal(value: Any) -> str:
     raise TypeError(f"no source for the default {value!r}")
 
 
-def field_doc(field: attrs.Attribute[Any], room_default: Any) -> str:
-    """What the field's metadata says a caller needs: its doc, choices, bounds, the room's default."""
+def field_doc(field: attrs.Attribute[Any], room_default: Any, nullable: bool = False) -> str:
+    """What the field's metadata says a caller needs: its doc, choices, bounds, the room's default.
+
+    `nullable`: the record takes null as a value of its own (`max_uses: null` = unlimited), which
+    this client cannot send (None is left out), so the field's doc about null is not repeated.
+    """
     meta = field.metadata
-    parts = [str(meta["doc"])] if "doc" in meta else []
+    parts = [str(meta["doc"])] if "doc" in meta and not nullable else []
     if "choices" in meta:
         parts.append("one of " + ", ".join(meta["choices"]))
     if "min" in meta and "max" in meta:
@@ -232,8 +237,9 @@ def parameters(spec: OperationSpec, imports: Imports) -> list[Parameter]:
         else:
             written, default = f"{annotation(inner, imports)} | None", "None"
             room_default = record_default if record_default is not attrs.NOTHING else None
+        nullable = optional and room_default is not None
         made[field.name] = Parameter(field.name, written, default, field.name not in positional,
-                                     wire, field_doc(field, room_default))
+                                     wire, field_doc(field, room_default, nullable))
     if spec.framing == "long_poll":
         if "timeout_seconds" not in made or made["timeout_seconds"].default != "None":
             raise ValueError(f"{spec.name}: a long-poll holds an optional timeout_seconds")

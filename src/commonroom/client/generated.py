@@ -300,7 +300,7 @@ class BlockingOperations(BlockingShell):
 
         `capabilities`: default: the agent set.
         `expires_in_minutes`: 1 to 10080.
-        `max_uses`: null = unlimited; at least 1; the room's default 1.
+        `max_uses`: at least 1; the room's default 1.
         `max_sessions`: active sessions joined through it at once (default 8); 1 to 64.
         """
         return self._run(Call("workspace.invite", r.InvitationCreatedAnswer, {
@@ -1024,7 +1024,7 @@ class AsyncOperations(AsyncShell):
 
         `capabilities`: default: the agent set.
         `expires_in_minutes`: 1 to 10080.
-        `max_uses`: null = unlimited; at least 1; the room's default 1.
+        `max_uses`: at least 1; the room's default 1.
         `max_sessions`: active sessions joined through it at once (default 8); 1 to 64.
         """
         return await self._run(Call("workspace.invite", r.InvitationCreatedAnswer, {
