@@ -16,11 +16,18 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import types
 from pathlib import Path
 from typing import Any
 
+import attrs
+import pytest
+
 from commonroom.client import aio, sync
 from commonroom.client.generated import OPERATION_METHODS
+from commonroom.protocol.operations import OPERATIONS
+from commonroom.protocol.requests import ReadParams
+from tests.unit.test_wire import load_tool
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "client_signatures.json"
 UPDATE = os.environ.get("COMMONROOM_UPDATE_CLIENT_SIGNATURES") == "1"
@@ -109,3 +116,25 @@ def test_every_operation_method_is_recorded_on_both_clients() -> None:
     for label in ("Client", "AsyncClient"):
         carried = {entry["operation"] for entry in recorded[label].values() if "operation" in entry}
         assert carried == set(OPERATION_METHODS), label
+
+
+def test_a_record_change_that_changes_a_signature_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chain the fixture guards: a field added to `ReadParams`, regenerated, changes `read`."""
+
+    @attrs.frozen
+    class ReadParamsWithContext(ReadParams):
+        context_lines: int | None = None
+
+    tool = load_tool("gen_client")
+    monkeypatch.setattr(tool, "OPERATIONS", tuple(
+        attrs.evolve(spec, params=ReadParamsWithContext) if spec.name == "workspace.read" else spec
+        for spec in OPERATIONS))
+    probe = types.ModuleType("commonroom.client.generated_probe")
+    exec(compile(tool.generate(), "generated_probe.py", "exec"), probe.__dict__)  # the tool's output
+    recorded = json.loads(FIXTURE.read_text())["Client"]
+    operations = probe.BlockingOperations
+    assert _method(operations, "status", operations.status) == recorded["status"]
+    changed = _method(operations, "read", operations.read)
+    assert changed != recorded["read"]
+    assert {"name": "context_lines", "kind": "KEYWORD_ONLY", "annotation": "int | None",
+            "default": "None"} in changed["parameters"]
