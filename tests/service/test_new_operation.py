@@ -10,7 +10,7 @@ and a method of both Python clients all have it, without a line written for any 
 from __future__ import annotations
 
 import commonroom
-from commonroom.client.operations import OPERATION_METHODS
+from commonroom.client.generated import OPERATION_METHODS
 from commonroom.protocol import records
 from tests.service.conftest import LiveRoom
 from tests.service.mcp_helpers import rpc, tool

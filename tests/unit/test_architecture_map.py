@@ -301,7 +301,7 @@ def test_every_code_reference_in_the_architecture_map_resolves() -> None:
 
 @pytest.mark.parametrize("stale", [
     "`threads.TRANSITIONS`",                      # the machines are `_state.THREAD` and kin
-    "`Operation.body_bytes`",                      # the spec is `OperationSpec`
+    "`OperationSpec.body_limit`",                  # the field is `body_bytes`
     "`engine/core.py` and `engine/nowhere.py`",    # a file that is not there
     "`Engine.write_replacement(tx, span, content, *, summary, participant_id) -> Snapshot`",
     "`facade.NOT_A_NAME`",

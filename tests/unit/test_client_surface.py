@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 import sys
-import typing
 from pathlib import Path
 
 import click
@@ -41,8 +40,7 @@ def test_a_typed_method_per_operation(cls: type) -> None:
         if op.name not in sync.OPERATION_METHODS:
             continue
         method = getattr(cls, sync.OPERATION_METHODS[op.name])
-        hints = typing.get_type_hints(method, vars(sys.modules[cls.__module__]))
-        returned = hints["return"]
+        returned = inspect.signature(method, eval_str=True).return_annotation
         if op.name == "session.join":
             assert returned is cls
         elif op.name == "workspace.checkout":

@@ -7,7 +7,7 @@
             if (await room.wait_for_review(proposal.proposal_id)).status == "approved":
                 await room.commit(proposal.proposal_id)
 
-The operation methods are `Client`'s (`operations.Operations`), as coroutines.
+The operation methods are `Client`'s, as coroutines (`generated.AsyncOperations`).
 Every call dials the hint's transport plugin for a connection of its own
 (`wire.aio.Connection`), so one client serves many tasks at once. Waits run on
 trio's clock, so `trio.testing.MockClock` drives them in tests.
@@ -23,7 +23,8 @@ import attrs
 
 from commonroom.client import common
 from commonroom.client.common import ClientBase, Resync
-from commonroom.client.operations import AsyncShell, Call, Operations
+from commonroom.client.generated import AsyncOperations
+from commonroom.client.operations import Call
 from commonroom.protocol import records as r
 from commonroom.protocol.events import Event
 from commonroom.wire import aio
@@ -53,7 +54,7 @@ class AsyncLease(r.Lease):
             await self.release()
 
 
-class AsyncClient(ClientBase, Operations, AsyncShell):
+class AsyncClient(ClientBase, AsyncOperations):
     """A session in a room, under trio: `await AsyncClient.join(...)`, or `AsyncClient(inv, session=...)`."""
 
     _connection: aio.Connection
@@ -86,6 +87,9 @@ class AsyncClient(ClientBase, Operations, AsyncShell):
 
     def _runner(self) -> aio.Runner:
         return aio.Runner(self._connection, bearer=self.session, routes=common.ROUTES)
+
+    # -- written by hand (with `join` above): what does more than carry one call, built on the
+    # methods generated from the table into `generated.py` and on `wire.plans`
 
     async def checkout(self, region: str, *, minutes: int | None = None) -> AsyncLease:
         """Lease `region` now; the lease is released when its `async with` block ends."""

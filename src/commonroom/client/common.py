@@ -75,7 +75,9 @@ class ClientBase:
     def _wire_call(self, call: Call[Any]) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
         """The arguments of `Connection.call` for `call`: method, path, params, keywords."""
         found = ROUTES[call.op]
-        return found.method, found.path, call.params, {"bearer": self.session, "hold": call.hold}
+        # A parameter typed as a record (a permission request's options) goes as its JSON.
+        params = records.to_wire(call.params)
+        return found.method, found.path, params, {"bearer": self.session, "hold": call.hold}
 
 
 def checkout_call(region: str, minutes: int | None) -> Call[records.Lease]:

@@ -1,8 +1,8 @@
 """`commonroom.Client`: the synchronous Python client.
 
-One method per operation of the table (`operations.Operations`, shared with
-`AsyncClient`), with typed parameters, returning the operation's result record
-from `commonroom.protocol.records`. Refusals raise the `commonroom.CommonroomError`
+One method per operation of the table (`generated.BlockingOperations`, generated
+from the table with `AsyncClient`'s twin), with typed parameters, returning the
+operation's result record from `commonroom.protocol.records`. Refusals raise the `commonroom.CommonroomError`
 subclass of their code. Calls over a loopback transport share one kept-alive
 connection; other transports dial a connection per call (`wire.sync.Connection`).
 
@@ -14,7 +14,9 @@ connection; other transports dial a connection per call (`wire.sync.Connection`)
             if room.wait_for_review(proposal.proposal_id).status == "approved":
                 room.commit(proposal.proposal_id)
 
-This file and `aio.py` hold only what blocking and trio code cannot share.
+This file and `aio.py` hold only the methods written by hand (joining, leases as
+context managers, leaving, observing, waiting for a person) and what blocking and
+trio code cannot share.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import attrs
 
 from commonroom.client import common
 from commonroom.client.common import ClientBase, Resync
-from commonroom.client.operations import OPERATION_METHODS, BlockingShell, Call, Operations
+from commonroom.client.generated import OPERATION_METHODS, BlockingOperations
+from commonroom.client.operations import Call
 from commonroom.protocol import records as r
 from commonroom.protocol.events import Event
 from commonroom.wire import calls, plans, sync
@@ -58,7 +61,7 @@ class Lease(r.Lease):
             self.release()
 
 
-class Client(ClientBase, Operations, BlockingShell):
+class Client(ClientBase, BlockingOperations):
     """A session in a room. `Client.join(...)` joins; `Client(invitation, session=...)` resumes.
 
     `timeout` bounds one call; `timeouts` (`commonroom.wire.timeouts.Timeouts`) all of them.
@@ -95,6 +98,9 @@ class Client(ClientBase, Operations, BlockingShell):
 
     def _runner(self) -> sync.Runner:
         return sync.Runner(self._connection, bearer=self.session, routes=common.ROUTES)
+
+    # -- written by hand (with `join` above): what does more than carry one call, built on the
+    # methods generated from the table into `generated.py` and on `wire.plans`
 
     def checkout(self, region: str, *, minutes: int | None = None) -> Lease:
         """Lease `region` now; the returned `Lease` releases it when its `with` block ends."""
