@@ -236,7 +236,7 @@ class _Scanner:
             if ch == "`" or ch == "~":
                 if self._fence(line, end, False):
                     if self.notes is not None:
-                        self._note("fence", line)
+                        self._note(self.notes, "fence", line)
                     return
             elif ch == ">":
                 self._blockquote(line, end)
@@ -247,12 +247,12 @@ class _Scanner:
             elif ch == "<":
                 if self._html(line, end, False):
                     if self.notes is not None:
-                        self._note("html", line)
+                        self._note(self.notes, "html", line)
                     return
             elif ch == "[":
                 if self._reference(line):
                     if self.notes is not None:
-                        self._note("reference", line)
+                        self._note(self.notes, "reference", line)
                     return
             else:
                 if ch in "*-_" and self._hr(line, False):
@@ -261,15 +261,15 @@ class _Scanner:
                     return
         self._paragraph(line, end)
 
-    def _note(self, kind: str, line: int) -> None:
+    def _note(self, notes: list[_Noted], kind: str, line: int) -> None:
         """Record the block just scanned (lines `line` to `self.line`).
 
         Its source text's offsets are taken now: inside a blockquote `b` is moved past
         the ``>`` markers only while the quote is scanned.
         """
-        assert self.notes is not None
-        last = max(self.line - 1, line)
-        self.notes.append((kind, self.level, line, self.line, self.b[line] + self.t[line], self.e[last]))
+        after = self.line
+        notes.append((kind, self.level, line, after, self.b[line] + self.t[line],
+                      self.e[after - 1 if after > line else line]))
 
     def _interrupts(self, line: int, paragraph: bool) -> bool:
         """Does a block start at `line` that ends a paragraph (or blockquote, reference)?
