@@ -15,7 +15,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from commonroom.engine.commonmark import blocks
+from commonroom.engine.commonmark import LINE_END, blocks, special_blocks
 from commonroom.engine.dispatch import open_engine
 from commonroom.engine.fitting import CAUSES, fit_region, fit_whole, misfit, split_tail
 from commonroom.engine.regions import Outline
@@ -119,6 +119,22 @@ def test_the_fences_and_html_blocks_noted_are_markdown_its(text: str) -> None:
               if token.level == 0 and token.type in ("fence", "html_block") and token.map]
     assert [tuple(block) for block in blocks(text).blocks] == theirs
 
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=document())
+def test_the_html_blocks_recorded_for_the_policies_are_markdown_its(text: str) -> None:
+    """`commonmark.special_blocks` (the auto-approve policies' and the link warnings' reading)
+    records HTML blocks at any nesting, from the same recording scan as `blocks`: its HTML
+    blocks are markdown-it-py's, in order, and its top-level ones are those `blocks` finds."""
+    theirs = [token.content.split("\n", 1)[0].strip() for token in MarkdownIt("commonmark").parse(text)
+              if token.type == "html_block"]
+    ours = [LINE_END.split(source, 1)[0].strip() for kind, source in special_blocks(text) if kind == "html"]
+    assert ours == theirs
+    scanned = blocks(text)
+    top = [LINE_END.split(text[scanned.starts[block.first]:], 1)[0].strip()
+           for block in scanned.blocks if block.kind == "html"]
+    assert all(first in ours for first in top)
 
 # -- fitting never makes an accepted text refused ---------------------------------------------
 

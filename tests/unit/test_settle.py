@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from commonroom.engine.settle import Reading, Settle, Step
+from commonroom.engine.settle import LOOK_SLACK, Reading, Settle, SettleWait, Step
 from commonroom.store.document import FileStamp
 
 START = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -254,3 +254,70 @@ def test_the_cli_copies_of_the_settle_bounds_are_the_protocols() -> None:
 
     assert (host_serve.SETTLE_MS, host_serve.SETTLE_MS_MIN, host_serve.SETTLE_MS_MAX) == (
         limits.SETTLE_MS, limits.SETTLE_MS_MIN, limits.SETTLE_MS_MAX)
+
+
+# -- the caller's wait: SettleWait, the plan the room and the host CLI's no-room path follow --------
+
+LIMIT = 2.0
+
+
+def test_a_call_that_found_no_settle_does_not_wait() -> None:
+    wait = SettleWait(100.0, LIMIT)
+    assert wait.pause(None, at_ms(0), 100.0) is None
+    assert wait.pause(None, at_ms(0), 101.9) is None
+
+
+def test_the_next_attempt_is_just_after_the_settle_deadline() -> None:
+    wait = SettleWait(100.0, LIMIT)
+    assert wait.pause(at_ms(250), at_ms(0), 100.0) == 0.25 + LOOK_SLACK
+    # a deadline already past (the store thread was slow): look again almost at once
+    assert wait.pause(at_ms(0), at_ms(40), 100.0) == LOOK_SLACK
+    assert wait.pause(at_ms(40), at_ms(40), 100.5) == LOOK_SLACK
+
+
+def test_a_pause_never_ends_past_the_give_up_time_and_then_the_answer_stands() -> None:
+    wait = SettleWait(100.0, LIMIT)
+    assert wait.give_up == 102.0
+    assert wait.pause(at_ms(5000), at_ms(0), 100.5) == 1.5  # the deadline is beyond: wait what is left
+    last = wait.pause(at_ms(300), at_ms(0), 101.9)
+    assert last is not None and abs(last - 0.1) < 1e-9
+    assert wait.pause(at_ms(300), at_ms(0), 102.0) is None
+    assert wait.pause(at_ms(300), at_ms(0), 150.0) is None
+
+
+def _drive(wait: SettleWait, settled_after: float, deadline_step: float) -> tuple[int, float, bool]:
+    """What a driver does with the plan, on injected time (no sleeps): attempt, and while the
+    plan says so, pause and attempt again. The file settles `settled_after` s from the start;
+    until then each attempt answers a deadline `deadline_step` s on. Returns (attempts, the
+    time the last one ran, whether it found the file settled)."""
+    started = at_ms(0)
+    monotonic = 0.0
+    attempts = 0
+    while True:
+        attempts += 1
+        settled = monotonic >= settled_after
+        retry_at = None if settled else started + timedelta(seconds=monotonic + deadline_step)
+        pause = wait.pause(retry_at, started + timedelta(seconds=monotonic), monotonic)
+        if pause is None:
+            return attempts, monotonic, settled
+        assert pause > 0
+        monotonic += pause
+
+
+def test_a_save_that_settles_in_time_is_waited_for_and_the_call_runs_just_after() -> None:
+    attempts, ran_at, settled = _drive(SettleWait(0.0, LIMIT), settled_after=0.6, deadline_step=0.25)
+    assert settled and attempts == 4 and 0.6 <= ran_at < 0.6 + 0.25 + 2 * LOOK_SLACK
+
+
+def test_a_file_that_never_settles_is_given_up_on_after_the_limit() -> None:
+    attempts, ran_at, settled = _drive(SettleWait(0.0, LIMIT), settled_after=1e9, deadline_step=0.25)
+    assert not settled and ran_at == LIMIT and attempts == 9  # 8 waits of 0.252 s, then what is left
+
+
+@settings(max_examples=200, deadline=None)
+@given(settled_after=st.floats(0, 5), deadline_step=st.floats(0, 3))
+def test_the_wait_is_bounded_and_ends_once_the_file_settled(settled_after: float, deadline_step: float) -> None:
+    attempts, ran_at, settled = _drive(SettleWait(0.0, LIMIT), settled_after, deadline_step)
+    assert ran_at <= LIMIT
+    assert settled or ran_at == LIMIT
+    assert attempts <= 1 + LIMIT / LOOK_SLACK + 1

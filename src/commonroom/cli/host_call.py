@@ -28,7 +28,6 @@ from commonroom.protocol.errors import CommonroomError
 
 if TYPE_CHECKING:
     from commonroom.credentials import Credentials
-    from commonroom.engine.facade import Engine
 
 # A host session minted for one direct call lives this long (minutes): long
 # enough for the call, short enough not to crowd the active-session limit.
@@ -128,36 +127,35 @@ def _via_room(port: int, bearer: str, op_name: str, params: dict[str, Any]) -> A
 
 
 def _via_sidecar(doc: Path, op_name: str, params: dict[str, Any]) -> Any:
+    """Run the operation on the sidecar, settling the file first as a room's watcher would.
+
+    The engine reads a changed file only once it has settled (docs/spec/PROTOCOL.md
+    section 16): an edit made while no room ran is waited out and recorded before
+    the call, and a write that still finds the file settling runs again, both by the
+    room's plan (`SettleWait`: at most `SETTLE_WAIT_SECONDS` in all). A file still
+    changing after that is answered from the last version: `"file": "settling"` in
+    the status, `file_changing` for a write.
+    """
+    import time
+
     from commonroom.engine import facade
     from commonroom.protocol.records import to_wire
 
     engine = facade.open_engine(doc)
     engine.without_room()
+    settle_wait = facade.SettleWait(time.monotonic())
     try:
-        _let_the_file_settle(engine)
+        _, deadline = engine.watch()
+        while (seconds := settle_wait.pause(deadline, engine.clock(), time.monotonic())) is not None:
+            time.sleep(seconds)
+            _, deadline = engine.watch()
         bearer = facade.mint_host_session(engine, DIRECT_SESSION_MINUTES)
         outcome = facade.execute(engine, op_name, bearer, params)
+        while (seconds := settle_wait.pause(outcome.retry_at, engine.clock(), time.monotonic())) is not None:
+            time.sleep(seconds)
+            outcome = facade.execute(engine, op_name, bearer, params)
     finally:
         engine.close()
     if outcome.error is not None:
         raise outcome.error
     return to_wire(outcome.result)
-
-
-def _let_the_file_settle(engine: Engine) -> None:
-    """Record an edit made while no room ran before the call, as a room would.
-
-    The engine reads a changed file only once it has settled (docs/spec/PROTOCOL.md
-    section 16; the room's watcher waits for that): wait it out here, at most
-    as long as a room lets a write wait. A file still changing after that is
-    answered from the last version, with `"file": "settling"` in the status.
-    """
-    import time
-
-    from commonroom.protocol.limits import SETTLE_WAIT_SECONDS
-
-    give_up = time.monotonic() + SETTLE_WAIT_SECONDS
-    _, deadline = engine.watch()
-    while deadline is not None and (left := give_up - time.monotonic()) > 0:
-        time.sleep(min(max((deadline - engine.clock()).total_seconds(), 0.005), left))
-        _, deadline = engine.watch()

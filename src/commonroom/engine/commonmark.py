@@ -154,6 +154,13 @@ def _valid_link(url: str) -> bool:
 # -- the block scanner -------------------------------------------------------
 
 
+# A block the scanner recorded (`_Scanner.notes`): its kind ("fence", "html" or "reference"),
+# its nesting level (0: top level), its first line index and the index of the line after it,
+# and the offsets of its source text (its first non-blank character to its last line's end).
+# A plain tuple: a recording scan of a large region makes thousands.
+_Noted = tuple[str, int, int, int, int, int]
+
+
 class _Scanner:
     """markdown-it's StateBlock plus its block rules, reduced to block boundaries.
 
@@ -175,8 +182,8 @@ class _Scanner:
         "line",
         "list_indent",
         "n",
+        "notes",
         "s",
-        "special",
         "src",
         "t",
     )
@@ -194,9 +201,9 @@ class _Scanner:
         self.list_indent = -1
         self.level = 0
         self.found: list[tuple[int, int, str]] = []
-        # When a list: every link reference definition and HTML block met, at any nesting,
-        # as (kind, its source text) (`special_blocks`).
-        self.special: list[tuple[str, str]] | None = None
+        # When a list (`_recorded`): every fenced code block, HTML block and link reference
+        # definition met, at any nesting, in order; the outline's scans record nothing.
+        self.notes: list[_Noted] | None = None
 
     # ParserBlock.tokenize
     def tokenize(self, line: int, end: int) -> None:
@@ -228,6 +235,8 @@ class _Scanner:
         if ch in _BLOCK_START:
             if ch == "`" or ch == "~":
                 if self._fence(line, end, False):
+                    if self.notes is not None:
+                        self._note(self.notes, "fence", line)
                     return
             elif ch == ">":
                 self._blockquote(line, end)
@@ -237,11 +246,13 @@ class _Scanner:
                     return
             elif ch == "<":
                 if self._html(line, end, False):
-                    self._note("html", line)
+                    if self.notes is not None:
+                        self._note(self.notes, "html", line)
                     return
             elif ch == "[":
                 if self._reference(line):
-                    self._note("reference", line)
+                    if self.notes is not None:
+                        self._note(self.notes, "reference", line)
                     return
             else:
                 if ch in "*-_" and self._hr(line, False):
@@ -250,11 +261,15 @@ class _Scanner:
                     return
         self._paragraph(line, end)
 
-    def _note(self, kind: str, line: int) -> None:
-        """Keep the block just scanned (lines `line` to `self.line`) when asked to."""
-        if self.special is not None:
-            last = max(self.line - 1, line)
-            self.special.append((kind, self.src[self.b[line] + self.t[line]:self.e[last]]))
+    def _note(self, notes: list[_Noted], kind: str, line: int) -> None:
+        """Record the block just scanned (lines `line` to `self.line`).
+
+        Its source text's offsets are taken now: inside a blockquote `b` is moved past
+        the ``>`` markers only while the quote is scanned.
+        """
+        after = self.line
+        notes.append((kind, self.level, line, after, self.b[line] + self.t[line],
+                      self.e[after - 1 if after > line else line]))
 
     def _interrupts(self, line: int, paragraph: bool) -> bool:
         """Does a block start at `line` that ends a paragraph (or blockquote, reference)?
@@ -856,30 +871,6 @@ class _Scanner:
             self.found.append((setext, line, title))
 
 
-class _BlockRecorder(_Scanner):
-    """A `_Scanner` that also notes the top-level fenced code and HTML blocks, the two
-    blocks that can run past the text they start in (`blocks`). It explains why a text
-    does not fit its region (`engine/fitting.py`); the outline's scans keep the plain one."""
-
-    __slots__ = ("blocks",)
-
-    def __init__(self, src: str, b: list[int], e: list[int], t: list[int], s: list[int]) -> None:
-        super().__init__(src, b, e, t, s)
-        self.blocks: list[Block] = []
-
-    def _fence(self, line: int, end: int, silent: bool) -> bool:
-        found = super()._fence(line, end, silent)
-        if found and not silent and self.level == 0:
-            self.blocks.append(Block("fence", line, self.line))
-        return found
-
-    def _html(self, line: int, end: int, silent: bool) -> bool:
-        found = super()._html(line, end, silent)
-        if found and not silent and self.level == 0:
-            self.blocks.append(Block("html", line, self.line))
-        return found
-
-
 class Block(NamedTuple):
     """A top-level fenced code block (`kind` "fence") or HTML block ("html") of a scan:
     its first line index and the index of the line after it."""
@@ -900,10 +891,16 @@ class Blocks(NamedTuple):
 
 def blocks(text: str) -> Blocks:
     """The top-level headings, fenced code and HTML blocks of `text`, a stretch that starts
-    at a top-level block boundary inside a document (a region's text)."""
-    scanner = _scanned(text, False, _BlockRecorder)
-    assert isinstance(scanner, _BlockRecorder)
-    return Blocks(scanner.found, scanner.blocks, scanner.b)
+    at a top-level block boundary inside a document (a region's text).
+
+    The fenced code and HTML blocks are the two that can run past the text they start in:
+    they explain why a text does not fit its region (`engine/fitting.py`).
+    """
+    scanner, notes = _recorded(text)
+    return Blocks(scanner.found,
+                  [Block(kind, first, after) for kind, level, first, after, _, _ in notes
+                   if level == 0 and kind != "reference"],
+                  scanner.b)
 
 
 def _front_matter_end(src: str, b: list[int], e: list[int]) -> int:
@@ -925,27 +922,32 @@ def special_blocks(text: str) -> list[tuple[str, str]]:
     document point (the first one of a label wins), an HTML block can hide or restyle what
     follows. The room's auto-approve policies never approve a change to either.
     """
-    special: list[tuple[str, str]] = []
-    _scan(text, document=False, special=special)
-    return special
+    scanner, notes = _recorded(text)
+    src = scanner.src
+    return [(kind, src[start:end]) for kind, _, _, _, start, end in notes if kind != "fence"]
 
 
-def _scan(text: str, document: bool = True, special: list[tuple[str, str]] | None = None,
-          ) -> tuple[list[tuple[int, int, str]], list[int]]:
+def _recorded(text: str) -> tuple[_Scanner, list[_Noted]]:
+    """The one recording scan, shared by `blocks` and `special_blocks`: a scanner that has
+    tokenized `text` (a region's stretch, see `_scan`) and the blocks it recorded."""
+    notes: list[_Noted] = []
+    return _scanned(text, False, notes), notes
+
+
+def _scan(text: str, document: bool = True) -> tuple[list[tuple[int, int, str]], list[int]]:
     """Top-level headings of `text` as (level, line index, title), and line starts.
 
     `document=False` scans a stretch that starts at a top-level block boundary
     inside a document (the incremental outline): no byte order mark, no front
     matter.
     """
-    scanner = _scanned(text, document, _Scanner, special)
+    scanner = _scanned(text, document)
     return scanner.found, scanner.b
 
 
-def _scanned(text: str, document: bool, kind: type[_Scanner],
-             special: list[tuple[str, str]] | None = None) -> _Scanner:
-    """A scanner of `kind` that has tokenized `text` (see `_scan`), noting its link reference
-    definitions and HTML blocks in `special` when given (`special_blocks`)."""
+def _scanned(text: str, document: bool, notes: list[_Noted] | None = None) -> _Scanner:
+    """A scanner that has tokenized `text` (see `_scan`), recording its fenced code blocks,
+    HTML blocks and link reference definitions in `notes` when given (`_recorded`)."""
     src = text.replace("\0", "\ufffd") if "\0" in text else text  # as markdown-it
     widths: list[int] | None = None  # line ending lengths, when not all 1
     if "\r" not in src:
@@ -990,8 +992,8 @@ def _scanned(text: str, document: bool, kind: type[_Scanner],
     e.append(len(src))
     t.append(0)
     s.append(0)
-    scanner = kind(src, b, e, t, s)
-    scanner.special = special
+    scanner = _Scanner(src, b, e, t, s)
+    scanner.notes = notes
     scanner.tokenize(_front_matter_end(src, b, e) if document else 0, scanner.n)
     return scanner
 

@@ -2,13 +2,19 @@
 
 Nothing outside `engine/` imports a feature module: `room/`, `http/`, `mcp/`,
 `service.py`, `discovery.py`, `openapi.py` and `cli/` import this module (and
-`protocol/`). The import-linter contracts (`.importlinter`) hold that. What is
-here, and why each is needed above the engine:
+`protocol/`). The import-linter contracts (`.importlinter`) hold that. Above the
+engine an open engine is an `EngineFace`: the `Protocol` below lists every
+attribute and method those layers use, and nothing else (`Engine`, the class,
+is not exported; `tests/unit/test_engine_face.py` holds both, and
+`mypy --strict` every use). What is here, and why each is needed above the engine:
 
 - opening and running: `EngineConfig`, `open_engine`, `execute` (the one way an
-  operation runs), `Engine` / `Outcome` / `Actor` / `StreamStart` /
+  operation runs), `EngineFace` / `Outcome` / `Actor` / `StreamStart` /
   `AppRequestStart` (the types the room passes around; the last is an app request
-  the room carries to a page, docs/spec/PROTOCOL.md 20), `SIDECAR_SUFFIX`;
+  the room carries to a page, docs/spec/PROTOCOL.md 20), `SIDECAR_SUFFIX`,
+  `record_event` (the room's lifecycle events);
+- a call that found the file settling: `SettleWait` (how long to wait before it
+  runs again), `LOOK_SLACK` (how late to look after a settle deadline);
 - MCP's `tools/list` for a session: `capabilities_of` (a bearer's capabilities, or None);
 - the room's streams: `newest_event_id`, `ring_window` (the event ring),
   `check_streams` (session liveness and presence of held streams), `addressed`,
@@ -19,61 +25,78 @@ here, and why each is needed above the engine:
   (`ce serve` prints the last start's invitation again while nobody used it);
 - git (docs/spec/PROTOCOL.md 18): `GitOptions` (an `EngineConfig` field), `check_git_work_tree`
   (`--git` outside a work tree is refused before the room opens), `export_git` (`ce export`).
+
+The engine's functions that take an engine are exported typed on the face
+(`_on_face`): the same function objects, no wrapper on the hot path. `Engine` is
+the face's one implementation (only `open_engine` makes one), so that is sound.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Concatenate, ParamSpec, Protocol, TypeVar, cast
 
-from commonroom.engine.access import unused_start_invitation
+from commonroom.engine import access, dispatch, owner_logins, reads, sessions
 from commonroom.engine.addressing import addressed
 from commonroom.engine.config import EngineConfig, GitOptions
 from commonroom.engine.core import SIDECAR_SUFFIX, Engine
-from commonroom.engine.dispatch import execute, open_engine
 from commonroom.engine.gitsync import check_work_tree as check_git_work_tree
 from commonroom.engine.gitsync import export as export_git
 from commonroom.engine.ids import hash_secret
 from commonroom.engine.linediff import resolved as resolve_later
 from commonroom.engine.observe import StreamStart
-from commonroom.engine.owner_logins import end_all as end_owner_logins
-from commonroom.engine.owner_logins import load as load_owner_logins
-from commonroom.engine.owner_logins import save as save_owner_login
-from commonroom.engine.ports import Ports
-from commonroom.engine.presence import Presence
-from commonroom.engine.reads import newest_event_id, ring_window
 from commonroom.engine.regions import related
-from commonroom.engine.sessions import (
-    capabilities_of,
-    check_streams,
-    end_host_session,
-    end_stale_host_sessions,
-    mint_host_session,
-)
+from commonroom.engine.settle import LOOK_SLACK, SettleWait
 from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.task_surfaces import AppRequestStart
-from commonroom.engine.tx import Actor, Outcome, Tx
+from commonroom.engine.tx import Actor, Outcome
+from commonroom.protocol import events as ev
 from commonroom.protocol.events import Event
+from commonroom.protocol.invitation import TransportHint
+
+
+class PresenceFace(Protocol):
+    """What the room asks of who is present: is an arrival waiting to be announced?"""
+
+    def pending(self) -> bool: ...
+
+
+class PortsFace(Protocol):
+    """How the room is reached: the transport and the listeners' ports it keeps (`engine/ports.py`)."""
+
+    @property
+    def transport_name(self) -> str: ...
+    @property
+    def transport_hint(self) -> TransportHint | None: ...
+    def set_transport(self, name: str, hint: TransportHint | None) -> None: ...
+    def last_ingress_port(self) -> int | None: ...
+    def saved_port(self, key: str) -> int | None: ...
+    def save_port(self, key: str, port: int) -> None: ...
 
 
 class EngineFace(Protocol):
-    """What the room, the adapters, the service and the host CLI use of an open engine.
+    """What the room, the adapters, the service and the host CLI use of an open engine: all of it.
 
     Live-session and invitation look-ups are methods (they lock: the gates ask on
     the event loop while the store thread changes them); everything else runs
-    on the store thread (`Room.run_sync`) or before the room starts.
+    on the store thread (`Room.run_sync`) or before the room starts. Every member
+    is read-only here: nothing above the engine sets an engine attribute.
     """
 
-    path: Path
-    clock: Callable[[], datetime]
-    workspace_id: str
-    host_participant_id: str
-    presence: Presence
-    ports: Ports
-
+    @property
+    def path(self) -> Path: ...
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+    @property
+    def workspace_id(self) -> str: ...
+    @property
+    def host_participant_id(self) -> str: ...
+    @property
+    def presence(self) -> PresenceFace: ...
+    @property
+    def ports(self) -> PortsFace: ...
     @property
     def current_version(self) -> int: ...
     @property
@@ -81,8 +104,6 @@ class EngineFace(Protocol):
     def current(self) -> Snapshot: ...
     def session_participant(self, session_hash: bytes) -> str | None: ...
     def knows_invitation(self, secret_hash: bytes) -> bool: ...
-    def transaction(self, now: datetime, *, write: bool = True, writes_document: bool = False
-                    ) -> AbstractContextManager[Tx]: ...
     def watch(self) -> tuple[list[Event], datetime | None]: ...
     def sweep(self) -> tuple[list[Event], datetime | None]: ...
     def checkpoint(self) -> None: ...
@@ -95,15 +116,55 @@ def _conforms(engine: Engine) -> EngineFace:
     return engine  # mypy checks here that `Engine` has all of `EngineFace`
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _on_face(function: Callable[Concatenate[Engine, _P], _R]) -> Callable[Concatenate[EngineFace, _P], _R]:
+    """`function`, typed to take the face (see the module docstring)."""
+    return cast("Callable[Concatenate[EngineFace, _P], _R]", function)
+
+
+def _opens_a_face(function: Callable[_P, Engine]) -> Callable[_P, EngineFace]:
+    return function  # an `Engine` is an `EngineFace` (`_conforms`)
+
+
+def _record_event(engine: Engine, payload: ev.Payload) -> list[Event]:
+    """Append a room-lifecycle event (workspace.started / stopped) in its own transaction;
+    the events to publish."""
+    with engine.transaction(engine.clock()) as tx:
+        tx.emit(payload)
+    return tx.events
+
+
+open_engine = _opens_a_face(dispatch.open_engine)
+execute = _on_face(dispatch.execute)
+record_event = _on_face(_record_event)
+capabilities_of = _on_face(sessions.capabilities_of)
+check_streams = _on_face(sessions.check_streams)
+mint_host_session = _on_face(sessions.mint_host_session)
+end_host_session = _on_face(sessions.end_host_session)
+end_stale_host_sessions = _on_face(sessions.end_stale_host_sessions)
+newest_event_id = _on_face(reads.newest_event_id)
+ring_window = _on_face(reads.ring_window)
+load_owner_logins = _on_face(owner_logins.load)
+save_owner_login = _on_face(owner_logins.save)
+end_owner_logins = _on_face(owner_logins.end_all)
+unused_start_invitation = _on_face(access.unused_start_invitation)
+
+
 __all__ = [
+    "LOOK_SLACK",
     "SIDECAR_SUFFIX",
     "Actor",
     "AppRequestStart",
-    "Engine",
     "EngineConfig",
     "EngineFace",
     "GitOptions",
     "Outcome",
+    "PortsFace",
+    "PresenceFace",
+    "SettleWait",
     "StreamStart",
     "addressed",
     "capabilities_of",
@@ -119,6 +180,7 @@ __all__ = [
     "mint_host_session",
     "newest_event_id",
     "open_engine",
+    "record_event",
     "related",
     "resolve_later",
     "ring_window",

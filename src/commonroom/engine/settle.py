@@ -26,12 +26,19 @@ it what it saw and does what it answers:
 
 A change found when the room opens (`found_at_open`) is settled the same way;
 `at_open` stays True until the stamp moves, so its version holds nothing.
+
+`SettleWait` is the other half, for a caller: a write that found the file
+settling (`Outcome.retry_at`), or a host command waiting for an edit made while
+no room ran (the watch's deadline), runs again at the deadline, for at most
+`SETTLE_WAIT_SECONDS` in all. It is as pure: the room drives it with
+`trio.sleep`, the host CLI's no-room path with `time.sleep`.
 """
 
 from __future__ import annotations
 
 import enum
 from datetime import datetime, timedelta
+from typing import Final
 
 import attrs
 
@@ -141,6 +148,37 @@ class Settle:
         self._still_since = now
         self._coarse = None
         self.at_open = False
+
+
+# A settle deadline is looked at this much after it (a look exactly at it could
+# land a hair before on a coarse clock, and wait a whole period more).
+LOOK_SLACK: Final = 0.002
+
+
+class SettleWait:
+    """How long a caller waits for the file to settle before it tries again, or that it stops.
+
+    `started` and every `at` are the driver's monotonic time in seconds (trio's
+    clock in the room, `time.monotonic` in the host CLI), `now` the engine's
+    clock when the attempt answered; nothing here reads a clock or sleeps.
+    """
+
+    def __init__(self, started: float, limit: float = limits.SETTLE_WAIT_SECONDS) -> None:
+        self.give_up = started + limit
+
+    def pause(self, retry_at: datetime | None, now: datetime, at: float) -> float | None:
+        """Seconds to wait before the next attempt; None: stop, the last answer stands.
+
+        `retry_at` is the settle deadline the attempt answered (None: the file was
+        not settling). Past `give_up` the answer stands too: a write's then carries
+        `file_changing`, a read's says `"file": "settling"`. A pause never ends past
+        `give_up`, and is at least `LOOK_SLACK`.
+        """
+        left = self.give_up - at
+        if retry_at is None or left <= 0:
+            return None
+        wait = (retry_at - now).total_seconds() + LOOK_SLACK
+        return min(max(wait, LOOK_SLACK), left)
 
 
 class FileSettling(Exception):

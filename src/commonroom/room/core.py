@@ -22,7 +22,7 @@ A write that finds the file settling (the host is saving, docs/spec/PROTOCOL.md 
 16) is not an error yet: `execute` waits until the settle deadline the engine
 answered and runs the call again, for at most `SETTLE_WAIT_SECONDS`; only then
 does the caller get `storage_unavailable` / `file_changing`. The engine never
-sleeps; this is where the waiting happens.
+sleeps; its `SettleWait` plan says how long, and this is where the waiting happens.
 
 No single request holds the room: a read that computes diffs or a merge
 (`limits.HEAVY_READS`) is bounded in cost by the engine (engine/linediff.py),
@@ -48,7 +48,7 @@ import attrs
 import trio
 
 from commonroom.engine import facade
-from commonroom.engine.facade import AppRequestStart, Engine, Outcome, StreamStart, newest_event_id
+from commonroom.engine.facade import LOOK_SLACK, AppRequestStart, EngineFace, Outcome, StreamStart, newest_event_id
 from commonroom.protocol import events as ev
 from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError
@@ -71,9 +71,6 @@ from commonroom.room.streams import (
 )
 
 WATCH_INTERVAL = 0.1
-# A settle deadline is looked at this much after it (a look exactly at it could
-# land a hair before on a coarse clock, and wait a whole period more).
-LOOK_SLACK = 0.002
 FAULT_REPEAT_SECONDS = 30.0
 MAX_SWEEP_SLEEP = 30.0
 # After a sweep or watch the sidecar refused (a full disk), retry this much later: the
@@ -91,7 +88,7 @@ log = logging.getLogger(__name__)
 class Room:
     def __init__(
         self,
-        engine: Engine,
+        engine: EngineFace,
         *,
         watch_interval: float = WATCH_INTERVAL,
         max_sweep_sleep: float = MAX_SWEEP_SLEEP,
@@ -158,7 +155,7 @@ class Room:
                 if heavy.error is not None:
                     self.faults.report(heavy.error)
                 return heavy
-        give_up = trio.current_time() + limits.SETTLE_WAIT_SECONDS
+        settle_wait = facade.SettleWait(trio.current_time())
         while True:
             outcome: Outcome
             if self.inline_store:
@@ -174,12 +171,11 @@ class Room:
                 self.publish(outcome.events)
             else:
                 self._deferred.extend(outcome.events)
-            left = give_up - trio.current_time()
-            if outcome.retry_at is None or left <= 0:
+            # The file may be settling (the host is saving): wait for it, then run again.
+            pause = settle_wait.pause(outcome.retry_at, self.engine.clock(), trio.current_time())
+            if pause is None:
                 break
-            # The file is settling (the host is saving): wait for it, then run again.
-            wait = seconds_until(outcome.retry_at, self.engine.clock()) + LOOK_SLACK
-            await trio.sleep(min(max(wait, LOOK_SLACK), left))
+            await trio.sleep(pause)
         if self.engine.presence.pending():
             self._sweep_wakeup.set()  # a new arrival: the sweeper announces it
         if outcome.error is not None:
@@ -348,13 +344,7 @@ class Room:
     async def record(self, payload: ev.Payload) -> None:
         """Append a room-lifecycle event (workspace.started / stopped)."""
 
-        def _append() -> list[Event]:
-            engine = self.engine
-            with engine.transaction(engine.clock()) as tx:
-                tx.emit(payload)
-            return tx.events
-
-        self.publish(await self.run_sync(_append))
+        self.publish(await self.run_sync(facade.record_event, self.engine, payload))
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Background work; runs until cancelled (the room nursery owns it)."""

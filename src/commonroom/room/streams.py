@@ -57,7 +57,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
-from commonroom.engine.facade import Engine, StreamStart, check_streams, ring_window
+from commonroom.engine.facade import EngineFace, StreamStart, check_streams, ring_window
 from commonroom.protocol import limits
 from commonroom.protocol.events import Event
 from commonroom.protocol.records import ProposalWaited, ThreadWaited, WaitAnswer
@@ -67,7 +67,7 @@ from commonroom.room.hub import EventHub, Subscriber
 class StoreRoom(Protocol):
     """What a stream needs of the room: its engine, its hub, and the store thread."""
 
-    engine: Engine
+    engine: EngineFace
     hub: EventHub
 
     async def run_sync(self, fn: Any, *args: Any) -> Any: ...
@@ -149,7 +149,7 @@ class _Window:
         )
 
 
-def _read_ring(engine: Engine, cursor: int, limit: int) -> _Window:
+def _read_ring(engine: EngineFace, cursor: int, limit: int) -> _Window:
     """Store thread: one consistent look at the events table (nothing else runs here)."""
     return _Window(*ring_window(engine, cursor, limit))
 
