@@ -174,7 +174,7 @@ class Agent:
                     time.sleep(wait)
                 self.cycle()
                 due += 1.0
-        except Exception as error:  # noqa: BLE001 - the phase reports it
+        except Exception as error:  # the phase reports it
             self.errors.append(f"agent {self.index}: {error}")
 
     def close(self) -> None:
