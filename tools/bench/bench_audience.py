@@ -134,7 +134,14 @@ def main() -> None:
                                            "per_subscriber_kb": round(per_stream_kb, 2)})
                 ninth = stream_status(room.port, bearers[0])
                 _show("one more stream of session 1", ninth)
+                cpu_before = (loadgen.cpu_seconds(room.pid), loadgen.cpu_seconds(subs.child.pid))
                 fanout = fanout_run(committer, subs, args.commits)
+                cpu_after = (loadgen.cpu_seconds(room.pid), loadgen.cpu_seconds(subs.child.pid))
+                fanout["cpu_ms_per_commit"] = {
+                    who: (round((after - before) * 1000 / args.commits, 2)
+                          if before is not None and after is not None else None)
+                    for who, before, after in zip(("room", "subscribers"), cpu_before, cpu_after,
+                                                  strict=True)}
                 _show("fanout", fanout)
                 stats = subs.stats()
             finally:
@@ -145,6 +152,7 @@ def main() -> None:
         "fanout_median_ms": fanout["from_request_median_ms"],
         "commit_answer_median_ms": fanout["answer_median_ms"],
         "incomplete": fanout["incomplete"],
+        "cpu_ms_per_commit": fanout["cpu_ms_per_commit"],
         "rss_per_subscriber_kb": round(per_stream_kb, 2),
         "session_idle_kb": round(session_kb, 2),
         "rss_kb": {"no_guests": rss_empty, "sessions": rss_sessions, "streams": rss_streams},

@@ -63,14 +63,15 @@ class Subscriber:
         self.poked = False
         self._parked = False
 
-    def _offer(self, event: Event) -> None:
+    def _offer(self, event: Event, now: float) -> None:
+        """Take one published event (`now`: the publish's trio time, read once for all)."""
         if self.lagged or self.closed:
             return
         direct = self.direct
         if (direct is not None and self._parked and not self._buffer
                 and event.event_id == self.cursor + 1 and direct(event)):
             self.cursor = event.event_id
-            self.delivered_at = trio.current_time()
+            self.delivered_at = now
             return
         if len(self._buffer) >= self._limit:
             # Overflow: drop everything (memory stays bounded); the reader resyncs.
@@ -144,11 +145,12 @@ class EventHub:
     def publish(self, events: Iterable[Event]) -> None:
         """Offer committed events to every subscriber; never waits."""
         subscribers = tuple(self._subscribers)
+        now = trio.current_time()
         for event in events:
             if event.event_id > self.latest_event_id:
                 self.latest_event_id = event.event_id
             for sub in subscribers:
-                sub._offer(event)
+                sub._offer(event, now)
 
     def close_all(self) -> None:
         """The room is stopping: close every subscriber (and any later one)."""
