@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 import trio
 
@@ -115,6 +116,16 @@ class Subscriber:
         batch = list(self._buffer)
         self._buffer.clear()
         return batch
+
+    @contextmanager
+    def parked(self) -> Iterator[None]:
+        """The reader waits for something else than events (its session's liveness check)
+        with the direct lane open, as if it waited in `next_batch`: its cursor must be set."""
+        self._parked = True
+        try:
+            yield
+        finally:
+            self._parked = False
 
     def reset_lag(self) -> None:
         """Start buffering again after a lag (the reader resynced)."""
