@@ -28,7 +28,9 @@ from its bytes sent to its whole answer in.
 * ``agents_max_ratio_32``: the maximum with all agents ÷ the maximum with one
   (target ≤ 2.0);
 * each phase's p50 / p99 / max, per operation too (the slowest operation shows), its
-  cycles and the room's CPU seconds;
+  cycles, the room's CPU seconds, and ``other_processes_cores``: the CPU the rest of the
+  machine used meanwhile, in cores (/proc/stat less the room and this script): near 0 on a
+  quiet machine; a figure taken with other work near 1 or above says more about that work;
 * ``--profile FILE``: ``py-spy record --format raw`` on the room during the second
   phase (``.venv/bin/pip install py-spy``), and its top frames.
 
@@ -200,7 +202,9 @@ def run_phase(agents: list[Agent], seconds: float, room_pid: int) -> dict[str, A
         agent.timings.clear()
         agent.cycles = 0
     cpu_before = loadgen.cpu_seconds(room_pid)
-    start_at = time.perf_counter() + 0.2
+    busy_before, own_before = loadgen.machine_busy_seconds(), loadgen.cpu_seconds(os.getpid())
+    started = time.perf_counter()
+    start_at = started + 0.2
     count = len(agents)
     threads = [threading.Thread(target=agent.run, args=(start_at + k / count, seconds))
                for k, agent in enumerate(agents)]
@@ -209,6 +213,15 @@ def run_phase(agents: list[Agent], seconds: float, room_pid: int) -> dict[str, A
     for thread in threads:
         thread.join()
     cpu_after = loadgen.cpu_seconds(room_pid)
+    busy_after, own_after = loadgen.machine_busy_seconds(), loadgen.cpu_seconds(os.getpid())
+    elapsed = time.perf_counter() - started
+    others = None
+    if (busy_before is not None and busy_after is not None and own_before is not None
+            and own_after is not None and cpu_before is not None and cpu_after is not None):
+        # What the rest of the machine took meanwhile, in cores: on a quiet machine ~0; the
+        # room is pinned to one of two cores, so anything near 1 is a core's worth taken from it.
+        spent = (busy_after - busy_before) - (own_after - own_before) - (cpu_after - cpu_before)
+        others = round(spent / elapsed, 2)
     every: list[float] = []
     by_operation: dict[str, list[float]] = defaultdict(list)
     for agent in agents:
@@ -223,6 +236,7 @@ def run_phase(agents: list[Agent], seconds: float, room_pid: int) -> dict[str, A
         "cycles": sum(agent.cycles for agent in agents),
         "room_cpu_s": (round(cpu_after - cpu_before, 2)
                        if cpu_before is not None and cpu_after is not None else None),
+        "other_processes_cores": others,
         "errors": errors[:5],
         "error_count": len(errors),
     }

@@ -119,6 +119,18 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every core of the machine spent busy since boot (Linux /proc/stat)."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    # user nice system idle iowait irq softirq steal ...: all but idle and iowait.
+    values = [int(value) for value in fields[1:9]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
 class LineReader:
     """Reads a child's stdout lines on a thread so the caller can wait with a timeout."""
 
