@@ -139,3 +139,36 @@ async def test_an_http_1_0_stream_is_close_delimited_and_takes_the_channel(
     assert b"transfer-encoding" not in head.lower()
     assert body.startswith(b"retry: 5000\n\n")  # no chunk sizes: the body is the events
     assert delivered == []
+
+
+async def test_among_many_direct_streams_an_addressed_event_is_marked_for_its_reader_only(
+    live: LiveRoom, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One commit's fan-out frames each event once for every stream on the lane; the
+    reader an event is addressed to still gets its own copy (`addressed: true`), and
+    no other stream ever does, whatever order the shared frames were built in."""
+    delivered = count_direct(monkeypatch, stream_views.SSEWriter)
+    sender = await live.join("sender")
+    readers = [await live.join(f"reader {k}") for k in range(4)]
+    streams = [await _sse(live, reader["session_id"]) for reader in readers]
+    first, second = readers[0]["participant_id"], readers[2]["participant_id"]
+    sent = [("for all", None), ("for the first", [first]), ("for all again", None),
+            ("for the third", [second]), ("for both", [first, second])]
+    for text, to in sent:
+        await live.call("POST", "/workspace/message", sender["session_id"],
+                        {"text": text, **({} if to is None else {"to": to})})
+    seen: list[list[dict[str, Any]]] = []
+    for chunks in streams:
+        events = await _events_until(chunks, "message.sent", len(sent))
+        seen.append([e for e in events if e["type"] == "message.sent"])
+    for reader, messages in zip(readers, seen, strict=True):
+        assert [m["payload"]["text"] for m in messages] == [text for text, _ in sent]
+        marked = [m["payload"]["text"] for m in messages if m.get("addressed", False)]
+        assert marked == [text for text, to in sent
+                          if to is not None and reader["participant_id"] in to]
+        # Every stream got the same event ids; only the addressed copies differ.
+        assert [m["event_id"] for m in messages] == [m["event_id"] for m in seen[0]]
+    for_all = {m["event_id"] for m in seen[0] if not m["payload"].get("to")}
+    # The lane was used for the messages for everyone (a stream whose task was busy at that
+    # moment took them the buffered way, which is just as right).
+    assert for_all & set(delivered), delivered

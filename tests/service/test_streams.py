@@ -557,6 +557,62 @@ async def test_idle_streams_share_their_session_checks(
     assert calls == [1] * 5, calls
 
 
+class _RecordingWriter:
+    """A direct writer that takes every event it is offered (the hub's lane, `room/hub.py`)."""
+
+    def __init__(self) -> None:
+        self.taken: list[int] = []
+
+    def write_event_nowait(self, event: Event, owe: Any) -> bool:
+        self.taken.append(event.event_id)
+        return True
+
+
+async def test_the_direct_lane_stays_open_while_a_stream_checks_its_session(
+    autojump_clock: MockClock, env: Env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """All of a room's streams check their sessions at the same grid instant and wait for
+    one shared store call; events published meanwhile still go the direct lane (no task
+    of the stream wakes for them), and the stream neither repeats nor loses them."""
+    checking, release = trio.Event(), trio.Event()
+    real_run_sync = env.room.run_sync
+
+    async def held_check(fn: Any, *args: Any) -> Any:
+        if fn is streams.check_streams:
+            checking.set()
+            await release.wait()
+        return await real_run_sync(fn, *args)
+
+    monkeypatch.setattr(env.room, "run_sync", held_check)
+    writer = _RecordingWriter()
+    items: list[StreamItem] = []
+    stream = env.observe(None, heartbeat_seconds=100.0, liveness_seconds=1.0, direct=writer)
+    async with trio.open_nursery() as nursery:
+        async def consume() -> None:
+            async with aclosing(stream):
+                async for item in stream:
+                    items.append(item)
+
+        nursery.start_soon(consume)
+        with trio.fail_after(5):
+            await checking.wait()  # the first check, as the stream starts
+        release.set()
+        await trio.sleep(0.1)  # now parked in next_batch
+        checking, release = trio.Event(), trio.Event()
+        with trio.fail_after(5):
+            await checking.wait()  # the grid's check, one second in: held
+        await env.pair(env.host)
+        during = env.table_ids()[-2:]
+        assert writer.taken == during  # delivered while the check waits
+        release.set()
+        await trio.sleep(0.1)
+        await env.pair(env.host)
+        after = env.table_ids()[-2:]
+        assert writer.taken == [*during, *after]
+        nursery.cancel_scope.cancel()
+    assert [item.kind for item in items if item.kind != "heartbeat"] == []
+
+
 # ------------------------------------------------------------ long-poll
 
 

@@ -19,6 +19,9 @@ commits and reads the figures:
 * ``fanout_p99_ms_1000``: 20 host commits one at a time; each from *sending the
   commit request* until the *last* of the 1,000 streams has the whole
   ``change.committed`` event, p99 (of 20: the maximum; target < 100 ms);
+* ``cpu_ms_per_commit``: the room's and the subscribers' CPU per commit during those 20;
+  ``other_processes_cores``: what the rest of the machine used meanwhile, in cores (near 0
+  on a quiet machine);
 * ``one_more_stream_status``: the status one more stream of the first session gets
   (429 when it already holds 8: the room keeps its per-session cap while it holds
   the audience).
@@ -30,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import tempfile
 import time
@@ -74,6 +78,19 @@ def stream_status(port: int, bearer: str) -> int:
         sock.sendall(loadgen.build_request("GET", "/workspace/observe", bearer=bearer))
         head = sock.recv(4096)
     return int(head.split(b" ", 2)[1])
+
+
+def _others(busy: tuple[float | None, float | None],
+            ours: list[tuple[float | None, float | None]], seconds: float) -> float | None:
+    """The cores the rest of the machine used meanwhile: its busy CPU less our processes'."""
+    if busy[0] is None or busy[1] is None:
+        return None
+    spent = busy[1] - busy[0]
+    for before, after in ours:
+        if before is None or after is None:
+            return None
+        spent -= after - before
+    return round(spent / seconds, 2)
 
 
 def settled_rss(pid: int, seconds: float = 1.5) -> int:
@@ -134,7 +151,22 @@ def main() -> None:
                                            "per_subscriber_kb": round(per_stream_kb, 2)})
                 ninth = stream_status(room.port, bearers[0])
                 _show("one more stream of session 1", ninth)
+                cpu_before = (loadgen.cpu_seconds(room.pid), loadgen.cpu_seconds(subs.child.pid))
+                own_before, busy_before = loadgen.cpu_seconds(os.getpid()), loadgen.machine_busy_seconds()
+                fanout_started = time.monotonic()
                 fanout = fanout_run(committer, subs, args.commits)
+                fanout_s = time.monotonic() - fanout_started
+                cpu_after = (loadgen.cpu_seconds(room.pid), loadgen.cpu_seconds(subs.child.pid))
+                own_after, busy_after = loadgen.cpu_seconds(os.getpid()), loadgen.machine_busy_seconds()
+                fanout["other_processes_cores"] = _others(
+                    (busy_before, busy_after), [(own_before, own_after), *zip(cpu_before, cpu_after,
+                                                                               strict=True)],
+                    fanout_s)
+                fanout["cpu_ms_per_commit"] = {
+                    who: (round((after - before) * 1000 / args.commits, 2)
+                          if before is not None and after is not None else None)
+                    for who, before, after in zip(("room", "subscribers"), cpu_before, cpu_after,
+                                                  strict=True)}
                 _show("fanout", fanout)
                 stats = subs.stats()
             finally:
@@ -145,6 +177,8 @@ def main() -> None:
         "fanout_median_ms": fanout["from_request_median_ms"],
         "commit_answer_median_ms": fanout["answer_median_ms"],
         "incomplete": fanout["incomplete"],
+        "cpu_ms_per_commit": fanout["cpu_ms_per_commit"],
+        "other_processes_cores": fanout["other_processes_cores"],
         "rss_per_subscriber_kb": round(per_stream_kb, 2),
         "session_idle_kb": round(session_kb, 2),
         "rss_kb": {"no_guests": rss_empty, "sessions": rss_sessions, "streams": rss_streams},

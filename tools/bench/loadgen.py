@@ -119,6 +119,18 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every core of the machine spent busy since boot (Linux /proc/stat)."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    # user nice system idle iowait irq softirq steal ...: all but idle and iowait.
+    values = [int(value) for value in fields[1:9]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
 class LineReader:
     """Reads a child's stdout lines on a thread so the caller can wait with a timeout."""
 
@@ -726,6 +738,15 @@ class _Sub:
 
     def feed(self, data: bytes) -> list[bytes]:
         """Feed raw bytes; the complete SSE messages they finish."""
+        if self.head_done and self.chunk_left < 0 and not self.raw and not self.body:
+            # The usual case, and the one a commit's fan-out makes 1,000 times at once: the
+            # read is exactly one whole chunk holding whole messages. Taken without copies,
+            # so the subscribers' own parsing weighs as little as it can on the figure.
+            eol = data.find(b"\r\n")
+            if 0 < eol <= 8:
+                size = int(data[:eol], 16)
+                if size and len(data) == eol + size + 4 and data.endswith(b"\n\n\r\n"):
+                    return data[eol + 2 : -4].split(b"\n\n")
         raw = self.raw
         raw += data
         if not self.head_done:
@@ -806,10 +827,13 @@ def run_subscribers(port: int, bearers: Sequence[str], count: int, batch: int) -
         for message in sub.feed(data):
             if b"event: change.committed" in message:
                 event_id = 0
-                for line in message.split(b"\n"):
-                    if line.startswith(b"id: "):
-                        event_id = int(line[4:])
-                        break
+                if message.startswith(b"id: "):  # the room's frames start with their id
+                    event_id = int(message[4 : message.find(b"\n")])
+                else:
+                    for line in message.split(b"\n"):
+                        if line.startswith(b"id: "):
+                            event_id = int(line[4:])
+                            break
                 record = pending.get(event_id)
                 if record is None:
                     version = None

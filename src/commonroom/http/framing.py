@@ -53,13 +53,23 @@ def http_chunk(frame: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(frame), frame)
 
 
+# The last event asked for and its chunk: a commit's fan-out asks for the same event once
+# per stream, 1,000 times in a row, and this answers without the cache's look-up.
+_last_chunk: tuple[Event | None, bytes] = (None, b"")
+
+
 def sse_event_chunk(event: Event) -> bytes:
     """The event's frame as one HTTP/1.1 chunk, built once for every subscriber."""
+    global _last_chunk
+    last, chunk = _last_chunk
+    if last is event:
+        return chunk
     entry = _cached(event)
-    chunk: bytes | None = entry[2]
-    if chunk is None:
-        chunk = entry[2] = http_chunk(entry[1])
-    return chunk
+    built: bytes | None = entry[2]
+    if built is None:
+        built = entry[2] = http_chunk(entry[1])
+    _last_chunk = (event, built)
+    return built
 
 
 def format_sse(item: StreamItem) -> bytes:

@@ -73,6 +73,7 @@ class DirectWriter:
     def __init__(self, connection: HardenedTCPServer) -> None:
         self._connection = connection
         self._head_sent = trio.Event()
+        self._head_out = False  # `_head_sent` as a plain flag, for the hub's lane
         self.done = trio.Event()
         self.cancel_scope = trio.CancelScope()
         self._owed = b""  # the rest of a chunk the direct lane wrote in part
@@ -104,7 +105,7 @@ class DirectWriter:
     # The hub's side: a live event while the pump waits.
 
     def write_event_nowait(self, event: Event, owe: Callable[[], None]) -> bool:
-        if self._gone or self._owed or not self._head_sent.is_set():
+        if self._gone or self._owed or not self._head_out:
             return False
         chunk = self.event_chunk(event)
         if not chunk:
@@ -123,6 +124,7 @@ class DirectWriter:
     # The response's side.
 
     def head_sent(self) -> None:
+        self._head_out = True
         self._head_sent.set()
 
     def close(self) -> None:

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 
 import trio
 
@@ -63,14 +64,15 @@ class Subscriber:
         self.poked = False
         self._parked = False
 
-    def _offer(self, event: Event) -> None:
+    def _offer(self, event: Event, now: float) -> None:
+        """Take one published event (`now`: the publish's trio time, read once for all)."""
         if self.lagged or self.closed:
             return
         direct = self.direct
         if (direct is not None and self._parked and not self._buffer
                 and event.event_id == self.cursor + 1 and direct(event)):
             self.cursor = event.event_id
-            self.delivered_at = trio.current_time()
+            self.delivered_at = now
             return
         if len(self._buffer) >= self._limit:
             # Overflow: drop everything (memory stays bounded); the reader resyncs.
@@ -115,6 +117,16 @@ class Subscriber:
         self._buffer.clear()
         return batch
 
+    @contextmanager
+    def parked(self) -> Iterator[None]:
+        """The reader waits for something else than events (its session's liveness check)
+        with the direct lane open, as if it waited in `next_batch`: its cursor must be set."""
+        self._parked = True
+        try:
+            yield
+        finally:
+            self._parked = False
+
     def reset_lag(self) -> None:
         """Start buffering again after a lag (the reader resynced)."""
         self.lagged = False
@@ -144,11 +156,12 @@ class EventHub:
     def publish(self, events: Iterable[Event]) -> None:
         """Offer committed events to every subscriber; never waits."""
         subscribers = tuple(self._subscribers)
+        now = trio.current_time()
         for event in events:
             if event.event_id > self.latest_event_id:
                 self.latest_event_id = event.event_id
             for sub in subscribers:
-                sub._offer(event)
+                sub._offer(event, now)
 
     def close_all(self) -> None:
         """The room is stopping: close every subscriber (and any later one)."""
