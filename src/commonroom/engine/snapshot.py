@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from commonroom.engine.content_hash import HashMarks
 from commonroom.engine.history import HeadingIndex, StoredOutline
 from commonroom.engine.ids import sha256_hex
 from commonroom.engine.regions import Outline
@@ -24,7 +25,7 @@ class Snapshot:
     `data`/`text` load the whole version when asked.
     """
 
-    __slots__ = ("_data", "content_hash", "edit", "index", "layout", "outline", "version")
+    __slots__ = ("_data", "content_hash", "edit", "hash_marks", "index", "layout", "outline", "version")
 
     def __init__(
         self,
@@ -35,6 +36,7 @@ class Snapshot:
         layout: blobs.Layout | None = None,
         index: HeadingIndex | None = None,
         edit: tuple[int, int, int] | None = None,
+        hash_marks: HashMarks | None = None,
     ) -> None:
         self.version = version
         self._data = data
@@ -47,6 +49,9 @@ class Snapshot:
         self.edit = edit
         """A stretch of the text holding all it changed against version - 1, when its write
         knew one: (start, old end, new end) in characters. Blame compares only there."""
+        self.hash_marks = hash_marks
+        """The current version: its content hash's kept states, so that the next version's
+        hash resumes from its change (`engine.content_hash`)."""
 
     @property
     def data(self) -> bytes:

@@ -24,8 +24,8 @@ from collections import OrderedDict
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
+from commonroom.engine.content_hash import hash_marked
 from commonroom.engine.history import StoredOutline, build_index, load_index
-from commonroom.engine.ids import sha256_hex
 from commonroom.engine.regions import WHOLE, Outline, Span
 from commonroom.engine.settle import FileSettling
 from commonroom.engine.snapshot import SNAPSHOT_CACHE_BYTES, Snapshot
@@ -75,7 +75,8 @@ class Versions:
             outline = StoredOutline(self.engine.conn, blobs.Manifest(self.engine.conn, manifest), index)
             return self._remember(Snapshot(version, None, content_hash, outline))
         data, layout = blobs.load_layout(self.engine.conn, manifest)
-        if sha256_hex(data) != content_hash:
+        marks = hash_marked(data)
+        if marks.hexdigest != content_hash:
             raise RuntimeError(f"version {version} does not match its content hash")
         full = Outline(decode_text(data))
         if index is None:
@@ -86,7 +87,7 @@ class Versions:
         if version != self.current_version:
             outline = StoredOutline(self.engine.conn, blobs.Manifest.of(layout.ids), index)
             return self._remember(Snapshot(version, None, content_hash, outline))
-        return self._remember(Snapshot(version, data, content_hash, full, layout, index))
+        return self._remember(Snapshot(version, data, content_hash, full, layout, index, hash_marks=marks))
 
     def _remember(self, snap: Snapshot) -> Snapshot:
         """Cache `snap`; old versions are evicted, oldest use first, past SNAPSHOT_CACHE_BYTES."""
@@ -136,10 +137,15 @@ class Versions:
         same stretch in characters (`Snapshot.edit`).
         """
         version = self.current_version + 1
-        # First: hashing releases the interpreter lock, so the writer thread, just handed
-        # the temp file (`_write`), takes it at once to start its write.
-        content_hash = sha256_hex(data)
         before = self.cache.get(self.current_version)
+        # First: hashing releases the interpreter lock, so the writer thread, just handed
+        # the temp file (`_write`), takes it at once to start its write. Only the bytes
+        # from the change on are hashed again (`engine.content_hash`).
+        marks = hash_marked(
+            data, before.hash_marks if before is not None and edit is not None else None,
+            edit[0] if edit is not None else 0,
+        )
+        content_hash = marks.hexdigest
         if outline is None:
             outline = Outline(decode_text(data))
         previous = before.index if before is not None else None
@@ -161,7 +167,9 @@ class Versions:
             # the version it supersedes leaves memory with its text; read again, it
             # comes back as a stored outline (its heading index, a chunk at a time)
             self.cache.pop(before.version, None)
-        return self._remember(Snapshot(version, data, content_hash, outline, layout, index, text_edit))
+        return self._remember(
+            Snapshot(version, data, content_hash, outline, layout, index, text_edit, hash_marks=marks)
+        )
 
     def write_version(
         self,
