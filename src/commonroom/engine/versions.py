@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
@@ -220,7 +221,7 @@ class Versions:
         proposal_id: str | None = None,
         reverts: int | None = None,
         restores: int | None = None,
-        outline: Outline | None = None,
+        outline: Outline | Callable[[], Outline] | None = None,
     ) -> Snapshot:
         """`write_version` of the current text with `span` replaced by `content`.
 
@@ -228,7 +229,9 @@ class Versions:
         new content (one copy), the outline is re-scanned around the change
         only (`Outline.replaced`) and only the blocks around it are stored.
         `outline`, when given, is ``current().outline.replaced(span, content)``
-        already built by the caller (it holds the new text too).
+        already built by the caller (it holds the new text too), or what builds it (and
+        may refuse the change by raising): that is called once the new bytes' temp file is
+        being written, so building the new text overlaps the write.
         """
         before = self.current()
         old_data, old_text = before.data, before.text
@@ -240,10 +243,11 @@ class Versions:
         raw = encode_text(content)
         view = memoryview(old_data)
         data = b"".join((view[:byte_start], raw, view[byte_end:]))
-        if outline is None:
-            outline = before.outline.replaced(span, content, text=decode_text(data))
         return self._write(
-            tx, data, outline, (byte_start, byte_end, byte_start + len(raw)),
+            tx, data,
+            outline if outline is not None
+            else lambda: before.outline.replaced(span, content, text=decode_text(data)),
+            (byte_start, byte_end, byte_start + len(raw)),
             (span.start, span.end, span.start + len(content)), summary=summary,
             participant_id=participant_id, region=region, source=source, proposal_id=proposal_id,
             reverts=reverts, restores=restores,
@@ -270,7 +274,7 @@ class Versions:
         self,
         tx: Tx,
         data: bytes,
-        outline: Outline | None,
+        outline: Outline | Callable[[], Outline] | None,
         edit: tuple[int, int, int] | None,
         text_edit: tuple[int, int, int] | None,
         *,
@@ -284,7 +288,8 @@ class Versions:
         undoes: list[ev.UndoneChange] | None = None,
     ) -> Snapshot:
         """Store and stage the new bytes; `edit` and `text_edit` hold the changed stretch
-        in bytes and in characters when the caller knows it (`insert`)."""
+        in bytes and in characters when the caller knows it (`insert`). `outline` is the new
+        outline, or what builds it once the temp file is being written (`write_replacement`)."""
         engine = self.engine
         before = self.current()
         if source != "external" and engine.settle.settling:
@@ -297,6 +302,8 @@ class Versions:
             # before COMMIT. (Hashing on a second writer thread was tried: no gain
             # on two cores, the write itself is CPU in the kernel.)
             tx.prepared = engine.txn.prepare_on_writer(data)
+        if callable(outline):
+            outline = outline()
         snap = self.insert(
             tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit,
             text_edit=text_edit,
