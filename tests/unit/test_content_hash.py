@@ -99,3 +99,31 @@ def test_every_commit_on_a_large_document_hashes_as_its_file(tmp_path: Path, lin
             assert hashlib.sha256(reopened.snapshot(version).data).hexdigest() == content_hash
     finally:
         reopened.close()
+
+
+def test_a_commit_takes_the_outline_its_propose_built(tmp_path: Path) -> None:
+    """The new text is built once per proposal: the current snapshot remembers the outline
+    the propose built (`Snapshot.replaced`), and the commit's version holds that very one."""
+    path = tmp_path / "doc.md"
+    path.write_text("".join(f"# Section {i}\n\nline {i}\n" for i in range(20)))
+    clock = ManualClock()
+    engine = open_engine(path, clock=clock)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    room = Driver(engine, clock)
+    agent = room.join()["session_id"]
+    content = "# Section 7\n\nnew words\n"
+    proposal = room.call("workspace.propose", agent, region="Section 7", base_version=room.version,
+                         summary="edit", content=content)
+    before = engine.current()
+    span = before.outline.resolve("Section 7")
+    built = before.replaced(span, content)
+    assert before.replaced(span, content) is built  # remembered, not built again
+    other = before.replaced(span, "# Section 7\n\nother words\n")
+    assert other is not built and other.text == before.outline.replace(span, "# Section 7\n\nother words\n")
+    built = before.replaced(span, content)  # asked again after another: built anew, and remembered
+    room.call("workspace.review", room.host, proposal_id=proposal["proposal_id"],
+              revision=proposal["revision"], decision="approve")
+    room.call("workspace.commit", agent, proposal_id=proposal["proposal_id"])
+    assert engine.current().outline is built
+    assert engine.current().text == path.read_text() == built.text
+    engine.close()

@@ -161,14 +161,16 @@ def check_outline(current: Snapshot, region: str, content: str) -> Outline | Non
     (their leases ended, their reads answered `invalid_region`).
 
     Returns the outline of the text with the region replaced (None for the
-    whole document), so a commit builds the new text and its outline once.
+    whole document), so a commit builds the new text and its outline once; the
+    current snapshot remembers the last one built (`Snapshot.replaced`), so a commit
+    takes the one its propose built when no other change landed in between.
     """
     if region == WHOLE:
         return None
     outline = current.outline
     assert isinstance(outline, Outline)  # the current version's outline is always a full one
     span = outline.resolve(region)
-    replaced = outline.replaced(span, content)
+    replaced = current.replaced(span, content)
     if outline.changes_outside(span, content, replaced):
         # One cause, its line in the text and its fix (PROTOCOL section 7), so an agent
         # knows what to change instead of guessing.
