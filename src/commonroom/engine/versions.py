@@ -25,7 +25,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
-from commonroom.engine.content_hash import hash_marked
+from commonroom.engine.content_hash import HashMarks, hash_marked
 from commonroom.engine.history import StoredOutline, build_index, load_index
 from commonroom.engine.regions import WHOLE, Outline, Span
 from commonroom.engine.settle import FileSettling
@@ -129,23 +129,20 @@ class Versions:
         outline: Outline | None = None,
         edit: tuple[int, int, int] | None = None,
         text_edit: tuple[int, int, int] | None = None,
+        marks: HashMarks | None = None,
     ) -> Snapshot:
         """Store `data` as the next version.
 
         `outline` is its outline when the caller has it; `edit` says which bytes
         changed against the current version (start, old end, new end), so only
         the blocks around them are cut, hashed and stored again; `text_edit` is the
-        same stretch in characters (`Snapshot.edit`).
+        same stretch in characters (`Snapshot.edit`); `marks` its content hash when
+        the caller computed it (`hash_of`).
         """
         version = self.current_version + 1
         before = self.cache.get(self.current_version)
-        # First: hashing releases the interpreter lock, so the writer thread, just handed
-        # the temp file (`_write`), takes it at once to start its write. Only the bytes
-        # from the change on are hashed again (`engine.content_hash`).
-        marks = hash_marked(
-            data, before.hash_marks if before is not None and edit is not None else None,
-            edit[0] if edit is not None else 0,
-        )
+        if marks is None:
+            marks = self.hash_of(data, edit)
         content_hash = marks.hexdigest
         if outline is None:
             outline = Outline(decode_text(data))
@@ -171,6 +168,14 @@ class Versions:
         return self._remember(
             Snapshot(version, data, content_hash, outline, layout, index, text_edit, hash_marks=marks)
         )
+
+    def hash_of(self, data: bytes, edit: tuple[int, int, int] | None) -> HashMarks:
+        """The content hash of `data`, the next version: only the bytes from `edit`'s
+        start on are hashed again (`engine.content_hash`)."""
+        before = self.cache.get(self.current_version)
+        if before is None or edit is None:
+            return hash_marked(data)
+        return hash_marked(data, before.hash_marks, edit[0])
 
     def write_version(
         self,
@@ -302,11 +307,15 @@ class Versions:
             # before COMMIT. (Hashing on a second writer thread was tried: no gain
             # on two cores, the write itself is CPU in the kernel.)
             tx.prepared = engine.txn.prepare_on_writer(data)
+        # The hash first: it releases the interpreter lock at once, so the writer thread,
+        # just handed the temp file, takes it to start its write (Python here would keep
+        # it up to the switch interval, 5 ms). Then the outline, when it is still to build.
+        marks = self.hash_of(data, edit)
         if callable(outline):
             outline = outline()
         snap = self.insert(
             tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit,
-            text_edit=text_edit,
+            text_edit=text_edit, marks=marks,
         )
         if source != "external":
             tx.staged = StagedWrite(snap.version, data)
