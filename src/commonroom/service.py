@@ -71,6 +71,7 @@ from commonroom.http.serving import (
 )
 from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.mcp.endpoint import register_owner_configs
+from commonroom.process_memory import use_one_malloc_arena
 from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
@@ -203,6 +204,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
     doc = Path(options.path).resolve()
     serving = _serving_limits(options)
     open_files = raise_open_file_limit()
+    use_one_malloc_arena()  # before the room's threads: one reserve of freed memory, not one a thread
     try:
         credentials = credentials_path(doc)
     except OSError as exc:

@@ -16,6 +16,9 @@ written atomically by this process (temp file, fsync, rename, folder fsync:
   (target ≤ 2.0); ``bench_engine.py``'s figure is the same commit in process;
 * ``room_rss_ratio_10mb_http``: the room's VmRSS after the commits ÷ after its
   first read (target ≤ 1.5);
+* ``room_cpu_ms_per_commit``, ``room_minor_faults_per_commit``: what the room spent while
+  it answered the commit requests (/proc; clock ticks of 10 ms, averaged over the commits):
+  less noisy than the wall-clock figures on a shared machine;
 * ``--profile FILE``: ``py-spy record`` on the room during the timed commits
   (``--format raw``: collapsed stacks; `summarize` prints the top frames).
 
@@ -65,6 +68,15 @@ def start_room(doc: Path, pinned: bool) -> subprocess.Popen[str]:
         raise RuntimeError(f"ce serve printed {line!r}")
     proc.ready = json.loads(line)  # type: ignore[attr-defined]
     return proc
+
+
+def room_counters(pid: int) -> dict[str, float]:
+    """The room's CPU milliseconds (user + system, all threads) and minor page faults so far."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return {"cpu_ms": (int(fields[11]) + int(fields[12])) * 1000 / ticks,
+            "minor_faults": int(fields[7])}
 
 
 def summarize(raw: Path, top: int = 25) -> list[tuple[str, float]]:
@@ -117,6 +129,7 @@ def main() -> None:
             http.call("GET", f"/workspace/read?{loadgen.region_query(region)}", bearer=agent)
             time.sleep(1.0)
             rss_first = loadgen.rss_kb(room.pid)
+            spent: Counter[str] = Counter()
 
             def one_commit(n: int) -> float:
                 region = f"Part {rng.randint(1, 100)}/Section {rng.randint(1, 100)}"
@@ -129,13 +142,18 @@ def main() -> None:
                 http.call("POST", "/workspace/proposal/review", {
                     "proposal_id": proposal["proposal_id"], "revision": proposal["revision"],
                     "decision": "approve"}, bearer=host)
+                before = room_counters(room.pid)
                 sent = time.perf_counter()
                 http.call("POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]},
                           bearer=agent)
-                return (time.perf_counter() - sent) * 1000
+                elapsed = (time.perf_counter() - sent) * 1000
+                for name, value in room_counters(room.pid).items():
+                    spent[name] += value - before[name]
+                return elapsed
 
             for n in range(args.warmup):
                 one_commit(n)
+            spent.clear()
             if args.profile is not None:
                 profiler = subprocess.Popen(
                     [str(Path(loadgen.PYTHON).parent / "py-spy"), "record", "--pid",
@@ -176,6 +194,10 @@ def main() -> None:
         "commit_ms": round(commit, 2),
         "atomic_write_ms": round(write, 2),
         "room_rss_ratio_10mb_http": round(rss_after / rss_first, 3),
+        # the room's own work while it answered the commit requests: CPU (its threads, the
+        # kernel's write into the page cache included) and page faults (fresh memory)
+        "room_cpu_ms_per_commit": round(spent["cpu_ms"] / args.commits, 2),
+        "room_minor_faults_per_commit": round(spent["minor_faults"] / args.commits),
         "rss_kb": {"first_read": rss_first, "after": rss_after},
         "commits": args.commits,
         "pinning": pinning,

@@ -161,14 +161,16 @@ def check_outline(current: Snapshot, region: str, content: str) -> Outline | Non
     (their leases ended, their reads answered `invalid_region`).
 
     Returns the outline of the text with the region replaced (None for the
-    whole document), so a commit builds the new text and its outline once.
+    whole document), so a commit builds the new text and its outline once; the
+    current snapshot remembers the last one built (`Snapshot.replaced`), so a commit
+    takes the one its propose built when no other change landed in between.
     """
     if region == WHOLE:
         return None
     outline = current.outline
     assert isinstance(outline, Outline)  # the current version's outline is always a full one
     span = outline.resolve(region)
-    replaced = outline.replaced(span, content)
+    replaced = current.replaced(span, content)
     if outline.changes_outside(span, content, replaced):
         # One cause, its line in the text and its fix (PROTOCOL section 7), so an agent
         # knows what to change instead of guessing.
@@ -501,19 +503,25 @@ def _commit_proposal(tx: Tx, proposal_id: str) -> Committed:
         raise tx.fail_after_commit(
             stale_error(tx, proposal.region, proposal.base_version, proposal_id)
         )
-    # Again at commit: other regions may have changed since the propose (and a
-    # reviewer's amendment too), and the text must stay inside its region here.
-    replaced = check_outline(current, proposal.region, content)
     if proposal.region == WHOLE:
         snap = engine.versions.write_version(
             tx, content, summary=proposal.summary, participant_id=tx.actor.participant_id,
             region=proposal.region, source="proposal", proposal_id=proposal_id,
         )
     else:
+        def checked_outline() -> Outline:
+            # Again at commit: other regions may have changed since the propose (and a
+            # reviewer's amendment too), and the text must stay inside its region here.
+            # Run once the new bytes are being written: building the new text (the
+            # whole document's) overlaps the write; a refusal only discards the temp file.
+            replaced = check_outline(current, proposal.region, content)
+            assert replaced is not None
+            return replaced
+
         snap = engine.versions.write_replacement(
             tx, current.outline.resolve(proposal.region), content, summary=proposal.summary,
             participant_id=tx.actor.participant_id, region=proposal.region, source="proposal",
-            proposal_id=proposal_id, outline=replaced,
+            proposal_id=proposal_id, outline=checked_outline,
         )
     _move(tx, proposal, "commit", committed_version=snap.version)
     tx.emit(ev.ProposalCommitted(proposal_id, snap.version))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from commonroom.engine.content_hash import HashMarks
 from commonroom.engine.history import HeadingIndex, StoredOutline
 from commonroom.engine.ids import sha256_hex
-from commonroom.engine.regions import Outline
+from commonroom.engine.regions import Outline, Span
 from commonroom.engine.text import encode_text
 from commonroom.store import blobs
 
@@ -24,7 +25,8 @@ class Snapshot:
     `data`/`text` load the whole version when asked.
     """
 
-    __slots__ = ("_data", "content_hash", "edit", "index", "layout", "outline", "version")
+    __slots__ = ("_data", "_replacement", "content_hash", "edit", "hash_marks", "index", "layout", "outline",
+                 "version")
 
     def __init__(
         self,
@@ -35,6 +37,7 @@ class Snapshot:
         layout: blobs.Layout | None = None,
         index: HeadingIndex | None = None,
         edit: tuple[int, int, int] | None = None,
+        hash_marks: HashMarks | None = None,
     ) -> None:
         self.version = version
         self._data = data
@@ -47,6 +50,28 @@ class Snapshot:
         self.edit = edit
         """A stretch of the text holding all it changed against version - 1, when its write
         knew one: (start, old end, new end) in characters. Blame compares only there."""
+        self.hash_marks = hash_marks
+        """The current version: its content hash's kept states, so that the next version's
+        hash resumes from its change (`engine.content_hash`)."""
+        self._replacement: tuple[Span, str, Outline] | None = None
+
+    def replaced(self, span: Span, content: str) -> Outline:
+        """``outline.replaced(span, content)`` of the current version, the last one remembered.
+
+        A region proposal's outline (the whole new text with it) is built at propose
+        and again at commit, against the same version unless another change landed
+        between: the commit takes the one built at propose. One is kept, and it leaves
+        memory with this snapshot (superseded by the next version) or with the next
+        replacement asked.
+        """
+        remembered = self._replacement
+        if remembered is not None and remembered[0] == span and remembered[1] == content:
+            return remembered[2]
+        outline = self.outline
+        assert isinstance(outline, Outline)  # the current version's outline is always a full one
+        replaced = outline.replaced(span, content)
+        self._replacement = (span, content, replaced)
+        return replaced
 
     @property
     def data(self) -> bytes:

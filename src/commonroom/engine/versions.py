@@ -21,11 +21,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import OrderedDict
+from collections.abc import Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
+from commonroom.engine.content_hash import HashMarks, hash_marked
 from commonroom.engine.history import StoredOutline, build_index, load_index
-from commonroom.engine.ids import sha256_hex
 from commonroom.engine.regions import WHOLE, Outline, Span
 from commonroom.engine.settle import FileSettling
 from commonroom.engine.snapshot import SNAPSHOT_CACHE_BYTES, Snapshot
@@ -75,7 +76,8 @@ class Versions:
             outline = StoredOutline(self.engine.conn, blobs.Manifest(self.engine.conn, manifest), index)
             return self._remember(Snapshot(version, None, content_hash, outline))
         data, layout = blobs.load_layout(self.engine.conn, manifest)
-        if sha256_hex(data) != content_hash:
+        marks = hash_marked(data)
+        if marks.hexdigest != content_hash:
             raise RuntimeError(f"version {version} does not match its content hash")
         full = Outline(decode_text(data))
         if index is None:
@@ -86,7 +88,7 @@ class Versions:
         if version != self.current_version:
             outline = StoredOutline(self.engine.conn, blobs.Manifest.of(layout.ids), index)
             return self._remember(Snapshot(version, None, content_hash, outline))
-        return self._remember(Snapshot(version, data, content_hash, full, layout, index))
+        return self._remember(Snapshot(version, data, content_hash, full, layout, index, hash_marks=marks))
 
     def _remember(self, snap: Snapshot) -> Snapshot:
         """Cache `snap`; old versions are evicted, oldest use first, past SNAPSHOT_CACHE_BYTES."""
@@ -127,19 +129,21 @@ class Versions:
         outline: Outline | None = None,
         edit: tuple[int, int, int] | None = None,
         text_edit: tuple[int, int, int] | None = None,
+        marks: HashMarks | None = None,
     ) -> Snapshot:
         """Store `data` as the next version.
 
         `outline` is its outline when the caller has it; `edit` says which bytes
         changed against the current version (start, old end, new end), so only
         the blocks around them are cut, hashed and stored again; `text_edit` is the
-        same stretch in characters (`Snapshot.edit`).
+        same stretch in characters (`Snapshot.edit`); `marks` its content hash when
+        the caller computed it (`hash_of`).
         """
         version = self.current_version + 1
-        # First: hashing releases the interpreter lock, so the writer thread, just handed
-        # the temp file (`_write`), takes it at once to start its write.
-        content_hash = sha256_hex(data)
         before = self.cache.get(self.current_version)
+        if marks is None:
+            marks = self.hash_of(data, edit)
+        content_hash = marks.hexdigest
         if outline is None:
             outline = Outline(decode_text(data))
         previous = before.index if before is not None else None
@@ -161,7 +165,17 @@ class Versions:
             # the version it supersedes leaves memory with its text; read again, it
             # comes back as a stored outline (its heading index, a chunk at a time)
             self.cache.pop(before.version, None)
-        return self._remember(Snapshot(version, data, content_hash, outline, layout, index, text_edit))
+        return self._remember(
+            Snapshot(version, data, content_hash, outline, layout, index, text_edit, hash_marks=marks)
+        )
+
+    def hash_of(self, data: bytes, edit: tuple[int, int, int] | None) -> HashMarks:
+        """The content hash of `data`, the next version: only the bytes from `edit`'s
+        start on are hashed again (`engine.content_hash`)."""
+        before = self.cache.get(self.current_version)
+        if before is None or edit is None:
+            return hash_marked(data)
+        return hash_marked(data, before.hash_marks, edit[0])
 
     def write_version(
         self,
@@ -212,7 +226,7 @@ class Versions:
         proposal_id: str | None = None,
         reverts: int | None = None,
         restores: int | None = None,
-        outline: Outline | None = None,
+        outline: Outline | Callable[[], Outline] | None = None,
     ) -> Snapshot:
         """`write_version` of the current text with `span` replaced by `content`.
 
@@ -220,7 +234,9 @@ class Versions:
         new content (one copy), the outline is re-scanned around the change
         only (`Outline.replaced`) and only the blocks around it are stored.
         `outline`, when given, is ``current().outline.replaced(span, content)``
-        already built by the caller (it holds the new text too).
+        already built by the caller (it holds the new text too), or what builds it (and
+        may refuse the change by raising): that is called once the new bytes' temp file is
+        being written, so building the new text overlaps the write.
         """
         before = self.current()
         old_data, old_text = before.data, before.text
@@ -232,10 +248,11 @@ class Versions:
         raw = encode_text(content)
         view = memoryview(old_data)
         data = b"".join((view[:byte_start], raw, view[byte_end:]))
-        if outline is None:
-            outline = before.outline.replaced(span, content, text=decode_text(data))
         return self._write(
-            tx, data, outline, (byte_start, byte_end, byte_start + len(raw)),
+            tx, data,
+            outline if outline is not None
+            else lambda: before.outline.replaced(span, content, text=decode_text(data)),
+            (byte_start, byte_end, byte_start + len(raw)),
             (span.start, span.end, span.start + len(content)), summary=summary,
             participant_id=participant_id, region=region, source=source, proposal_id=proposal_id,
             reverts=reverts, restores=restores,
@@ -262,7 +279,7 @@ class Versions:
         self,
         tx: Tx,
         data: bytes,
-        outline: Outline | None,
+        outline: Outline | Callable[[], Outline] | None,
         edit: tuple[int, int, int] | None,
         text_edit: tuple[int, int, int] | None,
         *,
@@ -276,7 +293,8 @@ class Versions:
         undoes: list[ev.UndoneChange] | None = None,
     ) -> Snapshot:
         """Store and stage the new bytes; `edit` and `text_edit` hold the changed stretch
-        in bytes and in characters when the caller knows it (`insert`)."""
+        in bytes and in characters when the caller knows it (`insert`). `outline` is the new
+        outline, or what builds it once the temp file is being written (`write_replacement`)."""
         engine = self.engine
         before = self.current()
         if source != "external" and engine.settle.settling:
@@ -289,9 +307,15 @@ class Versions:
             # before COMMIT. (Hashing on a second writer thread was tried: no gain
             # on two cores, the write itself is CPU in the kernel.)
             tx.prepared = engine.txn.prepare_on_writer(data)
+        # The hash first: it releases the interpreter lock at once, so the writer thread,
+        # just handed the temp file, takes it to start its write (Python here would keep
+        # it up to the switch interval, 5 ms). Then the outline, when it is still to build.
+        marks = self.hash_of(data, edit)
+        if callable(outline):
+            outline = outline()
         snap = self.insert(
             tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit,
-            text_edit=text_edit,
+            text_edit=text_edit, marks=marks,
         )
         if source != "external":
             tx.staged = StagedWrite(snap.version, data)

@@ -1,0 +1,61 @@
+"""A version's content hash (sha256 of its bytes), hashed again only from where it changed.
+
+SHA-256 reads its input front to back, so its state after any prefix can be kept
+(`hashlib`'s ``copy``) and resumed later. The current version keeps that state at
+every `HASH_MARK_BYTES` of its bytes (its `HashMarks`); the next version, equal to
+it up to the change's first byte, resumes from the last mark before that byte and
+hashes only the rest. The digest is the same sha256 of the whole file (PROTOCOL's
+content hash): a region commit on a large document hashes, on average, half of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Final
+
+import attrs
+
+if TYPE_CHECKING:
+    from hashlib import _Hash
+
+HASH_MARK_BYTES: Final = 128 * 1024
+"""How far apart the kept states lie: at most this many unchanged bytes are hashed again.
+(A state is ~200 bytes: a 10 MB version keeps 78 of them.)"""
+
+
+@attrs.frozen(eq=False)
+class HashMarks:
+    """The sha256 of one version's bytes, and its state at every `HASH_MARK_BYTES` of them.
+
+    ``states[i]`` has read ``data[: i * HASH_MARK_BYTES]`` and is never updated itself
+    (only copies are), so marks are shared between versions that have those bytes in common.
+    """
+
+    hexdigest: str
+    size: int
+    states: tuple[_Hash, ...]
+
+
+def hash_marked(data: bytes, previous: HashMarks | None = None, unchanged: int = 0) -> HashMarks:
+    """The sha256 of `data`, with its marks.
+
+    `previous`: the marks of bytes equal to `data` in their first `unchanged` bytes
+    (the version `data` replaces, and where its change begins); hashing resumes
+    from the last of their states inside that head.
+    """
+    step = HASH_MARK_BYTES
+    if previous is None or not previous.states:
+        states = [hashlib.sha256()]
+    else:
+        head = min(unchanged, previous.size, len(data))
+        states = list(previous.states[: head // step + 1])
+    state = states[-1].copy()
+    position = (len(states) - 1) * step
+    view = memoryview(data)
+    # 128 KiB at a time: each update releases the interpreter lock (hashlib does above 2 KiB)
+    while position + step <= len(data):
+        state.update(view[position : position + step])
+        position += step
+        states.append(state.copy())
+    state.update(view[position:])
+    return HashMarks(state.hexdigest(), len(data), tuple(states))

@@ -1,0 +1,36 @@
+"""How a room process asks the C allocator to keep its memory (glibc's `mallopt`).
+
+A room serves its operations from worker threads, and glibc gives each new thread an
+arena of its own (up to eight per core). Every version of a large document allocates
+its text and its bytes (10 MB each for a 10 MB document) in whichever thread runs the
+commit; once freed, each arena keeps up to twice its largest block at its top for
+later. With several threads taking turns, the room held a few such reserves at once:
+after 30 commits on a 10 MB document it sat at 1.5 times its RSS after the first read
+(docs/benchmarks.md). One arena for the process keeps one reserve, reused by every
+thread; the interpreter lock serialises most allocations anyway, so the arenas bought
+a room little concurrency.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+M_ARENA_MAX = -8
+"""glibc's `mallopt` parameter: the most arenas the process may create (malloc.h)."""
+
+
+def use_one_malloc_arena() -> bool:
+    """Limit the process to the main malloc arena; False where there is no glibc to ask.
+
+    Only arenas created from now on are limited: call it before the room's threads start.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_ARENA_MAX, 1))
