@@ -33,7 +33,10 @@ from commonroom.engine.access import unused_start_invitation
 from commonroom.engine.addressing import addressed
 from commonroom.engine.config import EngineConfig, GitOptions
 from commonroom.engine.core import SIDECAR_SUFFIX, Engine
-from commonroom.engine.dispatch import execute, open_engine
+
+# The read path: read-only operations beside the writer (engine/readpath.py).
+from commonroom.engine.dispatch import NOT_READY, NotReady, execute, open_engine
+from commonroom.engine.dispatch import read as read
 from commonroom.engine.gitsync import check_work_tree as check_git_work_tree
 from commonroom.engine.gitsync import export as export_git
 from commonroom.engine.ids import hash_secret
@@ -96,6 +99,8 @@ def _conforms(engine: Engine) -> EngineFace:
 
 
 __all__ = [
+    # the read path
+    "NOT_READY",
     "SIDECAR_SUFFIX",
     "Actor",
     "AppRequestStart",
@@ -103,6 +108,7 @@ __all__ = [
     "EngineConfig",
     "EngineFace",
     "GitOptions",
+    "NotReady",
     "Outcome",
     "StreamStart",
     "addressed",
@@ -119,6 +125,7 @@ __all__ = [
     "mint_host_session",
     "newest_event_id",
     "open_engine",
+    "read",
     "related",
     "resolve_later",
     "ring_window",

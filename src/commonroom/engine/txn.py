@@ -17,6 +17,11 @@ by the version write). The commit order for a document change is:
    stamp is compared again, and the temp file is renamed over the document;
 5. the version is marked as written.
 
+From just before 3 until 5 is done (or the transaction undone), the commit holds
+the read gate (`engine.readpath`): a read transaction begins before it or after
+it, never in between, so no reader sees a version that is not on disk yet or
+that an undo takes back. The temp file's write and fsync (2) do not hold it.
+
 A crash between 3 and 4 leaves a version marked unwritten whose predecessor is
 on disk: reopening rolls it forward (`engine.watch`). A crash before 3 leaves
 only a stray temp file. A rename that *fails* (the file or folder refuses it)
@@ -37,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
+from threading import Lock
 from typing import TYPE_CHECKING
 
 from commonroom.engine.settle import FileSettling
@@ -98,6 +104,7 @@ class Transactions:
         """
         engine = self.engine
         tx = Tx(engine, self.engine.conn, now)
+        gate: Lock | None = None  # the read gate, held from COMMIT until the version landed
         self.engine.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
         if writes_document:
             self.undo_log.arm()
@@ -119,6 +126,10 @@ class Transactions:
                 except OSError as exc:
                     raise write_refused(engine.path, exc) from None
             tx.trim_ring()
+            if engine.current_version != tx.version_at_start:
+                # A new version: readers begin after it landed or was undone (`_land`).
+                engine.reads.gate.acquire()
+                gate = engine.reads.gate
             self.engine.conn.execute("COMMIT")
             tx.committed = True
             if tx.staged is not None:
@@ -142,6 +153,8 @@ class Transactions:
                 hook()
             raise deferred.error from None
         except BaseException as exc:
+            if gate is not None:
+                gate.release()  # rolled back: readers see the version before it
             self.undo_log.disarm()
             # SQLite rolls back by itself on some errors (a full disk): ROLLBACK
             # then fails with "no transaction is active" and would hide the cause.
@@ -155,6 +168,23 @@ class Transactions:
                 raise sidecar_refused(engine.sidecar_path, exc) from None
             raise
         self.undo_log.disarm()
+        try:
+            self._land(tx)
+        finally:
+            if gate is not None:
+                if tx.committed:
+                    engine.reads.publish(engine.versions.current())
+                gate.release()
+        self.undo_log.forget()
+        if write:
+            self._note_journal()
+        for hook in tx.after_commit:
+            hook()
+
+    def _land(self, tx: Tx) -> None:
+        """After COMMIT: a staged write's temp file renamed over the document and the
+        version marked written (steps 4 and 5), or the transaction undone."""
+        engine = self.engine
         if tx.staged is not None:
             assert tx.staged.temp_path is not None
             try:
@@ -183,11 +213,6 @@ class Transactions:
                     "UPDATE versions SET file_written = 1 WHERE version = ?", (tx.staged.version,)
                 )
             faults.reached("after_mark_written")
-        self.undo_log.forget()
-        if write:
-            self._note_journal()
-        for hook in tx.after_commit:
-            hook()
 
     def _note_journal(self) -> None:
         """After a write's COMMIT: is a checkpoint due (`config.caller_checkpoints`)?"""
