@@ -72,6 +72,9 @@ def open_read_connection(sidecar_path: Path) -> sqlite3.Connection:
     try:
         conn.execute(f"PRAGMA busy_timeout={READ_BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA query_only=ON")
+        # A first read opens the journal's files now, not during the first request
+        # (a room's descriptors are all open once it is up).
+        conn.execute("SELECT count(*) FROM meta").fetchone()
     except BaseException:
         conn.close()
         raise
