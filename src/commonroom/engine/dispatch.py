@@ -51,7 +51,7 @@ from commonroom.engine import (
 from commonroom.engine.config import DEFAULT_CONFIG, EngineConfig
 from commonroom.engine.core import Engine
 from commonroom.engine.operations import HANDLERS
-from commonroom.engine.readpath import GateClosed
+from commonroom.engine.readpath import GateClosed, RefreshDue
 from commonroom.engine.settle import FileSettling
 from commonroom.engine.tx import Hooks, Outcome
 from commonroom.protocol.capabilities import require
@@ -191,15 +191,14 @@ def _read(engine: Engine, name: str, bearer: str | None, raw_params: Mapping[str
             raise ValueError(f"{name} is not a read-only operation")
         params = parse_params(op.params, raw_params, from_query=from_query)
         now = engine.clock()
-        if engine.file.moved():
-            return None
         with engine.reads.transaction(now, block=block) as tx:
-            if engine.reads.expiry_due(tx):
-                return None
+            engine.reads.raise_if_expiry_due(tx)
             if op.capability is not None:
                 tx.actor_or_none = sessions.authenticate(tx, bearer)
                 require(tx.actor.capabilities, op.capability)
             result = HANDLERS[name](tx, params)
         return Outcome(result if later else linediff.resolved(result), None, [])
+    except RefreshDue:
+        return None
     except CommonroomError as error:
         return Outcome(None, error, [])

@@ -12,8 +12,8 @@ the last COMMIT.
 What a reader must never see is a half-made version: between a document write's
 COMMIT and its rename (a rename that fails undoes the committed transaction).
 So a commit that changes the version holds the *gate* (`ReadPath.gate`) from just
-before its COMMIT until the version is on disk and marked written, or undone
-(`Transactions.open`); a reader takes the gate only to BEGIN, take its snapshot
+before its COMMIT until its file is renamed into place (nothing can undo it then),
+or it is undone (`Transactions.open`); a reader takes the gate only to BEGIN, take its snapshot
 and pin the version the snapshot says is current. The long part of a commit (the
 temp file's write and fsync, before COMMIT) never holds it.
 
@@ -27,8 +27,9 @@ A read does not write. Before an operation the writer's path looks at the file
 and applies due expiries (`Engine.refresh`), which may record a version; the read
 path does neither: it answers `None` (the caller runs the operation the writer's
 way) when the file's stamp is not the one the current version has, a change is
-settling, or an expiry is due in its snapshot (`_expiry_due`). It never touches
-the settle state.
+settling, or an expiry is due in its snapshot (`RefreshDue`). It never touches
+the settle state. The file is looked at holding the gate: a commit tells the
+settle its file's new stamp before it lets readers in.
 
 What a read handler touches of the engine's memory is safe beside the writer's
 thread: the read transaction sees an `Engine` view whose `conn` and `versions`
@@ -119,6 +120,10 @@ class ReadPath:
             raise GateClosed
         try:
             try:
+                # Looked at holding the gate: a commit's own rename is never taken for a
+                # change (it tells the settle its stamp before it lets readers in).
+                if self.engine.file.moved():
+                    raise RefreshDue
                 conn.execute("BEGIN DEFERRED")
                 try:
                     version = int(conn.execute("SELECT max(version) FROM versions").fetchone()[0])
@@ -143,8 +148,9 @@ class ReadPath:
         for hook in tx.after_commit:
             hook()
 
-    def expiry_due(self, tx: Tx) -> bool:
-        """Is an expiry due at `tx.now` in this snapshot (the writer's path applies it)?
+    def raise_if_expiry_due(self, tx: Tx) -> None:
+        """`RefreshDue` when an expiry is due at `tx.now` in this snapshot (the writer's
+        path applies it first).
 
         The earliest due time is kept until another connection commits (SQLite's
         `data_version` moves), so an idle room costs one pragma per read.
@@ -155,7 +161,8 @@ class ReadPath:
             finders = self.engine.hooks.next_expiry
             times = [due for find in finders if (due := find(tx)) is not None]
             cached = self._expiry = (stamp, min(times) if times else None)
-        return cached[1] is not None and cached[1] <= tx.now
+        if cached[1] is not None and cached[1] <= tx.now:
+            raise RefreshDue
 
     def _view(self, version: int, pinned: Snapshot | None) -> Engine:
         """The engine as this read sees it: its connection, and `version` current.
@@ -178,3 +185,7 @@ class ReadPath:
 
 class GateClosed(Exception):
     """A commit is landing (it holds the gate) and the reader asked not to wait."""
+
+
+class RefreshDue(Exception):
+    """The file moved or an expiry is due: the writer's path records it first."""
