@@ -51,9 +51,10 @@ from commonroom.engine import (
 from commonroom.engine.config import DEFAULT_CONFIG, EngineConfig
 from commonroom.engine.core import Engine
 from commonroom.engine.operations import HANDLERS
-from commonroom.engine.readpath import GateClosed, RefreshDue
+from commonroom.engine.readpath import GateClosed, Reader, RefreshDue
 from commonroom.engine.settle import FileSettling
 from commonroom.engine.tx import Hooks, Outcome
+from commonroom.protocol import limits
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
@@ -164,16 +165,16 @@ def read(
     run the operation with `execute`, the writer's way. `NOT_READY` (only with
     `block=False`): the read connection is in use or a commit is landing; nothing ran.
     """
-    path = engine.reads
-    if not path.lock.acquire(blocking=block):
+    reader = engine.reads.reader(heavy=name in limits.HEAVY_READS)
+    if not reader.lock.acquire(blocking=block):
         return NOT_READY
     try:
-        return _read(engine, name, bearer, raw_params, from_query=from_query, later=later,
+        return _read(reader, name, bearer, raw_params, from_query=from_query, later=later,
                      block=block)
     except GateClosed:
         return NOT_READY
     finally:
-        path.lock.release()
+        reader.lock.release()
 
 
 class NotReady(enum.Enum):
@@ -183,16 +184,15 @@ class NotReady(enum.Enum):
 NOT_READY: Final = NotReady.NOT_READY
 
 
-def _read(engine: Engine, name: str, bearer: str | None, raw_params: Mapping[str, Any], *,
+def _read(reader: Reader, name: str, bearer: str | None, raw_params: Mapping[str, Any], *,
           from_query: bool, later: bool, block: bool) -> Outcome | None:
     try:
         op = operation(name)
         if not op.read_only:
             raise ValueError(f"{name} is not a read-only operation")
         params = parse_params(op.params, raw_params, from_query=from_query)
-        now = engine.clock()
-        with engine.reads.transaction(now, block=block) as tx:
-            engine.reads.raise_if_expiry_due(tx)
+        with reader.transaction(reader.engine.clock(), block=block) as tx:
+            reader.raise_if_expiry_due(tx)
             if op.capability is not None:
                 tx.actor_or_none = sessions.authenticate(tx, bearer)
                 require(tx.actor.capabilities, op.capability)

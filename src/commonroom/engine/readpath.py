@@ -5,7 +5,7 @@ Theory of operation
 Every write runs on the engine's connection (`Engine.conn`) in the commit order
 of `engine.txn`; a 10 MB commit holds it for the temp file's write and fsync.
 A read-only operation (`OperationSpec.read_only`) does not wait for that: it runs
-on a connection of its own (`ReadPath.conn`, the same sidecar in WAL mode, with
+on a connection of its own (`Reader.conn`, the same sidecar in WAL mode, with
 ``query_only`` on), in a DEFERRED transaction, which is a consistent snapshot of
 the last COMMIT.
 
@@ -36,9 +36,11 @@ thread: the read transaction sees an `Engine` view whose `conn` and `versions`
 are the reader's own; presence and the live keys take locks; the settle state
 and the file's problem are only read.
 
-One read transaction at a time uses the connection (`lock`): the interpreter
-lock gives no parallelism worth a pool, and what matters is not waiting behind
-fsyncs. Where it runs is the room's choice (`room.core`).
+One read transaction at a time uses a connection (`Reader.lock`): the
+interpreter lock gives no parallelism worth a pool, and what matters is not
+waiting behind fsyncs. There are two: one for every read, one for the heavy
+reads (`limits.HEAVY_READS`), whose transaction loads whole old versions.
+Where they run is the room's choice (`room.core`).
 """
 
 from __future__ import annotations
@@ -83,29 +85,60 @@ def open_read_connection(sidecar_path: Path) -> sqlite3.Connection:
 
 
 class ReadPath:
-    """The reader's connection, the gate commits hold, and the published current version."""
+    """The gate commits hold, the published current version, and the readers' connections:
+    one for every read, one for the heavy reads (`limits.HEAVY_READS`: a diff's transaction
+    loads whole old versions), so a status never waits behind a diff's transaction either."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        self.conn = open_read_connection(engine.sidecar_path)
-        # One read transaction at a time on `conn`; its holder also owns `_cache` and `_expiry`.
-        self.lock = threading.Lock()
-        # Held by a commit that changes the version from before COMMIT until the version
-        # is written (or undone); a reader holds it only while it begins (module docstring).
+        # Held by a commit that changes the version from before COMMIT until its file is
+        # renamed (or it is undone); a reader holds it only while it begins (module docstring).
         self.gate = threading.Lock()
         self._latest: Snapshot | None = None  # set under `gate`
+        self.light = Reader(self, open_read_connection(engine.sidecar_path))
+        self.heavy = Reader(self, None)  # its connection opens at its first read
+
+    def close(self) -> None:
+        self.light.close()
+        self.heavy.close()
+
+    def publish(self, snap: Snapshot) -> None:
+        """The writer, holding `gate` (or before any reader exists): `snap` is now current."""
+        self._latest = snap
+
+    def reader(self, *, heavy: bool) -> Reader:
+        return self.heavy if heavy else self.light
+
+
+class Reader:
+    """One read connection: one read transaction at a time (`lock`), whose holder also owns
+    the connection's cache of old versions and of the next expiry."""
+
+    def __init__(self, path: ReadPath, conn: sqlite3.Connection | None) -> None:
+        self.path = path
+        self.engine = path.engine
+        self._conn = conn
+        self.lock = threading.Lock()
         # Old versions this connection loaded (their outlines read blocks through it).
         self._cache: OrderedDict[int, Snapshot] = OrderedDict()
         # (PRAGMA data_version, the earliest due expiry then): asked before every read.
         self._expiry: tuple[int, datetime | None] | None = None
 
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection (opened now if it was not yet); the caller holds `lock`."""
+        if self._conn is None:
+            try:
+                self._conn = open_read_connection(self.engine.sidecar_path)
+            except sqlite3.Error as exc:
+                raise sidecar_refused(self.engine.sidecar_path, exc) from None
+        return self._conn
+
     def close(self) -> None:
         with self.lock:
-            self.conn.close()
-
-    def publish(self, snap: Snapshot) -> None:
-        """The writer, holding `gate` (or before any reader exists): `snap` is now current."""
-        self._latest = snap
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     @contextmanager
     def transaction(self, now: datetime, *, block: bool = True) -> Iterator[Tx]:
@@ -116,7 +149,8 @@ class ReadPath:
         `block=False` a commit that is landing raises `GateClosed` instead of waiting.
         """
         conn = self.conn
-        if not self.gate.acquire(blocking=block):
+        gate = self.path.gate
+        if not gate.acquire(blocking=block):
             raise GateClosed
         try:
             try:
@@ -130,9 +164,9 @@ class ReadPath:
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
-                latest = self._latest
+                latest = self.path._latest
             finally:
-                self.gate.release()
+                gate.release()
         except sqlite3.OperationalError as exc:
             if is_storage_fault(exc):
                 raise sidecar_refused(self.engine.sidecar_path, exc) from None

@@ -236,7 +236,7 @@ class Room:
         """A read-only operation on the read path (engine/readpath.py), never behind the
         store's limiter: on the trio thread when the read connection is free and no commit
         is landing (a small read costs less than the thread hop), else on the reader
-        thread; a heavy one (`later`) always there. None: run it the writer's way (the
+        thread; a heavy one (`later`) always on a thread, with its own connection. None: run it the writer's way (the
         file changed or an expiry is due, which only the writer records)."""
         def run(block: bool) -> Outcome | facade.NotReady | None:
             return facade.read(self.engine, name, bearer, params, from_query=from_query,
@@ -245,8 +245,10 @@ class Room:
         if self.inline_store:
             await trio.lowlevel.checkpoint()
             answer = run(True)
+        elif later:  # its own connection, one at a time already (`heavy_limiter`)
+            answer = await trio.to_thread.run_sync(run, True)
         else:
-            answer = facade.NOT_READY if later else run(False)
+            answer = run(False)
             if answer is facade.NOT_READY:
                 answer = await trio.to_thread.run_sync(run, True, limiter=self.reader_limiter)
         assert answer is not facade.NOT_READY
