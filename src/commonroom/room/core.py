@@ -29,9 +29,10 @@ sleeps; this is where the waiting happens.
 No single request holds the room: a read that computes diffs or a merge
 (`limits.HEAVY_READS`) is bounded in cost by the engine (engine/linediff.py),
 charged to its participant's own window (`HEAVY_READS_PER_MINUTE`, the host
-exempt), runs on the store thread rather than the event loop, and waits its turn
-for `heavy_limiter` before the store's: at most one is queued on the store at a
-time, so the host's status waits for one of them at most, never for a pile.
+exempt), runs on a thread rather than the event loop (its transaction on the read
+path's second connection; the rebase, which writes, on the store thread), and waits
+its turn for `heavy_limiter`: at most one runs at a time, and the host's status, on
+the read path, waits for none of them.
 
 Storage faults (a refused write, a full disk) are answered to the caller and
 also printed as one line on the room's stderr (`FaultLines`), where the host
