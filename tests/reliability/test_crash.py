@@ -44,6 +44,8 @@ def test_kills_at_a_write_point_lose_no_acknowledged_version(
     assert reached >= KILLS_PER_POINT and figures.kills >= KILLS_PER_POINT, figures.per_point
     # The agents got commits through between the kills (the run is not vacuous).
     assert figures.acknowledged >= 2, figures.as_json()
+    # ...and a reader read beside them all along (each version it saw survived).
+    assert figures.reads > 0 and figures.versions_read >= 1, figures.as_json()
 
 
 @pytest.mark.slow

@@ -38,13 +38,18 @@ async def _agent(room: Room, host: str) -> str:
 def ran_on(monkeypatch: pytest.MonkeyPatch) -> dict[str, set[int]]:
     """Operation name -> the threads the room ran it on."""
     threads: dict[str, set[int]] = {}
-    real_execute = facade.execute
+    real_execute, real_read = facade.execute, facade.read
 
     def recording(engine: Engine, name: str, *args: Any, **kwargs: Any) -> Any:
         threads.setdefault(name, set()).add(threading.get_ident())
         return real_execute(engine, name, *args, **kwargs)
 
+    def recording_read(engine: Engine, name: str, *args: Any, **kwargs: Any) -> Any:
+        threads.setdefault(name, set()).add(threading.get_ident())
+        return real_read(engine, name, *args, **kwargs)
+
     monkeypatch.setattr(room_core.facade, "execute", recording)
+    monkeypatch.setattr(room_core.facade, "read", recording_read)
     return threads
 
 

@@ -38,8 +38,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from commonroom.engine import dispatch, sessions
 from commonroom.engine.dispatch import open_engine
 from commonroom.engine.revisions import merge_region
+from commonroom.engine.tx import Outcome
 from commonroom.protocol import capabilities, limits
 from commonroom.protocol.invitation import TransportHint
+from commonroom.protocol.operations import OPERATIONS_BY_NAME
 from commonroom.protocol.records import to_wire
 from commonroom.protocol.timefmt import ManualClock, format_ts
 from tests.editing import save_like_an_editor
@@ -237,7 +239,7 @@ class EngineModel(RuleBasedStateMachine):
         """Run `op`; its outcome must be the model's prediction (a result, or this error code)."""
         self.operations += 1
         self.expire()
-        outcome = dispatch.execute(self.engine, op, bearer, params)
+        outcome = self.run(op, bearer, params)
         OUTCOMES[f"{op} {expected_error or 'ok'}"] += 1
         if expected_error is None:
             assert outcome.error is None, f"{op} {params}: {outcome.error!r}"
@@ -246,11 +248,22 @@ class EngineModel(RuleBasedStateMachine):
         assert outcome.error.code == expected_error, f"{op} {params}: {outcome.error!r}"
         return outcome.error
 
+    def run(self, op: str, bearer: str | None, params: dict[str, Any]) -> Outcome:
+        """As the room runs it: a read-only operation on the read path (its own connection
+        and snapshot), unless a refresh has something to record first (then, like any
+        write, on the writer's)."""
+        if OPERATIONS_BY_NAME[op].read_only:
+            outcome = dispatch.read(self.engine, op, bearer, params)
+            assert outcome is not dispatch.NOT_READY  # one thread: nothing else holds it
+            OUTCOMES["read path" if outcome is not None else "read on the writer's path"] += 1
+            if outcome is not None:
+                return outcome
+        return dispatch.execute(self.engine, op, bearer, params)
+
     def new_lease_ids(self) -> None:
         """Holds the engine created get their ids from its lease list."""
         listed = {(lease["participant_id"], lease["region"], lease["reason"]): lease["lease_id"]
-                  for lease in to_wire(dispatch.execute(self.engine, "workspace.leases", self.host,
-                                                        {}).result)["leases"]}
+                  for lease in to_wire(self.run("workspace.leases", self.host, {}).result)["leases"]}
         for lease in self.leases:
             if lease.lease_id == "?":
                 lease.lease_id = listed[(lease.participant_id, lease.region, lease.reason)]
@@ -474,6 +487,10 @@ class EngineModel(RuleBasedStateMachine):
         text = "".join(self.pieces)
         assert self.path.read_text(encoding="utf-8") == text
         assert self.call("workspace.read", self.host, None, region="workspace")["content"] == text
+        if self.version > 1:  # the version before, as the model has it (an old snapshot)
+            before = self.version - 1
+            assert self.call("workspace.read", self.host, None, region="workspace",
+                             version=before)["content"] == "".join(self.versions[before])
         leases = self.call("workspace.leases", self.host, None)["leases"]
         assert sorted((lease["lease_id"], lease["participant_id"], lease["region"], lease["expires_at"],
                        lease["reason"]) for lease in leases) == sorted(
@@ -515,7 +532,9 @@ def agents_lease_wide(monkeypatch: pytest.MonkeyPatch) -> None:
 # What the runs must reach (what the model is about, not only refusals).
 REACHED = ("workspace.commit ok", "workspace.propose stale_version", "workspace.checkout lease_conflict",
            "workspace.renew ok", "workspace.release ok", "workspace.withdraw ok",
-           "workspace.review ok", "workspace.leave ok", "workspace.status session_expired")
+           "workspace.review ok", "workspace.leave ok", "workspace.status session_expired",
+           # reads on their own connection, and on the writer's when a refresh had work
+           "read path", "read on the writer's path")
 # Extra batches of fresh random runs while something of REACHED is missing: the
 # derandomized batch's choices shift with unrelated source changes (6 constants added
 # to protocol/limits.py made it miss every successful commit), so one fixed batch

@@ -28,7 +28,12 @@ and the file:
 * event ids are contiguous, and every event seen before the kill is still
   there with the same type; each acknowledged version has its
   ``change.committed`` event;
-* no stray ``.<name>.*.tmp`` temp file is left beside the document.
+* no stray ``.<name>.*.tmp`` temp file is left beside the document;
+* no version a reader saw vanished or changed: a reader thread reads the
+  whole document all along (read-only operations run on their own
+  connection, engine/readpath.py), its versions never go back within a run of
+  the room, and each one it saw is still there after the restart with the
+  text it saw.
 
 It prints one JSON object of figures (kills, acknowledged versions, lost,
 per point) and exits 1 when any check failed. `run` is what
@@ -264,6 +269,62 @@ class Agent:
 
 
 
+@dataclass
+class Reader:
+    """Reads the whole document while the agents commit: what it saw must never vanish."""
+
+    session: str = ""
+    seen: dict[int, str] = field(default_factory=dict)  # version -> hash of the text read
+    checked: set[int] = field(default_factory=set)  # versions verified after a restart
+    reads: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+READ_PAUSE = 0.05  # a reader's pace: under the request limit of its one session
+
+
+def reader_round(reader: Reader, room: Room, stop: threading.Event) -> None:
+    """Read the whole document until the room goes away (or `stop`)."""
+    last = 0
+    try:
+        while not stop.is_set():
+            status, answer = call(room.port, "GET", "/workspace/read", reader.session,
+                                  params={"region": "workspace"})
+            if status == 429:
+                time.sleep(float(answer.get("retry_after_seconds") or 1))
+                continue
+            if status != 200:
+                reader.errors.append(f"read answered {status} {answer}")
+                return
+            version = int(answer["version"])
+            digest = hashlib.sha256(answer["content"].encode("utf-8", "surrogateescape")).hexdigest()
+            if version < last:
+                reader.errors.append(f"a reader went back from version {last} to {version}")
+                return
+            if reader.seen.setdefault(version, digest) != digest:
+                reader.errors.append(f"version {version} was read with two different texts")
+                return
+            last = version
+            reader.reads += 1
+            time.sleep(READ_PAUSE)
+    except RoomDown:
+        pass  # killed: the round is over
+
+
+def check_reads(room: Room, reader: Reader) -> None:
+    """Every version the reader saw is still there, with the text it saw."""
+    for version in sorted(set(reader.seen) - reader.checked):
+        status, whole = read_version(room.port, room.host, version)
+        if status == 404:
+            raise CheckFailed(f"version {version}, which a reader saw, vanished")
+        if status != 200:
+            raise CheckFailed(f"reading version {version}: {status} {whole}")
+        digest = hashlib.sha256(whole["content"].encode("utf-8", "surrogateescape")).hexdigest()
+        if digest != reader.seen[version]:
+            raise CheckFailed(f"version {version} changed after a reader saw it")
+        reader.checked.add(version)
+
+
 def agent_round(agent: Agent, room: Room, agents: int, stop: threading.Event, token: str) -> None:
     """Commit to the agent's section until the room goes away (or `stop`)."""
     try:
@@ -438,6 +499,8 @@ class Figures:
     kills: int = 0
     kills_in_recovery: int = 0  # a fault point reached while the restart rolled a version forward
     acknowledged: int = 0
+    reads: int = 0  # whole-document reads answered while the agents committed
+    versions_read: int = 0  # distinct versions the reader saw (each checked after restarts)
     lost: int = 0
     restarts: int = 0
     per_point: dict[str, int] = field(default_factory=dict)
@@ -491,17 +554,20 @@ def run(mode: str, kills: int, *, seed: int = 1, agents: int = 4, folder: Path |
         doc = doc_dir / "crash.md"
         doc.write_text(initial_document(agents))
         crew = [Agent(i, baseline=initial_section(i, agents)) for i in range(agents)]
+        reader = Reader()
         ledger = Ledger()
         room: Room | None = None
         try:
             # The first start creates the workspace (a version row), so no fault is armed in it.
             room = start(doc, runtime, figures, None)
             invite = ok(room.port, "POST", "/workspace/invite", room.host,
-                        {"max_uses": agents})
+                        {"max_uses": agents + 1})
             for agent in crew:
                 joined = ok(room.port, "POST", "/session/join",
                             body={"invite": invite["invitation"], "name": f"agent-{agent.index}"})
                 agent.session = joined["session_id"]
+            reader.session = ok(room.port, "POST", "/session/join",
+                                body={"invite": invite["invitation"], "name": "reader"})["session_id"]
             check_room(room, crew, ledger)
             if steps and steps[0][1] is not None:
                 room.stop()
@@ -510,17 +576,19 @@ def run(mode: str, kills: int, *, seed: int = 1, agents: int = 4, folder: Path |
             for n, (_, _, delay) in enumerate(steps):
                 # The room was started with this step's fault armed (or none: random
                 # mode, or its point was already reached while recovering).
-                label = _drive_until_killed(room, crew, rng, delay)
+                label = _drive_until_killed(room, crew, rng, delay, reader)
                 figures.kills += 1
                 figures.per_point[label] = figures.per_point.get(label, 0) + 1
                 room.close()
                 following = steps[n + 1][1] if n + 1 < len(steps) else None
                 room = start(doc, runtime, figures, following)
                 check_room(room, crew, ledger)
+                check_reads(room, reader)
                 if log is not None:
                     acked = sum(len(a.acked) for a in crew)
                     print(f"kill {figures.kills} at {label}: {acked} acknowledged so far", file=log)
             check_room(room, crew, ledger, full=True)
+            check_reads(room, reader)
             code = room.stop()
             if code != 0:
                 raise CheckFailed(f"the room exited {code} on SIGINT: {room.stderr()[-400:]}")
@@ -531,6 +599,8 @@ def run(mode: str, kills: int, *, seed: int = 1, agents: int = 4, folder: Path |
                 room.close()
         for agent in crew:
             figures.failures.extend(f"agent {agent.index}: {e}" for e in agent.errors)
+        figures.failures.extend(f"reader: {e}" for e in reader.errors)
+        figures.reads, figures.versions_read = reader.reads, len(reader.seen)
         figures.acknowledged = sum(len(a.acked) for a in crew)
         figures.lost = ledger.lost
     figures.seconds = round(time.monotonic() - started, 1)
@@ -556,14 +626,17 @@ def _start_until_up(doc: Path, runtime: Path, figures: Figures, fault: str | Non
     return _start_until_up(doc, runtime, figures, None, launcher=launcher)
 
 
-def _drive_until_killed(room: Room, crew: list[Agent], rng: random.Random, delay: float) -> str:
-    """Agents commit until the room dies: at its armed fault point, or by our SIGKILL after
-    `delay`. Returns where it died."""
+def _drive_until_killed(room: Room, crew: list[Agent], rng: random.Random, delay: float,
+                        reader: Reader) -> str:
+    """Agents commit (and the reader reads) until the room dies: at its armed fault point,
+    or by our SIGKILL after `delay`. Returns where it died."""
     stop = threading.Event()
     token = f"{rng.getrandbits(48):012x}"
     before = sum(len(agent.acked) for agent in crew)
     threads = [threading.Thread(target=agent_round, args=(agent, room, len(crew), stop, token),
                                 daemon=True) for agent in crew]
+    reading = threading.Thread(target=reader_round, args=(reader, room, stop), daemon=True)
+    reading.start()
     for thread in threads:
         thread.start()
     try:
@@ -595,7 +668,7 @@ def _drive_until_killed(room: Room, crew: list[Agent], rng: random.Random, delay
         stop.set()
         if room.proc.poll() is None:
             room.kill()
-        for thread in threads:
+        for thread in [*threads, reading]:
             thread.join(REQUEST_TIMEOUT + 5)
     return label
 

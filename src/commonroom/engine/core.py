@@ -21,11 +21,14 @@ cache and version writes), `FileWatch` (`engine.watch`: the file's look, settle
 and recovery), `Ports` (`engine.ports`: transport metadata) and `LiveKeys`
 (`engine.live`: the sessions and invitations the ingress's gates ask about).
 This class opens the sidecar, wires them together, and runs the expiry sweeps.
+Read-only operations take another way in (`dispatch.read`): `ReadPath`
+(`engine.readpath`), their own connection and snapshot, never behind a commit.
 It knows no feature's rules: what a document change or an expiry means for
 leases, proposals, sessions or handoffs is in the feature modules, which the
 dispatcher hands in as `Hooks` when it opens the engine.
 The engine does no networking and reads time only from the injected clock; its
-one thread is the writer thread of `engine.txn`.
+one thread is the writer thread of `engine.txn` (where reads and writes run is the
+room's choice).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from commonroom.engine.ids import new_id, new_workspace_id
 from commonroom.engine.live import LiveKeys
 from commonroom.engine.ports import Ports, read_meta
 from commonroom.engine.presence import Presence
+from commonroom.engine.readpath import ReadPath
 from commonroom.engine.regions import Span
 from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.storage_errors import write_refused
@@ -98,6 +102,11 @@ class Engine:
         self._expiry_cache: tuple[int, datetime | None] | None = None
         require_text_file(self.path)  # before the sidecar exists: refusing leaves nothing behind
         self.conn = _open_sidecar(self.sidecar_path, config)
+        try:
+            self.reads = ReadPath(self)  # read-only operations' own connection (engine.readpath)
+        except BaseException:
+            self.conn.close()
+            raise
         self.txn = Transactions(self)
         self.versions = Versions(self)
         self.file = FileWatch(self, config.settle_ms)
@@ -105,17 +114,22 @@ class Engine:
         try:
             self._open(name)
         except OSError as exc:
-            self.conn.close()
+            self._close_connections()
             raise write_refused(self.path, exc) from None
         except BaseException:
-            self.conn.close()
+            self._close_connections()
             raise
+        self.reads.publish(self.current())  # what readers see as current, from now on
         self.ports = Ports(self.conn)
 
     def close(self) -> None:
         self.txn.close()
         if self.git is not None:
             self.git.close()
+        self._close_connections()
+
+    def _close_connections(self) -> None:
+        self.reads.close()
         self.conn.close()
 
     def _open(self, name: str | None) -> None:

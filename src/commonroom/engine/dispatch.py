@@ -17,15 +17,21 @@ proposal marked `conflicted` by a refused commit), so the room can publish
 them either way. A write that found the file settling (docs/spec/PROTOCOL.md section 16)
 is an `Outcome` with `retry_at`: the room waits and calls again.
 
+`read(engine, name, bearer, raw_params)` is the same for a read-only operation on
+the read path (`engine.readpath`): its own connection and snapshot, no refresh
+and no write; it answers `None` when the operation must go the writer's way (the
+file changed or an expiry is due: a refresh has something to record).
+
 `open_engine` opens an engine with the features' hooks (what a document
 change and the passing of time mean for leases, proposals and sessions).
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from commonroom.engine import (
     access,
@@ -45,8 +51,10 @@ from commonroom.engine import (
 from commonroom.engine.config import DEFAULT_CONFIG, EngineConfig
 from commonroom.engine.core import Engine
 from commonroom.engine.operations import HANDLERS
+from commonroom.engine.readpath import GateClosed, Reader, RefreshDue
 from commonroom.engine.settle import FileSettling
 from commonroom.engine.tx import Hooks, Outcome
+from commonroom.protocol import limits
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.events import Event
@@ -139,3 +147,58 @@ def execute(
         # Nothing of the operation stands (rolled back, or undone after COMMIT).
         return Outcome(None, engine.file_changing(engine.clock(), settling.deadline), events,
                        retry_at=settling.deadline)
+
+
+def read(
+    engine: Engine,
+    name: str,
+    bearer: str | None,
+    raw_params: Mapping[str, Any],
+    *,
+    from_query: bool = False,
+    later: bool = False,
+    block: bool = True,
+) -> Outcome | NotReady | None:
+    """Run a read-only operation on the read path (`engine.readpath`), like `execute`.
+
+    `None`: a refresh has something to do first (the file moved, or an expiry is due):
+    run the operation with `execute`, the writer's way. `NOT_READY` (only with
+    `block=False`): the read connection is in use or a commit is landing; nothing ran.
+    """
+    reader = engine.reads.reader(heavy=name in limits.HEAVY_READS)
+    if not reader.lock.acquire(blocking=block):
+        return NOT_READY
+    try:
+        return _read(reader, name, bearer, raw_params, from_query=from_query, later=later,
+                     block=block)
+    except GateClosed:
+        return NOT_READY
+    finally:
+        reader.lock.release()
+
+
+class NotReady(enum.Enum):
+    NOT_READY = "not ready"
+
+
+NOT_READY: Final = NotReady.NOT_READY
+
+
+def _read(reader: Reader, name: str, bearer: str | None, raw_params: Mapping[str, Any], *,
+          from_query: bool, later: bool, block: bool) -> Outcome | None:
+    try:
+        op = operation(name)
+        if not op.read_only:
+            raise ValueError(f"{name} is not a read-only operation")
+        params = parse_params(op.params, raw_params, from_query=from_query)
+        with reader.transaction(reader.engine.clock(), block=block) as tx:
+            reader.raise_if_expiry_due(tx)
+            if op.capability is not None:
+                tx.actor_or_none = sessions.authenticate(tx, bearer)
+                require(tx.actor.capabilities, op.capability)
+            result = HANDLERS[name](tx, params)
+        return Outcome(result if later else linediff.resolved(result), None, [])
+    except RefreshDue:
+        return None
+    except CommonroomError as error:
+        return Outcome(None, error, [])

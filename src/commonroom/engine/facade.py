@@ -42,6 +42,7 @@ from commonroom.engine import access, dispatch, owner_logins, reads, sessions
 from commonroom.engine.addressing import addressed
 from commonroom.engine.config import EngineConfig, GitOptions
 from commonroom.engine.core import SIDECAR_SUFFIX, Engine
+from commonroom.engine.dispatch import NOT_READY, NotReady
 from commonroom.engine.gitsync import check_work_tree as check_git_work_tree
 from commonroom.engine.gitsync import export as export_git
 from commonroom.engine.ids import hash_secret
@@ -139,6 +140,7 @@ def _record_event(engine: Engine, payload: ev.Payload) -> list[Event]:
 
 open_engine = _opens_a_face(dispatch.open_engine)
 execute = _on_face(dispatch.execute)
+read = _on_face(dispatch.read)  # the read path: read-only operations beside the writer (engine/readpath.py)
 record_event = _on_face(_record_event)
 capabilities_of = _on_face(sessions.capabilities_of)
 check_streams = _on_face(sessions.check_streams)
@@ -155,12 +157,14 @@ unused_start_invitation = _on_face(access.unused_start_invitation)
 
 __all__ = [
     "LOOK_SLACK",
+    "NOT_READY",
     "SIDECAR_SUFFIX",
     "Actor",
     "AppRequestStart",
     "EngineConfig",
     "EngineFace",
     "GitOptions",
+    "NotReady",
     "Outcome",
     "PortsFace",
     "PresenceFace",
@@ -180,6 +184,7 @@ __all__ = [
     "mint_host_session",
     "newest_event_id",
     "open_engine",
+    "read",
     "record_event",
     "related",
     "resolve_later",

@@ -4,7 +4,8 @@ A participant is present while any of its sessions made a request or held a
 stream within the last `limits.PRESENCE_SECONDS` (90 s). It is a fact of the
 room process, kept in memory (the sidecar gets `last_seen` when a participant
 leaves), so touching it costs no write. Everything that reads or changes it
-goes through `Presence`.
+goes through `Presence`, which takes a lock: reads touch it from the read path's
+thread while the writer's thread sweeps it (`engine.readpath`).
 
 Transitions are announced, not computed by readers: `Presence` remembers who
 was last announced present, and the sweep hooks (`access.presence_sweep`,
@@ -20,6 +21,7 @@ says more).
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timedelta
 
 from commonroom.protocol import limits
@@ -31,52 +33,64 @@ class Presence:
         self._last_seen: dict[str, datetime] = {}
         self._announced: set[str] = set()
         self._unannounced: set[str] = set()  # touched since the last `transitions`, not announced
+        self._lock = threading.Lock()
 
     def touch(self, participant_id: str, now: datetime) -> None:
         """A request or a held stream of this participant, at `now`."""
-        self._last_seen[participant_id] = now
-        if participant_id not in self._announced:
-            self._unannounced.add(participant_id)
+        with self._lock:
+            self._last_seen[participant_id] = now
+            if participant_id not in self._announced:
+                self._unannounced.add(participant_id)
 
     def forget(self, participant_id: str) -> None:
         """The participant left: it is not present any more."""
-        self._last_seen.pop(participant_id, None)
-        self._announced.discard(participant_id)
-        self._unannounced.discard(participant_id)
+        with self._lock:
+            self._last_seen.pop(participant_id, None)
+            self._announced.discard(participant_id)
+            self._unannounced.discard(participant_id)
 
     def last_seen(self, participant_id: str) -> datetime | None:
-        return self._last_seen.get(participant_id)
+        with self._lock:
+            return self._last_seen.get(participant_id)
 
     def is_present(self, participant_id: str, now: datetime) -> bool:
-        seen = self._last_seen.get(participant_id)
-        return seen is not None and seen > now - self.window
+        with self._lock:
+            seen = self._last_seen.get(participant_id)
+            return seen is not None and seen > now - self.window
 
     def present_ids(self, now: datetime) -> set[str]:
+        with self._lock:
+            return self._present_ids(now)
+
+    def _present_ids(self, now: datetime) -> set[str]:
         horizon = now - self.window
         return {pid for pid, seen in self._last_seen.items() if seen > horizon}
 
     def pending(self) -> bool:
         """A participant was touched that has not been announced present yet."""
-        return bool(self._unannounced)
+        with self._lock:
+            return bool(self._unannounced)
 
     def transitions(self, now: datetime) -> tuple[list[str], list[str]]:
         """(arrived, went away) since the last call; records them as announced."""
-        present = self.present_ids(now)
-        arrived = sorted(present - self._announced)
-        gone = sorted(self._announced - present)
-        self._announced = present
-        self._unannounced.clear()
-        return arrived, gone
+        with self._lock:
+            present = self._present_ids(now)
+            arrived = sorted(present - self._announced)
+            gone = sorted(self._announced - present)
+            self._announced = present
+            self._unannounced.clear()
+            return arrived, gone
 
     def next_change(self, now: datetime) -> datetime | None:
         """When the next transition is due: now for an unannounced arrival, else the
         earliest moment an announced participant's window runs out."""
-        due: datetime | None = None
-        if self._unannounced:
-            return now
-        for pid in self._announced:
-            seen = self._last_seen[pid]
-            lapse = seen + self.window
-            if due is None or lapse < due:
-                due = lapse
-        return due
+        with self._lock:
+            due: datetime | None = None
+            if self._unannounced:
+                return now
+            for pid in self._announced:
+                seen = self._last_seen[pid]
+                lapse = seen + self.window
+                if due is None or lapse < due:
+                    due = lapse
+            return due

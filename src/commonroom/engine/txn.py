@@ -17,6 +17,13 @@ by the version write). The commit order for a document change is:
    stamp is compared again, and the temp file is renamed over the document;
 5. the version is marked as written.
 
+From just before 3 until the rename of 4 is done (or the transaction undone),
+the commit holds the read gate (`engine.readpath`): a read transaction begins
+before it or after it, never in between, so no reader sees a version that is
+not in the file yet or that an undo takes back. Past the rename nothing undoes
+the version, so the folder's fsync and 5 do not hold it, nor does the temp
+file's write and fsync (2).
+
 A crash between 3 and 4 leaves a version marked unwritten whose predecessor is
 on disk: reopening rolls it forward (`engine.watch`). A crash before 3 leaves
 only a stray temp file. A rename that *fails* (the file or folder refuses it)
@@ -32,11 +39,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
+from threading import Lock
 from typing import TYPE_CHECKING
 
 from commonroom.engine.settle import FileSettling
@@ -44,6 +52,7 @@ from commonroom.engine.storage_errors import is_storage_fault, sidecar_refused, 
 from commonroom.engine.tx import CommitThenFail, PreparedFile, Tx
 from commonroom.protocol.errors import CommonroomError
 from commonroom.store import faults
+from commonroom.store.document import FileStamp
 from commonroom.store.undo import UndoLog
 
 if TYPE_CHECKING:
@@ -98,6 +107,7 @@ class Transactions:
         """
         engine = self.engine
         tx = Tx(engine, self.engine.conn, now)
+        gate: Lock | None = None  # the read gate, held from COMMIT until the version landed
         self.engine.conn.execute("BEGIN IMMEDIATE" if write else "BEGIN DEFERRED")
         if writes_document:
             self.undo_log.arm()
@@ -119,6 +129,10 @@ class Transactions:
                 except OSError as exc:
                     raise write_refused(engine.path, exc) from None
             tx.trim_ring()
+            if engine.current_version != tx.version_at_start:
+                # A new version: readers begin after it landed or was undone (`_land`).
+                engine.reads.gate.acquire()
+                gate = engine.reads.gate
             self.engine.conn.execute("COMMIT")
             tx.committed = True
             if tx.staged is not None:
@@ -142,6 +156,8 @@ class Transactions:
                 hook()
             raise deferred.error from None
         except BaseException as exc:
+            if gate is not None:
+                gate.release()  # rolled back: readers see the version before it
             self.undo_log.disarm()
             # SQLite rolls back by itself on some errors (a full disk): ROLLBACK
             # then fails with "no transaction is active" and would hide the cause.
@@ -155,12 +171,43 @@ class Transactions:
                 raise sidecar_refused(engine.sidecar_path, exc) from None
             raise
         self.undo_log.disarm()
+
+        def reopen() -> None:
+            """The version landed (or was undone): readers may begin again."""
+            nonlocal gate
+            if gate is not None:
+                if tx.committed:
+                    engine.reads.publish(engine.versions.current())
+                gate.release()
+                gate = None
+
+        try:
+            self._land(tx, reopen)
+        finally:
+            reopen()
+        self.undo_log.forget()
+        if write:
+            self._note_journal()
+        for hook in tx.after_commit:
+            hook()
+
+    def _land(self, tx: Tx, reopen: Callable[[], None]) -> None:
+        """After COMMIT: a staged write's temp file renamed over the document and the
+        version marked written (steps 4 and 5), or the transaction undone. `reopen` lets
+        readers in once the rename is done: nothing can undo the version after it."""
+        engine = self.engine
         if tx.staged is not None:
             assert tx.staged.temp_path is not None
+
+            def renamed(stamp: FileStamp) -> None:
+                engine.settle.settled(stamp)  # before readers look at the file again
+                reopen()
+
             try:
                 self._sync_journal()  # the version is durable before the file has it
                 self._raise_if_moved(tx.now)  # the last look before the rename
-                stamp = engine.doc.install(tx.staged.temp_path, release=self._close_later)
+                engine.doc.install(tx.staged.temp_path, release=self._close_later,
+                                   renamed=renamed)
             except (OSError, FileSettling) as exc:
                 # Only an OSError is a refused write (and a moved file a write that
                 # must wait); anything else (a crash, SystemExit) leaves the version
@@ -174,7 +221,7 @@ class Transactions:
                 if isinstance(exc, FileSettling):
                     raise
                 raise write_refused(engine.path, exc) from None
-            engine.settle.settled(stamp)
+            # (`renamed` told the settle the file's new stamp.)
             # The commit has landed (sidecar and file agree); if even this flag
             # cannot be written, reopening sees the file equal to the version
             # and sets it, so the client is not told a landed commit failed.
@@ -183,11 +230,6 @@ class Transactions:
                     "UPDATE versions SET file_written = 1 WHERE version = ?", (tx.staged.version,)
                 )
             faults.reached("after_mark_written")
-        self.undo_log.forget()
-        if write:
-            self._note_journal()
-        for hook in tx.after_commit:
-            hook()
 
     def _note_journal(self) -> None:
         """After a write's COMMIT: is a checkpoint due (`config.caller_checkpoints`)?"""

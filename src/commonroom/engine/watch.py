@@ -162,6 +162,19 @@ class FileWatch:
 
     # ---------------------------------------------------------------- look
 
+    def moved(self) -> bool:
+        """Would a `look` now have something to do (a change settling, or a stamp that is
+        not the current version's)? One `stat`; changes nothing, so the read path asks
+        it from its own thread and leaves any work to the writer's (`dispatch.read`)."""
+        settle = self.settle
+        if settle.settling:
+            return True
+        try:
+            stamp = self.doc.stat()
+        except OSError:
+            return True
+        return stamp is None or stamp != settle.known
+
     def look(self, now: datetime) -> list[Event]:
         """One look at the file under the settle rules; a settled change is recorded.
 

@@ -1,6 +1,8 @@
 """The room service: the only place where trio meets the engine.
 
-It runs engine operations on a single store thread (a `CapacityLimiter(1)`),
+It runs engine operations that may write on a single store thread (a
+`CapacityLimiter(1)`) and read-only ones on the engine's read path (`_read`:
+their own connection and snapshot, never behind a commit's fsync),
 publishes their events to the hub after the transaction committed, and runs
 the room's background work in the room's own nursery (`Room.run`):
 
@@ -27,9 +29,10 @@ sleeps; its `SettleWait` plan says how long, and this is where the waiting happe
 No single request holds the room: a read that computes diffs or a merge
 (`limits.HEAVY_READS`) is bounded in cost by the engine (engine/linediff.py),
 charged to its participant's own window (`HEAVY_READS_PER_MINUTE`, the host
-exempt), runs on the store thread rather than the event loop, and waits its turn
-for `heavy_limiter` before the store's: at most one is queued on the store at a
-time, so the host's status waits for one of them at most, never for a pile.
+exempt), runs on a thread rather than the event loop (its transaction on the read
+path's second connection; the rebase, which writes, on the store thread), and waits
+its turn for `heavy_limiter`: at most one runs at a time, and the host's status, on
+the read path, waits for none of them.
 
 Storage faults (a refused write, a full disk) are answered to the caller and
 also printed as one line on the room's stderr (`FaultLines`), where the host
@@ -108,6 +111,8 @@ class Room:
         self.max_sweep_sleep = max_sweep_sleep
         self.hub = EventHub()
         self.limiter = trio.CapacityLimiter(1)
+        # The read path's thread, when a read cannot run on the trio thread (`_read`).
+        self.reader_limiter = trio.CapacityLimiter(1)
         # One heavy read at a time in the store's queue (the module docstring).
         self.heavy_limiter = trio.CapacityLimiter(1)
         self.heavy_reads = RateLimiter(limits.HEAVY_READS_PER_MINUTE, 60.0, trio.current_time)
@@ -155,10 +160,15 @@ class Room:
                 if heavy.error is not None:
                     self.faults.report(heavy.error)
                 return heavy
+        spec = OPERATIONS_BY_NAME.get(name)
         settle_wait = facade.SettleWait(trio.current_time())
         while True:
             outcome: Outcome
-            if self.inline_store:
+            read = (await self._read(name, bearer, params, from_query)
+                    if spec is not None and spec.read_only else None)
+            if read is not None:
+                outcome = read
+            elif self.inline_store:
                 outcome = await self.run_sync(run)
             else:
                 async with self.limiter:  # nobody else uses the engine meanwhile
@@ -206,13 +216,40 @@ class Room:
                                   later=True)
 
         async with self.heavy_limiter:
-            async with self.limiter:
-                outcome: Outcome = await trio.to_thread.run_sync(run)
-            self._checkpoint_if_due()
+            outcome: Outcome | None = None
+            if OPERATIONS_BY_NAME[name].read_only:
+                outcome = await self._read(name, bearer, params, from_query, later=True)
+            if outcome is None:
+                async with self.limiter:
+                    outcome = await trio.to_thread.run_sync(run)
+                self._checkpoint_if_due()
             if outcome.error is not None:
                 return outcome
             result = await trio.to_thread.run_sync(facade.resolve_later, outcome.result)
         return Outcome(result, None, outcome.events)
+
+    async def _read(self, name: str, bearer: str | None, params: Mapping[str, Any],
+                    from_query: bool, *, later: bool = False) -> Outcome | None:
+        """A read-only operation on the read path (engine/readpath.py), never behind the
+        store's limiter: on the trio thread when the read connection is free and no commit
+        is landing (a small read costs less than the thread hop), else on the reader
+        thread; a heavy one (`later`) always on a thread, with its own connection. None: run it the writer's way (the
+        file changed or an expiry is due, which only the writer records)."""
+        def run(block: bool) -> Outcome | facade.NotReady | None:
+            return facade.read(self.engine, name, bearer, params, from_query=from_query,
+                               later=later, block=block)
+
+        if self.inline_store:
+            await trio.lowlevel.checkpoint()
+            answer = run(True)
+        elif later:  # its own connection, one at a time already (`heavy_limiter`)
+            answer = await trio.to_thread.run_sync(run, True)
+        else:
+            answer = run(False)
+            if answer is facade.NOT_READY:
+                answer = await trio.to_thread.run_sync(run, True, limiter=self.reader_limiter)
+        assert answer is not facade.NOT_READY
+        return answer
 
     def _heavy_read_refused(self, bearer: str | None) -> CommonroomError | None:
         """A heavy read past its participant's window (the host's never is), else None."""

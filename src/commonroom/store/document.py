@@ -186,7 +186,8 @@ class DocumentFile:
         except OSError:
             self._leftovers.append(temp)
 
-    def install(self, temp: Path, *, release: Callable[[int], object] | None = None) -> FileStamp:
+    def install(self, temp: Path, *, release: Callable[[int], object] | None = None,
+                renamed: Callable[[FileStamp], object] | None = None) -> FileStamp:
         """Rename the prepared temp file over the document and fsync the folder; its stamp.
 
         Raises OSError only when the rename failed, i.e. the document is
@@ -197,6 +198,9 @@ class DocumentFile:
         its descriptor handed to `release` to close later: the old file's blocks and
         cached pages are freed at that close instead of inside the rename (3.5 ms of a
         10 MB commit here), off the path of the caller who waits for the answer.
+
+        `renamed`, when given, is called with the stamp as soon as the rename is done,
+        before the folder's fsync (the engine lets readers in then: `engine.txn`).
         """
         stamp = FileStamp.of(os.stat(temp))  # the file once renamed: a rename keeps all three
         held = self._open_quietly() if release is not None else None
@@ -207,6 +211,8 @@ class DocumentFile:
                 os.close(held)
             raise
         faults.reached("after_rename")
+        if renamed is not None:
+            renamed(stamp)
         leftovers, self._leftovers = self._leftovers, []
         for leftover in leftovers:
             self.discard(leftover)  # the folder takes writes again

@@ -18,12 +18,18 @@ The points, in the order one document change reaches them (docs/architecture.md,
 
 The variable is read once, when this module is imported; a malformed value
 is refused then (a typo must not turn a crash run into a run without crashes).
+
+In-process tests hold a commit at a point instead (`holding`): the hook they
+install runs each time a thread reaches it, say blocking on a `threading.Event`
+while the commit sits inside its fsync, to show what the room answers meanwhile.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Final
 
 ENV: Final = "COMMONROOM_FAULT"
@@ -51,13 +57,33 @@ def parse(value: str) -> tuple[str, int]:
 _raw = os.environ.get(ENV)
 _target: Final = parse(_raw) if _raw else None
 _hits = 0
+_hooks: dict[str, Callable[[], None]] = {}  # test-only, in-process (`holding`)
 
 
 def reached(point: str) -> None:
-    """The commit path is at `point`: crash here if this is the armed point's N-th visit."""
+    """The commit path is at `point`: run a test's hook there, if one is installed; crash
+    here if this is the armed point's N-th visit."""
+    if _hooks:
+        hook = _hooks.get(point)
+        if hook is not None:
+            hook()
     if _target is None:
         return
     _crash_if_due(point)
+
+
+@contextmanager
+def holding(point: str, hook: Callable[[], None]) -> Iterator[None]:
+    """Tests only: run `hook` on whatever thread reaches `point`, until the block ends."""
+    if point not in POINTS:
+        raise ValueError(f"unknown point {point!r}; one of {', '.join(POINTS)}")
+    if point in _hooks:
+        raise RuntimeError(f"a hook is installed at {point} already")
+    _hooks[point] = hook
+    try:
+        yield
+    finally:
+        del _hooks[point]
 
 
 def _crash_if_due(point: str) -> None:
