@@ -146,7 +146,14 @@ def _whole(a: list[str], b: list[str], from_label: str, to_label: str) -> str:
 # -- diffs computed after the transaction ------------------------------------------------
 
 
-class Later(str):
+class Deferred:
+    """A field of a read's answer computed after its transaction, by `resolved` (`compute`)."""
+
+    def compute(self) -> object:
+        raise NotImplementedError
+
+
+class Later(str, Deferred):
     """A diff the read answers, not computed yet: the empty string until `resolved`.
 
     The engine builds a read's answer inside its transaction (on the store, which every
@@ -171,9 +178,10 @@ def later(before: str, after: str, from_label: str, to_label: str) -> str:
 
 
 def resolved(record: T) -> T:
-    """`record` (an attrs record) with every `Later` among its fields computed."""
+    """`record` (an attrs record) with every `Deferred` among its fields (a `Later` diff,
+    a proposal's link warnings) computed."""
     if record is None or not attrs.has(type(record)):
         return record
     changes = {field.name: value.compute() for field in attrs.fields(type(record))  # type: ignore[arg-type]
-               if isinstance(value := getattr(record, field.name), Later)}
+               if isinstance(value := getattr(record, field.name), Deferred)}
     return attrs.evolve(record, **changes) if changes else record  # type: ignore[misc]
