@@ -10,6 +10,8 @@ a thousand. The host is never paced. Time is trio's MockClock (autojump): a hold
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -142,3 +144,69 @@ def test_the_pacer_holds_at_most_max_held_of_one_key() -> None:
 
 def test_the_bounds_are_what_docs_protocol_says() -> None:
     assert (PACE_FREE_REFUSALS, PACE_HOLD_SECONDS, PACE_MAX_HELD) == (4, 0.5, 8)
+
+
+async def test_the_ingress_refuses_and_paces_before_quart_builds_the_request(
+    doc_path: Path, autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Through the ingress app's own ASGI connection class (the one hypercorn calls), on
+    the MockClock: past its window, the agent's requests never reach a view (a body
+    that is not JSON is never read), the fifth refusal on is held; the host is not."""
+    from commonroom.engine.facade import mint_host_session
+    from commonroom.http.hardened_app import harden
+    from commonroom.http.ingress import IngressSettings, create_ingress_app
+    from commonroom.room.core import Room
+    from tests.conftest import TransportHint, open_engine
+
+    engine = open_engine(doc_path)
+    engine.ports.transport_hint = TransportHint("loopback", False, "private", "127.0.0.1", 9)
+    try:
+        room = Room(engine, watch_interval=10**7, max_sweep_sleep=10**7, inline_store=True)
+        host = mint_host_session(engine)
+        invite = await room.call("workspace.invite", host, {})
+        agent = (await room.call("session.join", None, {"invite": invite["invitation"],
+                                                        "name": "a"}))["session_id"]
+        app = create_ingress_app(room, IngressSettings(requests_per_minute=2))
+        harden(app, max_body_bytes=1024 * 1024)
+
+        async def ask(bearer: str, body: bytes = b"") -> tuple[float, int, dict[str, str], bytes]:
+            started = trio.current_time()
+            sent: list[dict[str, Any]] = []
+            messages = [{"type": "http.request", "body": body, "more_body": False}]
+
+            async def receive() -> dict[str, Any]:
+                if messages:
+                    return messages.pop(0)
+                await trio.sleep_forever()
+                raise AssertionError
+
+            async def send(message: dict[str, Any]) -> None:
+                sent.append(dict(message))
+
+            scope = {**_scope(bearer, "/workspace/propose", "POST"), "http_version": "1.1",
+                     "scheme": "http", "root_path": "", "query_string": b"", "raw_path": b"",
+                     "server": ("127.0.0.1", 9), "extensions": {}}
+            scope["headers"] = [(b"host", b"commonroom"),
+                                (b"authorization", f"Bearer {bearer}".encode()),
+                                (b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]
+            await app(scope, receive, send)
+            start = next(m for m in sent if m["type"] == "http.response.start")
+            headers = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+            answer = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+            return trio.current_time() - started, start["status"], headers, answer
+
+        for bearer in (agent, host):  # two requests a minute each, both admitted: 400s
+            for _ in range(2):
+                assert (await ask(bearer, b"{not json"))[1] == 400
+        agent_answers = [await ask(agent, b"{not json") for _ in range(PACE_FREE_REFUSALS + 2)]
+        host_answers = [await ask(host, b"{not json") for _ in range(PACE_FREE_REFUSALS + 2)]
+    finally:
+        engine.close()
+    for _, status, headers, body in agent_answers + host_answers:
+        assert status == 429 and headers["connection"] == "close"
+        assert headers["retry-after"] == str(json.loads(body)["retry_after_seconds"])
+        assert json.loads(body)["error"] == "limit_exceeded"
+    assert [held for held, *_ in agent_answers] == (
+        [0.0] * PACE_FREE_REFUSALS + [pytest.approx(PACE_HOLD_SECONDS)] * 2)
+    assert [held for held, *_ in host_answers] == [0.0] * (PACE_FREE_REFUSALS + 2)
