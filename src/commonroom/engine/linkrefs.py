@@ -32,6 +32,8 @@ def _label(text: str) -> str:
 def definitions(text: str) -> dict[str, str]:
     """label -> destination of every definition in `text` (the first of a label wins)."""
     found: dict[str, str] = {}
+    if "]:" not in text:  # every definition has its label's `]` followed by `:`: no scan
+        return found
     for kind, source in special_blocks(text):
         if kind != "reference":
             continue
