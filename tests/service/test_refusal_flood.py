@@ -10,14 +10,17 @@ and paced"). The pacing itself, on a MockClock: tests/unit/test_refusal_pacing.p
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from commonroom.wire import aio
 from tests.service.conftest import start_room
 from tests.service.mcp_helpers import rpc
+from tests.service.test_serving import RawClient
 
 FLOOD = 24  # the agent's requests at once: past the free refusals and the held bound
 
@@ -67,5 +70,33 @@ async def test_a_flood_past_the_window_is_refused_in_shape_and_the_host_is_answe
             for response in refused:  # REST and /mcp alike: the protocol's error object
                 _assert_paced_429(response)
             assert host_codes == [200] * 10  # the host's own window, never the agent's
+        finally:
+            live.stop.set()
+
+
+async def test_a_flooder_that_hangs_up_while_held_leaves_the_room_answering(
+    doc: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Held refusals whose clients left (a flooder's timeouts) end quietly: the room keeps
+    answering everyone, the flooder's next refusal included."""
+    caplog.set_level(logging.WARNING)
+    async with trio.open_nursery() as nursery:
+        live = await start_room(nursery, doc, requests_per_minute=2, rate_clock=lambda: 0.0)
+        try:
+            agent = (await live.join("leaver"))["session_id"]
+            for _ in range(2):
+                assert (await live.call("GET", "/workspace/status", agent)).status == 200
+            for _ in range(4):  # the episode's free refusals
+                assert (await live.call("GET", "/workspace/status", agent)).status == 429
+            request = (f"GET /workspace/status HTTP/1.1\r\nHost: commonroom\r\n"
+                       f"Authorization: Bearer {agent}\r\n\r\n").encode()
+            for _ in range(6):  # held, and gone before the answer
+                client = await RawClient.connect(live.ready.ingress_port)
+                await client.send(request)
+                await client.stream.aclose()
+            assert (await live.call("GET", "/workspace/status", live.host_session)).status == 200
+            # Held too, and last: the six before it were answered (to nobody) before it.
+            _assert_paced_429(await live.call("GET", "/workspace/status", agent))
+            assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
         finally:
             live.stop.set()
