@@ -164,7 +164,7 @@ class Gate:
                 and not self.is_host(participant)):
             wait = self.heavy_reads.wait(participant)
             if wait is not None:
-                # On the room's own clock (trio's), like the room's charge of the window.
+                # (a wait in seconds: the room's window keeps trio's clock, this gate its own)
                 return self._refusal(participant, heavy_reads_refused, now, wait)
         return None
 
