@@ -98,5 +98,7 @@ def test_the_rendered_review_marks_what_the_text_does_not_show(page: Any,  # noq
     # A change the rendering hides entirely (an escape): said, not "No change".
     hidden = _propose(room, agent, "must stay quick.", "must stay quick\\.")
     body = _open_review(page, room, hidden["proposal_id"])
+    # (the previous review's blocks may still be on screen: wait for this one's note)
+    body.locator(".outside-change").wait_for()
     assert body.locator(".outside-change").count() == 1
     assert body.locator(".no-change").count() == 0

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from commonroom.engine.revisions import merge_region
+from commonroom.engine.revisions import MERGE_TOO_LARGE, Merge, merge, merge_region
 from commonroom.protocol import limits
+from commonroom.protocol.records import RebaseConflict
 from tests.conftest import SAMPLE, Driver
 from tests.editing import let_settle, save_like_an_editor
 
@@ -243,3 +244,48 @@ def test_rebase_of_a_committed_proposal_or_by_a_bystander_is_refused(room: Drive
     room.call("workspace.commit", author, proposal_id=pid)
     err = room.error("workspace.proposal.rebase", author, proposal_id=pid)
     assert err.code == "proposal_conflict" and err.details["status"] == "committed"
+
+
+def _costly_texts(count: int) -> list[str]:
+    """`count` texts of Goals whose pairwise diffs are as costly as difflib gets (issue 31 F3)."""
+    from tools.hostile.heavy_reads import revisions
+
+    texts: list[str] = []
+    for seed in range(count):
+        texts.extend(revisions("## Goals", size=60_000, seed=seed))
+    return texts[:count]
+
+
+def test_merge_past_its_cost_bound_answers_the_three_texts_as_one_conflict() -> None:
+    base, ours, theirs = _costly_texts(3)
+    merged = merge(base, ours, theirs)
+    # Bounded by work, not time: the matcher stopped at the budget and said so.
+    assert merged.too_large is True and merged.content is None
+    assert [(c.base, c.ours, c.theirs) for c in merged.conflicts] == [(base, ours, theirs)]
+    # The bound is work, charged across the merge's matchers: a small merge fits a small
+    # budget, and the same merge past a budget of 1 stops the same way.
+    small = ("a\nb\nc\nd\ne\n", "a\nB\nc\nd\ne\n", "a\nb\nc\nD\ne\n")
+    assert merge(*small, work=1_000) == Merge("a\nB\nc\nD\ne\n", [])
+    assert merge(*small, work=1) == Merge(None, [RebaseConflict(*small)], too_large=True)
+
+
+def test_a_pathological_rebase_preview_stays_bounded_and_says_so(room: Driver) -> None:
+    base, ours, theirs = _costly_texts(3)
+    writer = room.join("writer")["session_id"]
+    author = room.join("author")["session_id"]
+
+    def land(text: str) -> None:
+        pid = propose(room, writer, text)["proposal_id"]
+        room.call("workspace.review", room.host, proposal_id=pid, revision=1, decision="approve")
+        room.call("workspace.commit", writer, proposal_id=pid)
+
+    land(base)
+    pid = propose(room, author, ours)["proposal_id"]
+    land(theirs)
+    answer = room.call("workspace.proposal.rebase", author, proposal_id=pid, apply=True)
+    assert answer["note"] == MERGE_TOO_LARGE
+    assert answer["clean"] is False and answer["applied"] is False and answer["content"] is None
+    [conflict] = answer["conflicts"]
+    assert conflict["ours"] == ours and conflict["theirs"] == theirs
+    assert conflict["base"].startswith("## Goals\n") and len(conflict["base"]) >= len(base) - 2
+    assert room.call("workspace.proposal", author, proposal_id=pid)["revision"] == 1

@@ -182,6 +182,8 @@ def rebase_lines(answer: dict[str, Any]) -> list[str]:
         return [f"{head} merges cleanly onto v{answer.get('base_version')}: {done}",
                 visible(str(answer.get("content") or "")).rstrip("\n")]
     lines = [f"{head} conflicts with v{answer.get('base_version')}; nothing changed"]
+    if answer.get("note"):  # past the merge's cost bound: one conflict of the three texts
+        lines.append(str(answer["note"]))
     for number, hunk in enumerate(answer.get("conflicts") or [], 1):
         lines.append(f"conflict {number}:")
         for side in ("base", "ours", "theirs"):

@@ -17,8 +17,8 @@ own, line for line. Deterministic (work, not time), so it is the same on a loade
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator, Sequence
-from typing import Final, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import ClassVar, Final, TypeVar
 
 import attrs
 
@@ -32,15 +32,23 @@ TOO_LARGE: Final = "too large to diff: both texts in full"
 CONTEXT: Final = 3
 
 
-class _TooLarge(Exception):
-    pass
+class TooLarge(Exception):
+    """A matcher's searches went past their work bound (`Budget`)."""
+
+
+@attrs.define
+class Budget:
+    """Work left for the matchers charged to it (one diff, or every match of one merge)."""
+
+    left: int = WORK_MAX
 
 
 class _Charged(difflib.SequenceMatcher[str]):
-    """A matcher that stops (`_TooLarge`) once its searches would cost more than `work`."""
+    """A matcher that stops (`TooLarge`) once its searches would cost more than its budget."""
 
-    def __init__(self, a: Sequence[str], b: Sequence[str], *, autojunk: bool, work: int) -> None:
-        self.work = work
+    def __init__(self, a: Sequence[str], b: Sequence[str], *, autojunk: bool,
+                 work: int | Budget) -> None:
+        self.budget = work if isinstance(work, Budget) else Budget(work)
         self.size_a = len(a)
         super().__init__(None, a, b, autojunk=autojunk)
         # difflib's index of b (line -> its positions), junk and popular lines left out
@@ -51,10 +59,27 @@ class _Charged(difflib.SequenceMatcher[str]):
     def find_longest_match(self, alo: int = 0, ahi: int | None = None, blo: int = 0,
                            bhi: int | None = None) -> difflib.Match:
         high = self.size_a if ahi is None else ahi
-        self.work -= int((high - alo) * self.weight) + 1
-        if self.work < 0:
-            raise _TooLarge
+        self.budget.left -= int((high - alo) * self.weight) + 1
+        if self.budget.left < 0:
+            raise TooLarge
         return super().find_longest_match(alo, ahi, blo, bhi)
+
+
+class _BudgetMatcher(_Charged):
+    """`difflib.SequenceMatcher`'s constructor, charging the class's `shared` budget."""
+
+    shared: ClassVar[Budget]
+
+    def __init__(self, isjunk: Callable[[str], bool] | None = None, a: Sequence[str] = "",
+                 b: Sequence[str] = "", autojunk: bool = True) -> None:
+        super().__init__(a, b, autojunk=autojunk, work=self.shared)
+
+
+def charged_matcher(budget: Budget) -> type[_BudgetMatcher]:
+    """A `difflib.SequenceMatcher` class whose every instance charges `budget` and raises
+    `TooLarge` past it: for a library that takes a matcher class, as
+    `merge3.Merge3(sequence_matcher=...)` does."""
+    return type("BudgetMatcher", (_BudgetMatcher,), {"shared": budget})
 
 
 def opcodes(a: Sequence[str], b: Sequence[str], *, autojunk: bool = True,
@@ -62,7 +87,7 @@ def opcodes(a: Sequence[str], b: Sequence[str], *, autojunk: bool = True,
     """difflib's opcodes from a to b (the very same), or None past the work bound."""
     try:
         return list(_Charged(a, b, autojunk=autojunk, work=work).get_opcodes())
-    except _TooLarge:
+    except TooLarge:
         return None
 
 
@@ -135,18 +160,25 @@ def unified_diff(before: str, after: str, from_label: str, to_label: str, *,
 
 
 def _whole(a: list[str], b: list[str], from_label: str, to_label: str) -> str:
-    def ended(line: str) -> str:
-        return line if line.endswith(("\n", "\r")) else line + "\n"
-
+    # (inline, not a helper per line: 25,000 lines of a 256 KiB text cost half as much)
+    breaks = ("\n", "\r")
     return "".join([f"--- {from_label}\n", f"+++ {to_label}\n",
                     f"@@ -{_range(0, len(a))} +{_range(0, len(b))} @@\n",
-                    *("-" + ended(line) for line in a), *("+" + ended(line) for line in b)])
+                    *("-" + line if line.endswith(breaks) else "-" + line + "\n" for line in a),
+                    *("+" + line if line.endswith(breaks) else "+" + line + "\n" for line in b)])
 
 
 # -- diffs computed after the transaction ------------------------------------------------
 
 
-class Later(str):
+class Deferred:
+    """A field of a read's answer computed after its transaction, by `resolved` (`compute`)."""
+
+    def compute(self) -> object:
+        raise NotImplementedError
+
+
+class Later(str, Deferred):
     """A diff the read answers, not computed yet: the empty string until `resolved`.
 
     The engine builds a read's answer inside its transaction (on the store, which every
@@ -171,9 +203,10 @@ def later(before: str, after: str, from_label: str, to_label: str) -> str:
 
 
 def resolved(record: T) -> T:
-    """`record` (an attrs record) with every `Later` among its fields computed."""
+    """`record` (an attrs record) with every `Deferred` among its fields (a `Later` diff,
+    a proposal's link warnings) computed."""
     if record is None or not attrs.has(type(record)):
         return record
     changes = {field.name: value.compute() for field in attrs.fields(type(record))  # type: ignore[arg-type]
-               if isinstance(value := getattr(record, field.name), Later)}
+               if isinstance(value := getattr(record, field.name), Deferred)}
     return attrs.evolve(record, **changes) if changes else record  # type: ignore[misc]

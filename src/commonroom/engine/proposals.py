@@ -282,7 +282,7 @@ def proposal_detail(tx: Tx, p: ProposalDetailParams) -> ProposalDetail:
     fields = attrs.asdict(proposal, recurse=False)
     del fields["stale"], fields["amended"]  # computed here, for any status
     # What the diff of one region does not show: links elsewhere it re-points.
-    warnings = [] if pruned or not open_ else linkrefs.proposal_warnings(
+    warnings = [] if pruned or not open_ else linkrefs.later_warnings(
         current.outline, proposal.region, content)
     detail = ProposalDetail(
         **fields, content=content,

@@ -27,10 +27,12 @@ hand-written diff3 would be ours to get right.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Final
+from typing import Final, cast
 
+import attrs
 import merge3
 
+from commonroom.engine import linediff
 from commonroom.engine import proposals as pr
 from commonroom.engine._state import PROPOSAL, move
 from commonroom.engine.leases import HUMAN_EDITING, active_leases, raise_if_blocked
@@ -54,6 +56,8 @@ from commonroom.protocol.timefmt import format_ts
 
 # A rebase whose merged text equals the region's current text changes nothing.
 NO_CHANGE: Final = "no_change"
+# `Rebased.note` of a merge past its cost bound (as `linediff.TOO_LARGE` labels a diff).
+MERGE_TOO_LARGE: Final = "too large to merge: the three texts in full, as one conflict"
 
 
 def _new_revision(tx: Tx, proposal: Proposal, action: str, content: str, base_version: int,
@@ -242,18 +246,49 @@ def _split(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
-def merge_region(base: str, ours: str, theirs: str) -> tuple[str | None, list[RebaseConflict]]:
-    """Three-way merge by lines: (merged text, []) when clean, else (None, conflicts)."""
+@attrs.frozen
+class Merge:
+    """A three-way merge: `content` when clean, else its `conflicts`; `too_large` when the
+    merge stopped at its cost bound and `conflicts` is the one of the three texts in full."""
+
+    content: str | None
+    conflicts: list[RebaseConflict]
+    too_large: bool = False
+
+
+def merge(base: str, ours: str, theirs: str, *, work: int = linediff.WORK_MAX) -> Merge:
+    """Three-way merge by lines, bounded like a diff (`linediff`).
+
+    Every match the merge makes (merge3 runs difflib's matcher base->ours, base->theirs
+    and inside each conflicting stretch) is charged to one budget of `work`; past it
+    the merge stops and answers one conflict holding the three texts in full.
+    Deterministic (work, not time).
+    """
+    # (difflib's matcher is merge3's default; its `list[Match]` is typed apart from the
+    # protocol's `list[tuple]`, the same values.)
+    matcher = cast("type[merge3.SequenceMatcherProtocol[str]]",
+                   linediff.charged_matcher(linediff.Budget(work)))
+    merge3_ = merge3.Merge3(_split(base), _split(ours), _split(theirs), sequence_matcher=matcher)
+    try:
+        groups = list(merge3_.merge_groups())
+    except linediff.TooLarge:
+        return Merge(None, [RebaseConflict(base, ours, theirs)], too_large=True)
     merged: list[str] = []
     conflicts: list[RebaseConflict] = []
-    for group in merge3.Merge3(_split(base), _split(ours), _split(theirs)).merge_groups():
+    for group in groups:
         if group[0] == "conflict":
             base_lines, our_lines, their_lines = group[1], group[2], group[3]
             conflicts.append(RebaseConflict("".join(base_lines), "".join(our_lines),
                                             "".join(their_lines)))
         else:
             merged.extend(group[1])
-    return (None, conflicts) if conflicts else ("".join(merged), [])
+    return Merge(None, conflicts) if conflicts else Merge("".join(merged), [])
+
+
+def merge_region(base: str, ours: str, theirs: str) -> tuple[str | None, list[RebaseConflict]]:
+    """Three-way merge by lines: (merged text, []) when clean, else (None, conflicts)."""
+    merged = merge(base, ours, theirs)
+    return merged.content, merged.conflicts
 
 
 def rebase(tx: Tx, p: RebaseParams) -> Rebased:
@@ -284,7 +319,8 @@ def rebase(tx: Tx, p: RebaseParams) -> Rebased:
         )
     base_text = region_text(engine.snapshot(proposal.base_version), region)
     theirs = region_text(current, region)
-    content, conflicts = merge_region(base_text, ours, theirs)
+    merged = merge(base_text, ours, theirs)
+    content, conflicts = merged.content, merged.conflicts
     applied = False
     revision = proposal.revision
     status = proposal.status
@@ -302,7 +338,8 @@ def rebase(tx: Tx, p: RebaseParams) -> Rebased:
                               proposal.summary, True)
         applied, revision, status = True, moved.revision, moved.status
     return Rebased(proposal.proposal_id, content is not None, content, current.version,
-                   conflicts, applied, revision, status)
+                   conflicts, applied, revision, status,
+                   note=MERGE_TOO_LARGE if merged.too_large else None)
 
 
-__all__ = ["merge_region", "rebase", "rebase_on_host_save", "revise"]
+__all__ = ["MERGE_TOO_LARGE", "Merge", "merge", "merge_region", "rebase", "rebase_on_host_save", "revise"]

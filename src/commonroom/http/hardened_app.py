@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from inspect import isasyncgen
 from typing import Any, Final, cast
 
@@ -45,6 +45,7 @@ from commonroom.http._compat import STOCK_HTTP_CONNECTION, BoundedBody, QuartTri
 from commonroom.protocol.errors import CommonroomError, body_too_large, internal_error
 
 __all__ = [
+    "EARLY_REFUSAL",
     "HEADER_CHECK",
     "HardenedHTTPConnection",
     "HardenedRequest",
@@ -72,6 +73,13 @@ def after_send(response: Response, callback: Callable[[], None]) -> Response:
         setattr(response, _AFTER_SEND, callbacks)
     callbacks.append(callback)
     return response
+
+EARLY_REFUSAL: Final = "commonroom.http.early_refusal"
+"""``app.extensions[EARLY_REFUSAL]``: ``f(asgi_scope) -> None | (async () -> CommonroomError)``,
+asked for every HTTP request before quart builds it (after a declared-too-large body's
+413): a request it refuses is answered that error (which it may take its time to
+make: pacing) with ``Connection: close``, without routing it or reading its body. The
+ingress's rate gate (`http/guards.Gate.early`)."""
 
 HEADER_CHECK: Final = "commonroom.http.header_check"
 """``app.extensions[HEADER_CHECK]``: ``f(asgi_scope) -> CommonroomError | None``, run
@@ -112,18 +120,28 @@ class HardenedHTTPConnection(QuartTrioHTTPConnection):
                 refusal = check(self.scope) if check is not None else None
                 await self._refuse_body(receive, send, refusal or body_too_large(limit))
                 return
+        early = self.app.extensions.get(EARLY_REFUSAL)
+        if early is not None:
+            # A flood of requests its windows refuse costs a header scan each, not a request.
+            refused = early(self.scope)
+            if refused is not None:
+                await self._refuse_body(receive, send, refused)
+                return
         await super().__call__(receive, send)
 
     async def _refuse_body(
-        self, receive: ASGIReceiveCallable, send: ASGISendCallable, error: CommonroomError
+        self, receive: ASGIReceiveCallable, send: ASGISendCallable,
+        error: CommonroomError | Callable[[], Awaitable[CommonroomError]],
     ) -> None:
-        """Answer `error` without running the app and without reading the body."""
-        response = _error_response(self.app.response_class, error, close=True)
+        """Answer `error` (or what it makes, when it is ready) without running the app and
+        without reading the body."""
         async with trio.open_nursery() as nursery:
             # hypercorn hands the app whatever body bytes already arrived, over
             # a bounded channel; keep taking (and dropping) them so it never blocks.
             nursery.start_soon(_discard_until_disconnect, receive)
-            await self.send_response(send, response)
+            if not isinstance(error, CommonroomError):
+                error = await error()
+            await self.send_response(send, _error_response(self.app.response_class, error, close=True))
             nursery.cancel_scope.cancel()
 
     async def respond(self, request: Request, send: ASGISendCallable) -> None:
@@ -185,6 +203,11 @@ def _error_response(
         headers=dict(headers or {}),
         content_type="application/json",
     )
+    seconds = error.recovery.get("retry_after_seconds")
+    if error.http_status == 429 and seconds is not None:
+        # As `http/common.error_response` answers it (PROTOCOL §11: the header too).
+        response.headers["Retry-After"] = str(seconds)
+        response.headers["Cache-Control"] = "no-store"
     if close:
         response.headers["Connection"] = "close"
     return response

@@ -7,7 +7,9 @@ long-poll), which opens the room's stream. Before any view, the guards of `http/
 (DNS rebinding), the Origin check, and the rate limits -- 600 requests per
 bearer (and per participant) in any 60 s; 60 per client address for a
 bearer that is not a live session, so guessing secrets is slow; discovery
-and joins have windows of their own (`Gate` says which).
+and joins have windows of their own (`Gate` says which). A request those windows
+would refuse is refused from its headers alone, before quart builds it, and
+paced when its client did not wait as told (`Gate.early`).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from commonroom.http.common import (
     stream_view,
 )
 from commonroom.http.guards import INGRESS_HEADERS, Gate
-from commonroom.http.hardened_app import HEADER_CHECK
+from commonroom.http.hardened_app import EARLY_REFUSAL, HEADER_CHECK
 from commonroom.openapi import served_body as openapi_body
+from commonroom.protocol import limits
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import secret_from
 from commonroom.protocol.operations import CALLS, OPERATIONS_BY_NAME, STREAMS
@@ -56,6 +59,8 @@ DISCOVERY_PATHS: Final = frozenset({
     "/.well-known/agent-workspace", "/protocol", "/openapi.json", "/skills", "/skills/commonroom",
 })
 JOIN_PATH: Final = OPERATIONS_BY_NAME["session.join"].path
+# The REST routes of the heavy reads: refused early past their participant's window.
+HEAVY_ROUTES: Final = frozenset((op.method, op.path) for op in CALLS if op.name in limits.HEAVY_READS)
 
 
 async def _join_secret() -> str | None:
@@ -83,8 +88,16 @@ def create_ingress_app(room: Room, settings: IngressSettings | None = None) -> Q
         clock=settings.clock,
         session_participant=room.engine.session_participant,
         knows_invitation=room.engine.knows_invitation,
+        is_host=lambda participant: participant == room.engine.host_participant_id,
+        heavy_reads=room.heavy_reads,
+        heavy_routes=HEAVY_ROUTES,
+        early_exempt=lambda method, path: path in DISCOVERY_PATHS or (
+            path == JOIN_PATH and method == "POST"),
     )
     app.extensions["commonroom.gate"] = gate
+    # Refused before quart builds the request, and paced (docs/protocol.md "Refusals are
+    # cheap and paced"): a client ignoring Retry-After cannot take the room's CPU.
+    app.extensions[EARLY_REFUSAL] = gate.early
     # Also before a too-large body is refused (http/hardened_app.py): 403 beats 413.
     app.extensions[HEADER_CHECK] = INGRESS_HEADERS
 

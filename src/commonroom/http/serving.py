@@ -79,6 +79,7 @@ import logging
 import resource
 import signal
 import socket
+import sys
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Final
@@ -110,6 +111,11 @@ MAX_INGRESS_CONNECTIONS: Final = 2048
 the room's session limit allows more streams than that (`connection_caps`)."""
 REQUEST_CONNECTIONS: Final = 256
 """Connections kept for requests beyond every stream the session limit allows."""
+GIL_SWITCH_SECONDS: Final = 0.0005
+"""How long a thread holding the GIL keeps it once another asks (CPython's default is 5 ms).
+A heavy read's diff runs on a worker thread (room/core.py); the event loop wakes for
+every socket event of every request and would wait up to 5 ms for the GIL each time, so
+one diff in progress added tens of ms to the host's status. Set for the process by `serve`."""
 LOG_EVERY_SECONDS: Final = 10.0
 """A listener's overload line (EMFILE, connections refused) is logged at most this often."""
 
@@ -257,6 +263,7 @@ async def serve(
     Several servers may run in one nursery.
     """
     harden(app, max_body_bytes=config.max_body_bytes)
+    sys.setswitchinterval(GIL_SWITCH_SECONDS)
     refuse_websocket_compression()
     worker = HypercornWorker(app, _hypercorn_config(config))
     listeners = await trio.open_tcp_listeners(config.port, host=config.host, backlog=_BACKLOG)

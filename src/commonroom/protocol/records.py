@@ -302,6 +302,10 @@ class Rebased:
     revision: int
     """The proposal's revision after the call."""
     status: str
+    note: str | None = None
+    """Null, or why the answer is not a merge: past the merge's cost bound, "too large to
+    merge: the three texts in full, as one conflict" (`conflicts` then holds the region's
+    base, the proposal's and the current text whole)."""
 
 
 @attrs.frozen

@@ -59,7 +59,7 @@ from commonroom.protocol.events import Event
 from commonroom.protocol.operations import OPERATIONS_BY_NAME
 from commonroom.protocol.records import AppReply, ProposalWaited, ThreadWaited, WaitAnswer, to_wire
 from commonroom.protocol.timefmt import parse_ts
-from commonroom.ratelimit import RateLimiter
+from commonroom.ratelimit import RateLimiter, heavy_reads_refused
 from commonroom.room.app_hosts import AppHosts
 from commonroom.room.hub import EventHub
 from commonroom.room.pumps import RoomStream, StreamWriter, open_pumped, pump_to_writer
@@ -261,16 +261,7 @@ class Room:
         if participant is None or participant == self.engine.host_participant_id:
             return None  # the engine answers who that is (or is not)
         wait = self.heavy_reads.acquire(participant)
-        if wait is None:
-            return None
-        seconds = max(1, int(wait) + 1)
-        return CommonroomError(
-            "limit_exceeded",
-            f"at most {limits.HEAVY_READS_PER_MINUTE} diffs, blames and rebases a minute; try"
-            f" again in {seconds} s",
-            {"scope": "heavy_reads", "limit": limits.HEAVY_READS_PER_MINUTE},
-            retry_after_seconds=seconds,
-        )
+        return None if wait is None else heavy_reads_refused(wait)
 
     def _runs_here(self, name: str) -> bool:
         """Does the call run on the trio thread? Asked holding the store's limiter.
