@@ -83,6 +83,8 @@ def test_no_reader_begins_between_commit_and_rename_nor_sees_an_undone_version(
 
     monkeypatch.setattr(os, "replace", refuse)
     answers: list[Any] = []
+    standby = room.engine.reads.standby
+    standby.lock.acquire()  # in use: the writer pins no snapshot before its COMMIT
     with held_commit(room, "after_commit", before + "\nnever lands\n") as (_, outcomes):
         # COMMIT is done, the rename not yet: the gate is held, a read does not begin.
         assert dispatch.read(room.engine, "workspace.status", room.host, {},
@@ -90,12 +92,44 @@ def test_no_reader_begins_between_commit_and_rename_nor_sees_an_undone_version(
         waiting = threading.Thread(target=lambda: answers.append(
             _read(room, "workspace.read", region="workspace")))
         waiting.start()
+        standby.lock.release()  # still nothing pinned: the reader waits for the gate
+        assert standby.pinned is None
     waiting.join(GUARD)
     # The rename failed: the committed transaction was undone, and the waiting reader began
     # after that, on version 1.
     assert outcomes[0].error is not None and outcomes[0].error.code == "storage_unavailable"
     assert answers == [{"version": 1, "region": "workspace", "content": before, "truncated": False}]
     assert _read(room, "workspace.status")["version"] == 1 == room.engine.current_version
+
+
+def test_a_light_read_during_a_landing_answers_the_version_before_it(
+        room: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between COMMIT and rename a light read neither waits nor sees the new version: it
+    answers from the snapshot the writer pinned before its COMMIT (`readpath.Standby`),
+    the version whose file is still in place; a heavy read waits for the gate."""
+    before = room.engine.path.read_text()
+    real_replace = os.replace
+
+    def refuse(src: Any, dst: Any) -> None:
+        if Path(str(dst)) == room.engine.path:
+            raise PermissionError(1, "Operation not permitted", str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with held_commit(room, "after_commit", before + "\nnever lands\n") as (_, outcomes):
+        assert room.engine.reads.standby.pinned is not None
+        status = _read(room, "workspace.status", block=False)
+        whole = _read(room, "workspace.read", block=False, region="workspace")
+        assert status["version"] == 1 and whole["version"] == 1 and whole["content"] == before
+        assert dispatch.read(room.engine, "workspace.blame", room.host,
+                             {"region": "workspace"}, block=False) is dispatch.NOT_READY
+    assert outcomes[0].error is not None and outcomes[0].error.code == "storage_unavailable"
+    assert room.engine.reads.standby.pinned is None  # ended with the landing
+    assert not room.engine.reads.standby.conn.in_transaction
+    monkeypatch.setattr(os, "replace", real_replace)
+    with held_commit(room, "after_commit", before + "\nlands\n"):
+        assert _read(room, "workspace.status", block=False)["version"] == 1
+    assert _read(room, "workspace.status", block=False)["version"] == 2
 
 
 def test_a_read_that_finds_work_for_a_refresh_goes_the_writers_way(room: Driver) -> None:

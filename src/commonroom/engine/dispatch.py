@@ -51,9 +51,9 @@ from commonroom.engine import (
 from commonroom.engine.config import DEFAULT_CONFIG, EngineConfig
 from commonroom.engine.core import Engine
 from commonroom.engine.operations import HANDLERS
-from commonroom.engine.readpath import GateClosed, Reader, RefreshDue
+from commonroom.engine.readpath import GateClosed, Reader, RefreshDue, Standby
 from commonroom.engine.settle import FileSettling
-from commonroom.engine.tx import Hooks, Outcome
+from commonroom.engine.tx import Hooks, Outcome, Tx
 from commonroom.protocol import limits
 from commonroom.protocol.capabilities import require
 from commonroom.protocol.errors import CommonroomError
@@ -165,40 +165,84 @@ def read(
     run the operation with `execute`, the writer's way. `NOT_READY` (only with
     `block=False`): the read connection is in use or a commit is landing; nothing ran.
     """
-    reader = engine.reads.reader(heavy=name in limits.HEAVY_READS)
-    if not reader.lock.acquire(blocking=block):
-        return NOT_READY
-    try:
-        return _read(reader, name, bearer, raw_params, from_query=from_query, later=later,
-                     block=block)
-    except GateClosed:
-        return NOT_READY
-    finally:
-        reader.lock.release()
+    heavy = name in limits.HEAVY_READS
+    reader = engine.reads.reader(heavy=heavy)
+    if heavy:
+        answer = _on_reader(reader, name, bearer, raw_params, from_query=from_query,
+                            later=later, block=block, wait_for_gate=block)
+        return NOT_READY if answer is GATE_CLOSED else answer
+    # A light read does not wait for a landing commit when the snapshot before it is
+    # pinned (`readpath.Standby`): it answers that version, whose file is still in place.
+    answer = _on_reader(reader, name, bearer, raw_params, from_query=from_query, later=later,
+                        block=block, wait_for_gate=False)
+    if answer is not GATE_CLOSED:
+        return answer
+    answer = _on_standby(engine.reads.standby, name, bearer, raw_params,
+                         from_query=from_query, later=later, block=block)
+    if answer is not NOT_READY or not block:
+        return answer
+    return _on_reader(reader, name, bearer, raw_params, from_query=from_query, later=later,
+                      block=True, wait_for_gate=True)  # nothing pinned: wait for the gate
 
 
 class NotReady(enum.Enum):
     NOT_READY = "not ready"
+    GATE_CLOSED = "gate closed"
 
 
 NOT_READY: Final = NotReady.NOT_READY
+# A commit is landing and the caller asked not to wait for it (never returned by `read`).
+GATE_CLOSED: Final = NotReady.GATE_CLOSED
 
 
-def _read(reader: Reader, name: str, bearer: str | None, raw_params: Mapping[str, Any], *,
-          from_query: bool, later: bool, block: bool) -> Outcome | None:
+def _on_reader(reader: Reader, name: str, bearer: str | None, raw_params: Mapping[str, Any], *,
+               from_query: bool, later: bool, block: bool,
+               wait_for_gate: bool) -> Outcome | NotReady | None:
+    """The read on `reader`'s own snapshot; NOT_READY if its connection is in use (and
+    not `block`), GATE_CLOSED if a commit is landing (and not `wait_for_gate`)."""
+    if not reader.lock.acquire(blocking=block):
+        return NOT_READY
     try:
-        op = operation(name)
-        if not op.read_only:
-            raise ValueError(f"{name} is not a read-only operation")
-        params = parse_params(op.params, raw_params, from_query=from_query)
-        with reader.transaction(reader.engine.clock(), block=block) as tx:
-            reader.raise_if_expiry_due(tx)
-            if op.capability is not None:
-                tx.actor_or_none = sessions.authenticate(tx, bearer)
-                require(tx.actor.capabilities, op.capability)
-            result = HANDLERS[name](tx, params)
-        return Outcome(result if later else linediff.resolved(result), None, [])
+        with reader.transaction(reader.engine.clock(), block=wait_for_gate) as tx:
+            return _answer(reader, tx, name, bearer, raw_params, from_query=from_query,
+                           later=later)
+    except GateClosed:
+        return GATE_CLOSED
     except RefreshDue:
         return None
     except CommonroomError as error:
         return Outcome(None, error, [])
+    finally:
+        reader.lock.release()
+
+
+def _on_standby(standby: Standby, name: str, bearer: str | None, raw_params: Mapping[str, Any],
+                *, from_query: bool, later: bool, block: bool) -> Outcome | NotReady | None:
+    """The read on the snapshot pinned before a landing commit; NOT_READY if none is
+    pinned (or, without `block`, it is in use)."""
+    try:
+        with standby.pinned_transaction(standby.engine.clock(), block=block) as tx:
+            if tx is None:
+                return NOT_READY
+            return _answer(standby, tx, name, bearer, raw_params, from_query=from_query,
+                           later=later)
+    except RefreshDue:
+        return None
+    except CommonroomError as error:
+        return Outcome(None, error, [])
+
+
+def _answer(reader: Reader, tx: Tx, name: str, bearer: str | None,
+            raw_params: Mapping[str, Any], *, from_query: bool, later: bool) -> Outcome:
+    """A read-only operation in `tx`, a read transaction of `reader`. Raises `RefreshDue`
+    (run it the writer's way) and the operation's `CommonroomError`."""
+    op = operation(name)
+    if not op.read_only:
+        raise ValueError(f"{name} is not a read-only operation")
+    params = parse_params(op.params, raw_params, from_query=from_query)
+    reader.raise_if_expiry_due(tx)
+    if op.capability is not None:
+        tx.actor_or_none = sessions.authenticate(tx, bearer)
+        require(tx.actor.capabilities, op.capability)
+    result = HANDLERS[name](tx, params)
+    return Outcome(result if later else linediff.resolved(result), None, [])

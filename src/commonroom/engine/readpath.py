@@ -17,6 +17,15 @@ or it is undone (`Transactions.open`); a reader takes the gate only to BEGIN, ta
 and pin the version the snapshot says is current. The long part of a commit (the
 temp file's write and fsync, before COMMIT) never holds it.
 
+A light read that finds the gate closed does not wait for the commit's WAL fsync
+and rename either: just before it takes the gate, the writer pins a *standby*
+snapshot (`ReadPath.pin_before_commit`): a read transaction begun on a third
+connection while the new version was not yet committed, so it holds exactly the
+version before it, whose file is still in place. Light reads during the commit's
+landing share that transaction (`Standby`), one at a time; once the gate opens it
+is ended. A writer that finds the standby in use does not pin, and readers then
+wait for the gate as before.
+
 The text a reader answers is the version its own snapshot holds: the writer
 publishes each new current `Snapshot` under the gate (`publish`) once it landed,
 so the pinned one is found by version id; a reader whose snapshot is another
@@ -50,7 +59,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,6 +68,7 @@ from commonroom.engine.snapshot import Snapshot
 from commonroom.engine.storage_errors import is_storage_fault, sidecar_refused
 from commonroom.engine.tx import Tx
 from commonroom.engine.versions import Versions
+from commonroom.protocol.errors import CommonroomError
 
 if TYPE_CHECKING:
     from commonroom.engine.core import Engine
@@ -97,10 +107,22 @@ class ReadPath:
         self._latest: Snapshot | None = None  # set under `gate`
         self.light = Reader(self, open_read_connection(engine.sidecar_path))
         self.heavy = Reader(self, None)  # its connection opens at its first read
+        self.standby = Standby(self)
 
     def close(self) -> None:
         self.light.close()
         self.heavy.close()
+        self.standby.close()
+
+    def pin_before_commit(self) -> None:
+        """The writer, its new version not yet committed and the gate not yet taken:
+        pin the snapshot of the version before it for light reads during the landing.
+        Never waits: a standby in use is left unpinned (readers wait for the gate)."""
+        self.standby.pin(self._latest)
+
+    def unpin(self) -> None:
+        """The writer, once the gate is open again: the standby snapshot is ended."""
+        self.standby.unpin()
 
     def publish(self, snap: Snapshot) -> None:
         """The writer, holding `gate` (or before any reader exists): `snap` is now current."""
@@ -215,6 +237,87 @@ class Reader:
         versions.cache = cache
         view.versions = versions
         return view
+
+
+class Standby(Reader):
+    """The snapshot of the version before a landing commit (module docstring).
+
+    `state` guards `pinned` and the end of the pinned transaction: a reader releases
+    the connection's `lock` only holding it, so `unpin` either finds the connection
+    free and ends the transaction itself, or the reader still inside it ends it.
+    """
+
+    def __init__(self, path: ReadPath) -> None:
+        super().__init__(path, None)
+        self.state = threading.Lock()
+        # (the pinned version, its published snapshot if it is that version) or None.
+        self.pinned: tuple[int, Snapshot | None] | None = None
+
+    def pin(self, latest: Snapshot | None) -> None:
+        if not self.lock.acquire(blocking=False):
+            return
+        try:
+            with self.state:
+                conn = self.conn
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                conn.execute("BEGIN DEFERRED")
+                try:
+                    version = conn.execute("SELECT max(version) FROM versions").fetchone()[0]
+                    if version is None:  # the first version: nothing before it to answer
+                        raise LookupError("no version yet")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                self.pinned = (version, latest if latest is not None
+                               and latest.version == version else None)
+        except (sqlite3.Error, CommonroomError, LookupError):
+            self.pinned = None  # not pinned: readers wait for the gate, nothing is lost
+        finally:
+            self.lock.release()
+
+    def unpin(self) -> None:
+        with self.state:
+            self.pinned = None
+            if self.lock.acquire(blocking=False):
+                try:
+                    self._end()
+                finally:
+                    self.lock.release()
+
+    def _end(self) -> None:
+        conn = self._conn
+        if conn is not None and conn.in_transaction:
+            with suppress(sqlite3.Error):  # a read transaction: nothing of it to keep either way
+                conn.execute("ROLLBACK")
+
+    @contextmanager
+    def pinned_transaction(self, now: datetime, *, block: bool) -> Iterator[Tx | None]:
+        """A read transaction on the pinned snapshot, or None (not pinned, or with
+        `block=False` in use). The caller does not hold `lock`: this takes it."""
+        if not self.lock.acquire(blocking=block):
+            yield None
+            return
+        try:
+            pinned = self.pinned
+            tx: Tx | None = None
+            if pinned is not None:
+                version, snap = pinned
+                tx = Tx(self._view(version, snap), self.conn, now)
+            yield tx
+        finally:
+            with self.state:
+                if self.pinned is None:
+                    self._end()
+                self.lock.release()
+        if tx is not None:
+            for hook in tx.after_commit:
+                hook()
+
+    def close(self) -> None:
+        with self.state:
+            self.pinned = None
+        super().close()
 
 
 class GateClosed(Exception):

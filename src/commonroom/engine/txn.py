@@ -130,7 +130,9 @@ class Transactions:
                     raise write_refused(engine.path, exc) from None
             tx.trim_ring()
             if engine.current_version != tx.version_at_start:
-                # A new version: readers begin after it landed or was undone (`_land`).
+                # A new version: readers begin after it landed or was undone (`_land`);
+                # light reads meanwhile answer the version before it (`readpath.Standby`).
+                engine.reads.pin_before_commit()
                 engine.reads.gate.acquire()
                 gate = engine.reads.gate
             self.engine.conn.execute("COMMIT")
@@ -158,6 +160,7 @@ class Transactions:
         except BaseException as exc:
             if gate is not None:
                 gate.release()  # rolled back: readers see the version before it
+                engine.reads.unpin()
             self.undo_log.disarm()
             # SQLite rolls back by itself on some errors (a full disk): ROLLBACK
             # then fails with "no transaction is active" and would hide the cause.
@@ -180,6 +183,7 @@ class Transactions:
                     engine.reads.publish(engine.versions.current())
                 gate.release()
                 gate = None
+                engine.reads.unpin()  # after the gate: a reader who found it closed is let in
 
         try:
             self._land(tx, reopen)
