@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
+from functools import cache
 
 M_ARENA_MAX = -8
 """glibc's `mallopt` parameter: the most arenas the process may create (malloc.h)."""
@@ -34,3 +35,32 @@ def use_one_malloc_arena() -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     return bool(mallopt(M_ARENA_MAX, 1))
+
+
+@cache
+def _libc() -> ctypes.CDLL | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None)
+    except OSError:
+        return None
+
+
+def give_back_free_memory() -> bool:
+    """Return the allocator's free memory to the system (glibc's `malloc_trim(0)`); False
+    where there is no glibc to ask.
+
+    With one arena, the freed versions of a large document stay in it as one reserve for
+    the next: right for a room that commits again soon, wasteful for one that went quiet
+    (the room calls this once its document stopped changing: `service`). It costs a walk
+    of the free lists and the page faults of the next large allocation.
+    """
+    libc = _libc()
+    trim = getattr(libc, "malloc_trim", None) if libc is not None else None
+    if trim is None:
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    trim(0)
+    return True

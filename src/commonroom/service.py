@@ -30,7 +30,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from functools import partial
 from pathlib import Path
@@ -50,6 +50,7 @@ from commonroom.credentials import (
 from commonroom.engine.facade import (
     SIDECAR_SUFFIX,
     EngineConfig,
+    EngineFace,
     GitOptions,
     check_git_work_tree,
     end_host_session,
@@ -71,7 +72,7 @@ from commonroom.http.serving import (
 )
 from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.mcp.endpoint import register_owner_configs
-from commonroom.process_memory import use_one_malloc_arena
+from commonroom.process_memory import give_back_free_memory, use_one_malloc_arena
 from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
@@ -92,6 +93,8 @@ from commonroom.store.document import DocumentFile
 from commonroom.transport import registry
 
 RATE_SWEEP_SECONDS = 60.0
+# How long the document must stay unchanged before the room gives freed memory back.
+QUIET_TRIM_SECONDS = 0.5
 # How long a reader may take nothing before its connection is dropped. Long, so
 # that an observer that stalls falls behind its 256-event buffer and is told
 # `resync` when it drains (PROTOCOL §8) rather than being cut off; the stop is
@@ -340,6 +343,7 @@ async def _run(room: Room, plugin: Any, options: ServeOptions, doc: Path,
             await nursery.start(wait_for_stop_signal, stop)
         await nursery.start(room.run)
         nursery.start_soon(_sweep_rate_limits, ingress_app.extensions["commonroom.gate"])
+        nursery.start_soon(_give_back_memory_when_quiet, room.engine)
 
         async with trio.open_nursery() as listeners:
             wanted = options.ingress_port
@@ -435,6 +439,27 @@ async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOp
         notes.append(f"owner port {wanted} was taken; bound {port} (open the new link)")
     await room.run_sync(room.engine.ports.save_port, "owner_port", port)
     return port
+
+
+async def _trim_on_a_thread() -> None:
+    await trio.to_thread.run_sync(give_back_free_memory)
+
+
+async def _give_back_memory_when_quiet(
+        engine: EngineFace, trim: Callable[[], Awaitable[None]] = _trim_on_a_thread) -> None:
+    """Once the document stopped changing for `QUIET_TRIM_SECONDS`, give the memory its
+    old versions held back to the system (`process_memory.give_back_free_memory`): a room
+    holds one large document's reserve while it commits, not after (the RSS ratio of
+    docs/benchmarks.md). On a worker thread: the walk must not hold the event loop."""
+    seen = trimmed = engine.current_version
+    while True:
+        await trio.sleep(QUIET_TRIM_SECONDS)
+        version = engine.current_version
+        if version != seen:
+            seen = version  # still changing: look again after a quiet period
+        elif version != trimmed:
+            await trim()
+            trimmed = version
 
 
 async def _sweep_rate_limits(gate: Gate) -> None:

@@ -185,11 +185,14 @@ def raise_if_blocked(
 
 def _own_texts(outline: Outline) -> dict[str, str]:
     """Each region's own text: its heading line up to its first sub-heading (or its end)."""
+    # Taken once: a stored version's outline builds its text from the blocks at each ask
+    # (a host's save of a 1 MB document cost ~2 s with one ask per heading).
+    text = outline.text
     heads = outline.headings
     own: dict[str, str] = {}
     for i, head in enumerate(heads):
         end = heads[i + 1].start if i + 1 < len(heads) and heads[i + 1].start < head.end else head.end
-        own[head.path] = outline.text[head.start:end]
+        own[head.path] = text[head.start:end]
     return own
 
 

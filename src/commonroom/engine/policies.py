@@ -216,12 +216,13 @@ def _measure(outline: Outline, region: str, content: str) -> tuple[int, set[str]
     ops = linediff.opcodes(old_lines, new_lines, autojunk=False)
     if ops is None:  # too costly to measure: nobody measured it, a person reviews it
         return len(old_lines) + len(new_lines), {WHOLE}, after
+    last = max(len(outline.text) - 1, 0)  # once: a stored outline builds its text at each ask
     for tag, i1, i2, j1, j2 in ops:
         if tag == "equal":
             continue
         changed += max(i2 - i1, j2 - j1)
         for i in range(i1, max(i2, i1 + 1)):
-            touched.add(_section_path(outline, min(old_at[i], max(len(outline.text) - 1, 0))))
+            touched.add(_section_path(outline, min(old_at[i], last)))
         for j in range(j1, j2):
             touched.add(_section_path(after, new_at[j]))
     return changed, touched, after

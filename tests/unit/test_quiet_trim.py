@@ -1,0 +1,35 @@
+"""A room gives freed memory back once its document stopped changing (service.py)."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from commonroom import service
+
+
+class _Versions:
+    current_version = 1
+
+
+async def test_freed_memory_is_given_back_once_per_quiet_period(
+        autojump_clock: trio.testing.MockClock) -> None:
+    trims: list[int] = []
+
+    async def trim() -> None:
+        trims.append(engine.current_version)
+    engine = _Versions()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(service._give_back_memory_when_quiet, engine, trim)
+        await trio.sleep(5)
+        assert trims == []  # nothing changed since the room opened: nothing to give back
+        for _ in range(10):  # a version every 0.2 s: still committing, never trimmed
+            engine.current_version += 1
+            await trio.sleep(0.2)
+        assert trims == []
+        await trio.sleep(2)  # quiet: one trim, and only one
+        assert len(trims) == 1
+        engine.current_version += 1
+        await trio.sleep(2)
+        assert len(trims) == 2
+        nursery.cancel_scope.cancel()
