@@ -144,9 +144,13 @@ def test_agent_loop_and_exit_codes(room: RoomProcess, doc: Path,
     taken = run("checkout", "Risks")
     assert taken.returncode == 3 and taken.stderr.startswith("error: lease_conflict")
     assert run("commit", "pr_nothing").returncode == 6
-    run("checkout", "Who it is for", "--profile", "other")
+    held = ok_json("checkout", "Who it is for", "--profile", "other")["lease_id"]
     several = run("release", "--profile", "other")
     assert several.returncode == 2 and "several leases" in several.stderr
+    # A lease is named by its id or by the region it holds (its title is enough).
+    assert run("renew", "Who it is for", "--profile", "other").returncode == 0
+    assert run("release", "Who it is for", "--profile", "other").stdout.strip() == f"released {held}"
+    assert run("release", "Who it is for", "--profile", "other").returncode != 0
     assert other["participant_id"]
 
     run("read", "The idea")

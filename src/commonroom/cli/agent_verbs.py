@@ -227,8 +227,14 @@ def _my_leases(who: profiles.Profile, timeout: float | None = None) -> list[dict
 
 
 def _only_lease(who: profiles.Profile, lease: str | None) -> str:
+    """LEASE as given (an id), or the id of your lease on the region it names (its path or
+    its last title), or your only lease when none is given."""
     if lease:
-        return lease
+        if lease.startswith("ls_") or who.participant_id is None:
+            return lease
+        named = [row for row in _my_leases(who)
+                 if lease in (row["region"], str(row["region"]).rsplit("/", 1)[-1])]
+        return str(named[0]["lease_id"]) if len(named) == 1 else lease
     if who.participant_id is None:
         raise click.UsageError("give LEASE: without a profile the session's leases are unknown")
     mine = _my_leases(who)
@@ -248,7 +254,7 @@ def _only_lease(who: profiles.Profile, lease: str | None) -> str:
 @guarded()
 def renew(lease: str | None, minutes: int | None, profile: str | None, invitation: str | None,
           session: str | None, json_mode: bool) -> None:
-    """Extend LEASE (default: your only lease)."""
+    """Extend LEASE: its id or its region (default: your only lease)."""
     who = profiles.select(profile, invitation, session)
     answer = call_as(who, "workspace.renew", {"lease_id": _only_lease(who, lease),
                                             "minutes": minutes})
@@ -262,7 +268,7 @@ def renew(lease: str | None, minutes: int | None, profile: str | None, invitatio
 @guarded()
 def release(lease: str | None, profile: str | None, invitation: str | None,
             session: str | None, json_mode: bool) -> None:
-    """Release LEASE (default: your only lease)."""
+    """Release LEASE: its id or its region (default: your only lease)."""
     who = profiles.select(profile, invitation, session)
     answer = call_as(who, "workspace.release", {"lease_id": _only_lease(who, lease)})
     print_answer(answer, json_mode, lambda a: [f"released {a.get('lease_id')}"])
