@@ -95,6 +95,9 @@ from commonroom.transport import registry
 RATE_SWEEP_SECONDS = 60.0
 # How long the document must stay unchanged before the room gives freed memory back.
 QUIET_TRIM_SECONDS = 0.5
+# Below this the freed versions are not worth a trim: it holds the allocator's lock (every
+# thread's allocations wait) for up to ~15 ms on a large heap.
+TRIM_MIN_DOCUMENT_BYTES = 1024 * 1024
 # How long a reader may take nothing before its connection is dropped. Long, so
 # that an observer that stalls falls behind its 256-event buffer and is told
 # `resync` when it drains (PROTOCOL §8) rather than being cut off; the stop is
@@ -447,10 +450,11 @@ async def _trim_on_a_thread() -> None:
 
 async def _give_back_memory_when_quiet(
         engine: EngineFace, trim: Callable[[], Awaitable[None]] = _trim_on_a_thread) -> None:
-    """Once the document stopped changing for `QUIET_TRIM_SECONDS`, give the memory its
-    old versions held back to the system (`process_memory.give_back_free_memory`): a room
-    holds one large document's reserve while it commits, not after (the RSS ratio of
-    docs/benchmarks.md). On a worker thread: the walk must not hold the event loop."""
+    """Once a large document (`TRIM_MIN_DOCUMENT_BYTES`) stopped changing for
+    `QUIET_TRIM_SECONDS`, give the memory its old versions held back to the system
+    (`process_memory.give_back_free_memory`): a room holds one large document's reserve
+    while it commits, not after (the RSS ratio of docs/benchmarks.md). The trim runs on a
+    worker thread, but it holds the allocator's lock: every thread's allocations wait."""
     seen = trimmed = engine.current_version
     while True:
         await trio.sleep(QUIET_TRIM_SECONDS)
@@ -458,7 +462,8 @@ async def _give_back_memory_when_quiet(
         if version != seen:
             seen = version  # still changing: look again after a quiet period
         elif version != trimmed:
-            await trim()
+            if len(engine.current().data) >= TRIM_MIN_DOCUMENT_BYTES:
+                await trim()
             trimmed = version
 
 

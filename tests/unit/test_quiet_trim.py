@@ -8,8 +8,17 @@ import trio.testing
 from commonroom import service
 
 
+class _Snapshot:
+    def __init__(self, size: int) -> None:
+        self.data = b"x" * size
+
+
 class _Versions:
     current_version = 1
+    snapshot = _Snapshot(service.TRIM_MIN_DOCUMENT_BYTES)
+
+    def current(self) -> _Snapshot:
+        return self.snapshot
 
 
 async def test_freed_memory_is_given_back_once_per_quiet_period(
@@ -29,6 +38,10 @@ async def test_freed_memory_is_given_back_once_per_quiet_period(
         assert trims == []
         await trio.sleep(2)  # quiet: one trim, and only one
         assert len(trims) == 1
+        engine.current_version += 1
+        await trio.sleep(2)
+        assert len(trims) == 2
+        engine.snapshot = _Snapshot(10_000)  # a small document: its freed versions stay
         engine.current_version += 1
         await trio.sleep(2)
         assert len(trims) == 2
