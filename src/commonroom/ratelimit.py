@@ -92,7 +92,7 @@ def heavy_reads_refused(wait: float) -> CommonroomError:
     One text for the room, which charges the window, and the ingress, which refuses
     a read past it before routing it (`http/guards.Gate.early_refusal`).
     """
-    seconds = max(1, int(wait) + 1)
+    seconds = retry_after(wait)
     return CommonroomError(
         "limit_exceeded",
         f"at most {limits.HEAVY_READS_PER_MINUTE} diffs, blames and rebases a minute; try"
