@@ -12,9 +12,11 @@ keep-alive HTTP/1.1 (`loadgen.Http`), one connection per thread.
   is in);
 * phase 1, ``--seconds`` long: the reader alone;
 * phase 2, as long: the reader while a writer agent commits to other regions in a
-  loop (read a region, propose a one-line edit, the host approves, commit: the
+  loop (read a region, propose a one-line edit, a reviewer approves, commit: the
   10 MB version write with its fsyncs), each cycle's calls spread over a few
-  sessions so the room's per-session request limit never refuses them.
+  writer sessions and as many reviewers (participants invited with `approve`), so
+  the room's per-participant request limit (600 a minute) never refuses them. A
+  refusal would stop the commits early and flatter the figure: the run fails instead.
 
 ``read_during_commits`` = p99 with commits ÷ p99 alone (target ≤ 2.0); both p99s,
 the maxima and the commits made are printed. The last line printed is one JSON
@@ -77,7 +79,7 @@ def read_loop(port: int, bearer: str, seconds: float) -> list[float]:
     return latencies
 
 
-def commit_loop(port: int, writers: list[str], host: str, stop: threading.Event,
+def commit_loop(port: int, writers: list[str], reviewers: list[str], stop: threading.Event,
                 commits: list[float]) -> None:
     """Commit one-line edits to random regions (never the reader's) until `stop`."""
     http = loadgen.Http(port)
@@ -85,7 +87,7 @@ def commit_loop(port: int, writers: list[str], host: str, stop: threading.Event,
     n = 0
     try:
         while not stop.is_set():
-            agent = writers[n % len(writers)]
+            agent, reviewer = writers[n % len(writers)], reviewers[n % len(reviewers)]
             region = READ_REGION
             while region == READ_REGION:
                 region = f"Part {rng.randint(1, 100)}/Section {rng.randint(1, 100)}"
@@ -96,7 +98,7 @@ def commit_loop(port: int, writers: list[str], host: str, stop: threading.Event,
                 "content": edit_one_line(rng, read["content"], n)}, bearer=agent)
             http.call("POST", "/workspace/proposal/review", {
                 "proposal_id": proposal["proposal_id"], "revision": proposal["revision"],
-                "decision": "approve"}, bearer=host)
+                "decision": "approve"}, bearer=reviewer)
             sent = time.perf_counter()
             http.call("POST", "/workspace/commit", {"proposal_id": proposal["proposal_id"]},
                       bearer=agent)
@@ -138,15 +140,18 @@ def main() -> None:
             http = loadgen.Http(port)
             invite = http.call("POST", "/workspace/invite", {"max_uses": 2 + WRITER_SESSIONS},
                                bearer=host)
+            review_invite = http.call("POST", "/workspace/invite", {
+                "max_uses": WRITER_SESSIONS, "capabilities": ["read", "approve"]}, bearer=host)
 
-            def join(name: str) -> str:
-                joined = http.call("POST", "/session/join", {"invite": invite["invitation"],
-                                                             "name": name})
+            def join(name: str, invitation: str = invite["invitation"]) -> str:
+                joined = http.call("POST", "/session/join", {"invite": invitation, "name": name})
                 return str(joined["session_id"])
 
             # A reader per phase: each stays far under its session's request limit.
             readers = [join("reader-alone"), join("reader-beside")]
             writers = [join(f"writer-{i}") for i in range(WRITER_SESSIONS)]
+            reviewers = [join(f"reviewer-{i}", review_invite["invitation"])
+                         for i in range(WRITER_SESSIONS)]
             region = http.call("GET", f"/workspace/read?{loadgen.region_query(READ_REGION)}",
                                bearer=readers[0])
             _show("read region", {"region": READ_REGION, "bytes": len(region["content"].encode())})
@@ -156,11 +161,13 @@ def main() -> None:
             stop = threading.Event()
             commit_ms: list[float] = []
             writer = threading.Thread(target=commit_loop,
-                                      args=(port, writers, host, stop, commit_ms), daemon=True)
+                                      args=(port, writers, reviewers, stop, commit_ms), daemon=True)
             writer.start()
             while not commit_ms and writer.is_alive():
                 time.sleep(0.01)  # the loop is committing before the timed reads start
             beside = read_loop(port, readers[1], args.seconds)
+            if not writer.is_alive():
+                raise RuntimeError("the commit loop stopped before the reads did (see its error)")
             made = len(commit_ms)
             stop.set()
             writer.join(60)
