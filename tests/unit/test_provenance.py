@@ -301,3 +301,32 @@ def test_policy_glob_that_matches_nothing_is_refused(room: Driver) -> None:
     assert err.code == "invalid_request" and err.details["reason"] == "pattern_matches_nothing"
     assert err.details["field"] == "region_pattern"
 
+
+
+def test_blame_of_region_commits_in_a_long_document_is_a_full_replay(room: Driver) -> None:
+    """A commit's blame reads windows of the two texts, never the whole of them
+    (engine/document_text.py): a document far longer than those windows, region
+    commits (one amended by the reviewer) at its start, middle and end, against the
+    replay over whole texts."""
+    rng = random.Random(3)
+    sections = [f"## Part {i}\n\n" + "".join(f"line {i}.{j} {'x' * rng.randint(0, 60)}\n" for j in range(12))
+                + "\n" for i in range(400)]
+    big = "# Doc\n\n" + "".join(sections)
+    assert len(big) > 3 * 65536
+    texts = [room.engine.path.read_text()]
+    room.call("workspace.commit", room.host, base_version=room.version, summary="big", content=big)
+    texts.append(big)
+    agent = room.join("writer", ["read", "propose", "commit"])["session_id"]
+    for n, (part, amend) in enumerate([(0, False), (200, True), (399, False), (57, False), (200, False)]):
+        region = f"Doc/Part {part}"
+        old = room.call("workspace.read", agent, region=region)["content"]
+        lines = old.split("\n")
+        lines[3] = f"changed {n}"
+        del lines[5]
+        content = "\n".join(lines)
+        amended = content.replace(f"changed {n}", f"amended {n}") if amend else None
+        commit(room, agent, region, content, amend=amended)
+        text = texts[-1]
+        texts.append(text.replace(old, amended or content, 1))
+        assert room.engine.path.read_text() == texts[-1]
+        assert [line["version"] for line in lines_of(room)] == _oracle(texts)

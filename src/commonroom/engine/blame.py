@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from commonroom.engine import linediff
+from commonroom.engine.document_text import DocumentText, find_char, rfind_char
 from commonroom.engine.history import StoredOutline
 from commonroom.engine.regions import WHOLE, Outline, Span
 from commonroom.engine.snapshot import Snapshot
@@ -71,6 +72,35 @@ def line_start(text: str, position: int) -> int:
     return text.rfind("\n", 0, position) + 1
 
 
+def _lines_in(text: DocumentText, start: int, end: int) -> int:
+    """`line_count` of a stretch of a `DocumentText`."""
+    return line_count(text.window(start, end), 0, max(end - start, 0)) if start < end else 0
+
+
+_MARGIN: Final = 1 << 16
+"""Of the text after a known change, what `_changed_range` compares before it joins both texts."""
+
+
+def _changed_range(old: DocumentText, new: DocumentText,
+                   within: tuple[int, int, int] | None) -> tuple[int, int, int]:
+    """`blobs.changed_range` of two texts, on windows around `within` when that is known.
+
+    The windows start at `within` and take `_MARGIN` of the equal tail after it: the
+    comparisons inside are the ones the whole texts would get. Only when the common
+    head runs out of both windows (a change equal to what it replaced) are the whole
+    texts compared.
+    """
+    if within is not None:
+        low, old_end, new_end = within
+        margin = min(_MARGIN, len(old) - old_end)  # the tails after `within` are equal
+        old_part = old.window(low, old_end + margin)
+        new_part = new.window(low, new_end + margin)
+        start, old_stop, new_stop = blobs.changed_range(old_part, new_part, (0, old_end - low, new_end - low))
+        if start < min(len(old_part), len(new_part)) or old_end + margin >= len(old):
+            return start + low, old_stop + low, new_stop + low
+    return blobs.changed_range(old.joined(), new.joined(), within)
+
+
 class Sections:
     """The sections of a full outline: section 0 is the preamble, section k the (k-1)-th heading's.
 
@@ -82,7 +112,8 @@ class Sections:
     __slots__ = ("paths", "starts", "text")
 
     def __init__(self, outline: Outline) -> None:
-        self.text = outline.text
+        # Read a stretch at a time: a commit's blame never joins a 10 MB text (`document_text`).
+        self.text = outline.document_text
         self.starts: list[int] = outline._starts
         self.paths: list[str] = outline._paths
 
@@ -93,7 +124,7 @@ class Sections:
         return PREAMBLE if k == 0 else self.paths[k - 1]
 
     def start(self, k: int) -> int:
-        return 0 if k == 0 else line_start(self.text, self.starts[k - 1])
+        return 0 if k == 0 else rfind_char(self.text, "\n", self.starts[k - 1]) + 1
 
     def end(self, k: int) -> int:
         return self.start(k + 1) if k < len(self.starts) else len(self.text)
@@ -106,7 +137,7 @@ class Sections:
         return k
 
     def lines(self, k: int) -> int:
-        return line_count(self.text, self.start(k), self.end(k))
+        return _lines_in(self.text, self.start(k), self.end(k))
 
 
 # -- the rows --------------------------------------------------------------------------
@@ -155,8 +186,8 @@ def _gather(rows: _Rows, old: Sections, version: int, start: int, end: int) -> l
         if len(section) != old.lines(k):
             raise RuntimeError(f"blame row of {old.path(k)!r} at version {version} does not fit")
         origins.extend(section)
-    skip = line_count(old.text, old.start(first), start)
-    return origins[skip : skip + line_count(old.text, start, end)]
+    skip = _lines_in(old.text, old.start(first), start)
+    return origins[skip : skip + _lines_in(old.text, start, end)]
 
 
 def _seed(rows: _Rows, outline: Outline, version: int) -> None:
@@ -176,26 +207,26 @@ def _advance(rows: _Rows, before: Outline, after: Outline, version: int, amended
     """
     old, new = Sections(before), Sections(after)
     old_text, new_text = old.text, new.text
-    start, old_end, new_end = blobs.changed_range(old_text, new_text, within)
-    line_start = old_text.rfind("\n", 0, start) + 1
+    start, old_end, new_end = _changed_range(old_text, new_text, within)
+    line_start = rfind_char(old_text, "\n", start) + 1
     if not (_at_line_end(old_text, line_start, old_end) and _at_line_end(new_text, line_start, new_end)):
         # take the rest of the line: the tail after both ends is common, so the same length
-        newline = old_text.find("\n", old_end)
+        newline = find_char(old_text, "\n", old_end)
         stretch = (len(old_text) if newline < 0 else newline + 1) - old_end
         old_end += stretch
         new_end += stretch
     # The sections around the window too: the one ending where it starts may have lost
     # or gained lines at its end, the one starting where it ends at its start.
     first = new.at(max(line_start - 1, 0))
-    last = new.at(min(new_end, len(new_text) - 1)) if new_text else 0
+    last = new.at(min(new_end, len(new_text) - 1)) if len(new_text) else 0
     low, high = new.start(first), new.end(last)
     shift = new_end - old_end
     origins = _gather(rows, old, version - 1, low, high - shift)
-    head = old_text.count("\n", low, line_start)
-    old_lines = split_lines(old_text[line_start:old_end])
-    new_lines = split_lines(new_text[line_start:new_end])
+    head = old_text.window(low, line_start).count("\n")
+    old_lines = split_lines(old_text.window(line_start, old_end))
+    new_lines = split_lines(new_text.window(line_start, new_end))
     kept = origins[head : head + len(old_lines)]
-    first_line = new_text.count("\n", 0, line_start) if amended else 0
+    first_line = new_text.window(0, line_start).count("\n") if amended else 0
     window = [version * 2 + (first_line + i in amended) for i in range(len(new_lines))]
     # Past the diff bound the window is all new: blame stays cheap at a commit.
     for a, b, size in linediff.matching_blocks(old_lines, new_lines, autojunk=False) or ():
@@ -212,8 +243,8 @@ def _advance(rows: _Rows, before: Outline, after: Outline, version: int, amended
         _moved_sections(rows, old, new, version, first, last, shift)
 
 
-def _at_line_end(text: str, line_start: int, end: int) -> bool:
-    return end == line_start or text[end - 1] == "\n" or end == len(text)
+def _at_line_end(text: DocumentText, line_start: int, end: int) -> bool:
+    return end == line_start or text.window(end - 1, end) == "\n" or end == len(text)
 
 
 def _moved_sections(rows: _Rows, old: Sections, new: Sections, version: int, first: int, last: int,
@@ -250,7 +281,7 @@ def _amended_lines(conn: sqlite3.Connection, before: Outline, after: Outline, ve
         return set(), None
     region, content, original, reviewer = row
     start = 0 if region == WHOLE else before.resolve(region).start
-    first = after.text.count("\n", 0, start)
+    first = after.window(0, start).count("\n")
     theirs, ours = split_lines(original), split_lines(content)
     written = set(range(len(ours)))
     for _, b, size in linediff.matching_blocks(theirs, ours, autojunk=False) or ():

@@ -1035,3 +1035,4 @@ ATX_LINE = _ATX_LINE
 LINE_END = _LINE_END
 after_line = _after_line
 front_matter_blocks = _front_matter_blocks
+FRONT_MATTER_CLOSE = _FRONT_MATTER_CLOSE

@@ -145,12 +145,12 @@ def build_index(
     from `blobs.store_replacement`): positions are then computed around the
     change only.
     """
-    text = outline.text
+    size = outline._size()
     starts = outline._starts
     ends = layout.ends
     if headings is None:
         headings = encode_headings(outline._levels, outline._paths, outline._titles)
-    ascii_ = len(data) == len(text)  # one byte per character: the offsets agree
+    ascii_ = len(data) == size  # one byte per character: the offsets agree
     if ascii_ and previous is not None and outline._changed and layout.changed:
         first, tail, rejoin = outline._changed
         block_first, block_tail, block_rejoin = layout.changed
@@ -167,15 +167,16 @@ def build_index(
         offsets = array("i", previous.offsets[:lo])
         offsets.extend(b - (ends[o - 1] if o else 0) for b, o in zip(starts[lo:hi], middle, strict=True))
         offsets.extend(previous.offsets[hi - moved :])
-        return HeadingIndex(len(text), headings, starts, ordinals, offsets, reuse=(previous, lo, hi, moved))
+        return HeadingIndex(size, headings, starts, ordinals, offsets, reuse=(previous, lo, hi, moved))
     if ascii_:
         byte_starts = starts
     else:
+        text = outline.text
         pieces = [text[a:b] for a, b in zip([0, *starts], starts, strict=False)]
         byte_starts = list(accumulate(len(p.encode("utf-8", "surrogateescape")) for p in pieces))
     ordinals_list = [bisect_right(ends, b) for b in byte_starts]
     offsets_list = [b - (ends[o - 1] if o else 0) for b, o in zip(byte_starts, ordinals_list, strict=True)]
-    return HeadingIndex(len(text), headings, starts, ordinals_list, offsets_list)
+    return HeadingIndex(size, headings, starts, ordinals_list, offsets_list)
 
 
 def load_index(conn: sqlite3.Connection, version: int) -> HeadingIndex | None:
@@ -382,6 +383,9 @@ class StoredOutline(Outline):
     @property
     def text(self) -> str:
         return self.data().decode("utf-8", "surrogateescape")
+
+    def window(self, start: int, end: int) -> str:
+        return self.text[start:end]
 
     @property
     def headings(self) -> tuple[Heading, ...]:

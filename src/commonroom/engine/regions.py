@@ -73,10 +73,11 @@ from typing import TYPE_CHECKING, Final
 import attrs
 
 from commonroom.engine.commonmark import ATX_LINE as _ATX_LINE
+from commonroom.engine.commonmark import FRONT_MATTER_CLOSE as _FRONT_MATTER_CLOSE
 from commonroom.engine.commonmark import LINE_END as _LINE_END
-from commonroom.engine.commonmark import after_line as _after_line
 from commonroom.engine.commonmark import front_matter_blocks as _front_matter_blocks
 from commonroom.engine.commonmark import scan as _scan
+from commonroom.engine.document_text import DocumentText, JoinedText, OneByteText, SplicedText
 from commonroom.engine.text import encode_text
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.vocabulary import WHOLE  # the whole document's region (``*`` is accepted too)
@@ -134,13 +135,55 @@ class Span:
 
 
 
-def _spliced(text: str, start: int, end: int, content: str) -> str:
-    """``text[:start] + content + text[end:]`` with one allocation of the result.
+_ATX_LINE_MAX: Final = 11
+"""More characters than an ATX heading line's start can take (` {0,3}#{1,6}` and one
+blank): `_ATX_LINE` decides on a window this long as on the whole text."""
 
-    Two ``+`` make an intermediate copy as big as the document; on a 10 MB text
-    in a long-running process that was 4 to 6 times slower than one join.
-    """
-    return "".join((text[:start], content, text[end:]))
+
+def _atx_line_at(text: DocumentText, pos: int) -> bool:
+    return _ATX_LINE.match(text.window(pos, pos + _ATX_LINE_MAX)) is not None
+
+
+def _line_end_at(text: DocumentText, pos: int) -> int | None:
+    """The offset of the first line ending character at or after `pos`, or None."""
+    size, step = len(text), 256
+    while pos < size:
+        piece = text.window(pos, pos + step)
+        found = _LINE_END.search(piece)
+        if found is not None:
+            return pos + found.start()
+        pos += len(piece)
+        step *= 4
+    return None
+
+
+def _after_line_at(text: DocumentText, pos: int) -> int:
+    """`commonmark.after_line` on a `DocumentText`."""
+    end = _line_end_at(text, pos)
+    if end is None:
+        return len(text)
+    return end + 2 if text.window(end, end + 2) == "\r\n" else end + 1
+
+
+def _front_matter_blocks_at(text: DocumentText, start: int) -> bool:
+    """`commonmark.front_matter_blocks` on a `DocumentText`, deciding on its first
+    characters (the front matter, if any) rather than the whole text."""
+    size, head = len(text), 4096
+    while head < size:
+        prefix = text.window(0, head)
+        bom = 1 if prefix.startswith("\ufeff") else 0
+        if not prefix.startswith("---", bom):
+            return False
+        first = _LINE_END.search(prefix, bom)
+        if first is not None:
+            if prefix[bom : first.start()].rstrip(" \t") != "---":
+                return False
+            close = _FRONT_MATTER_CLOSE.search(prefix, first.start())
+            # A close whose look-ahead saw a line ending inside the prefix is the text's own.
+            if close is not None and close.end() < len(prefix):
+                return start <= close.end()
+        head *= 4
+    return _front_matter_blocks(text.joined(), start)
 
 class Outline:
     """The parsed heading index of one document text.
@@ -156,20 +199,20 @@ class Outline:
         "_by_path",
         "_by_title",
         "_changed",
+        "_doc",
         "_ends",
         "_headings",
         "_levels",
         "_lines",
         "_paths",
         "_starts",
-        "_text",
         "_titles",
     )
 
     def __init__(self, text: str) -> None:
         found, starts = _scan(text)
         self._build(
-            text,
+            JoinedText(text),
             [f[0] for f in found],
             [f[2] for f in found],
             [f[1] for f in found],
@@ -178,13 +221,13 @@ class Outline:
 
     def _build(
         self,
-        text: str,
+        text: DocumentText,
         levels: list[int],
         titles: list[str],
         lines: list[int],
         starts: list[int],
     ) -> None:
-        self._text = text
+        self._doc = text
         self._levels = levels
         self._titles = titles
         self._lines = lines
@@ -205,8 +248,24 @@ class Outline:
 
     @property
     def text(self) -> str:
-        """The document text."""
-        return self._text
+        """The document text, whole (joined at the first ask: `document_text`). For a
+        stretch of it, `window`."""
+        return self._doc.joined()
+
+    def window(self, start: int, end: int) -> str:
+        """``text[start:end]`` (``0 <= start``, ``0 <= end``), without the whole text."""
+        return self._doc.window(start, end)
+
+    @property
+    def document_text(self) -> DocumentText:
+        """The text as it is held (`document_text`): for reading it a stretch at a time."""
+        return self._doc
+
+    def backed_by(self, data: bytes) -> None:
+        """Hold the text as `data`, the version's bytes, when each byte is one character
+        (`document_text.OneByteText`): the same text, without a copy of its own."""
+        if len(data) == len(self._doc):
+            self._doc = OneByteText(data)
 
     def _set_paths(self) -> None:
         by_path: dict[str, int] = {}
@@ -278,28 +337,29 @@ class Outline:
         scan going, up to the end of the text if need be. `text`, when
         given, must be that new text (the caller has built it already).
         """
-        old = self.text
+        old = self._doc
         start, end = span.start, span.end
         if not 0 <= start <= end <= len(old):
             raise ValueError(f"span {span.start}..{span.end} is outside the text")
-        new = _spliced(old, start, end, content) if text is None else text
+        # Not joined: the scan below reads only around the change (`document_text`).
+        new = SplicedText(old, start, end, content) if text is None else JoinedText(text)
         delta = len(content) - (end - start)
         if len(new) != len(old) + delta:
             raise ValueError("text is not the replaced text")
         # Front matter is decided by the text's first lines, before any restart
         # point: an edit that could open, close or move it (in the old text or
         # in the new one) is re-scanned whole.
-        if _front_matter_blocks(old, start) or _front_matter_blocks(new, start):
-            return Outline(new)
+        if _front_matter_blocks_at(old, start) or _front_matter_blocks_at(new, start):
+            return Outline(new.joined())
         starts, levels, titles, lines = self._starts, self._levels, self._titles, self._lines
 
         # restart: the last ATX heading whose line (ending included) is before the change
         first = bisect_left(starts, start) - 1
         while first >= 0:
             pos = starts[first]
-            if _ATX_LINE.match(old, pos):
-                line_end = _LINE_END.search(old, pos)
-                if line_end is not None and line_end.start() < start:
+            if _atx_line_at(old, pos):
+                line_end = _line_end_at(old, pos)
+                if line_end is not None and line_end < start:
                     break
             first -= 1
         if first < 0:
@@ -313,15 +373,15 @@ class Outline:
         line_delta = 0
         step = 1
         while True:
-            while candidate < count and not _ATX_LINE.match(old, starts[candidate]):
+            while candidate < count and not _atx_line_at(old, starts[candidate]):
                 candidate += 1
             if candidate >= count:
                 stop, rejoin = len(new), count
             else:
-                stop, rejoin = _after_line(old, starts[candidate]) + delta, candidate
-            found, line_starts = _scan(new[restart:stop], restart == 0)
+                stop, rejoin = _after_line_at(old, starts[candidate]) + delta, candidate
+            found, line_starts = _scan(new.window(restart, stop), restart == 0)
             if restart and (not found or line_starts[found[0][1]] != 0):
-                return Outline(new)  # cannot happen (the restart line is a heading); be safe
+                return Outline(new.joined())  # cannot happen (the restart line is a heading); be safe
             if rejoin == count:
                 break
             if found and restart + line_starts[found[-1][1]] == starts[rejoin] + delta:
@@ -337,7 +397,7 @@ class Outline:
         new_starts = [restart + line_starts[f[1]] for f in found]
         outline = Outline.__new__(Outline)
         same_headings = new_levels == levels[first:rejoin] and new_titles == titles[first:rejoin]
-        outline._text = new
+        outline._doc = new
         outline._levels = levels[:first] + new_levels + levels[rejoin:]
         outline._titles = titles[:first] + new_titles + titles[rejoin:]
         outline._lines = lines[:first] + new_lines + (
@@ -367,7 +427,7 @@ class Outline:
         """
         old_ends = self._ends
         levels, starts = new._levels, new._starts
-        size = len(new.text)
+        size = len(new._doc)
         ends = old_ends[:first] + [size] * (tail - first) + list(map(add, old_ends[rejoin:], repeat(delta)))
         restart = starts[first] if first < len(starts) else size
         pending: list[int] = []  # open at the restart, in document order
@@ -537,7 +597,7 @@ class Outline:
         return self._by_path.get(path)
 
     def _size(self) -> int:
-        return len(self._text)
+        return len(self._doc)
 
     def _span(self, index: int) -> Span:
         return Span(self._paths[index], self._starts[index], self._ends[index])
@@ -552,13 +612,11 @@ class Outline:
 
     def region_text(self, span: Span) -> str:
         """The text of `span`: ``text[start:end]``."""
-        return self.text[span.start : span.end]
+        return self._doc.window(span.start, span.end)
 
     def replace(self, span: Span, content: str) -> str:
         """The new full text with `span` replaced by `content`."""
-        if not 0 <= span.start <= span.end <= len(self.text):
-            raise ValueError(f"span {span.start}..{span.end} is outside the text")
-        return _spliced(self.text, span.start, span.end, content)
+        return SplicedText(self._doc, span.start, span.end, content).joined()
 
     def has_path(self, path: str) -> bool:
         """Is `path` a canonical region of this text (`WHOLE` always is)?"""
@@ -569,7 +627,7 @@ class Outline:
         return tuple(self._paths)
 
     def __repr__(self) -> str:
-        return f"<Outline {len(self.text)} chars, {len(self._levels)} headings>"
+        return f"<Outline {len(self._doc)} chars, {len(self._levels)} headings>"
 
 
 def related(a: str, b: str) -> bool:

@@ -80,6 +80,7 @@ class Versions:
         if marks.hexdigest != content_hash:
             raise RuntimeError(f"version {version} does not match its content hash")
         full = Outline(decode_text(data))
+        full.backed_by(data)
         if index is None:
             # a version written before the heading index: backfill it, best effort
             index = build_index(full, data, layout)
@@ -146,6 +147,7 @@ class Versions:
         content_hash = marks.hexdigest
         if outline is None:
             outline = Outline(decode_text(data))
+        outline.backed_by(data)  # one-byte text: its bytes are its text (`document_text`)
         previous = before.index if before is not None else None
         same_paths = previous is not None and before is not None and outline._paths is before.outline._paths
         new_outline = outline
@@ -201,7 +203,7 @@ class Versions:
         data = encode_text(new_text)
         outline: Outline | None = None
         edit: tuple[int, int, int] | None = None
-        if len(before.data) == len(before.text) and len(data) == len(new_text):
+        if len(before.data) == before.outline._size() and len(data) == len(new_text):
             edit = blobs.changed_range(before.data, data)
             start, old_end, new_end = edit
             outline = before.outline.replaced(
@@ -239,12 +241,12 @@ class Versions:
         being written, so building the new text overlaps the write.
         """
         before = self.current()
-        old_data, old_text = before.data, before.text
-        if len(old_data) == len(old_text):  # one byte per character: offsets agree
+        old_data, old_outline = before.data, before.outline
+        if len(old_data) == old_outline._size():  # one byte per character: offsets agree
             byte_start, byte_end = span.start, span.end
         else:
-            byte_start = len(encode_text(old_text[: span.start]))
-            byte_end = byte_start + len(encode_text(old_text[span.start : span.end]))
+            byte_start = len(encode_text(old_outline.window(0, span.start)))
+            byte_end = byte_start + len(encode_text(old_outline.window(span.start, span.end)))
         raw = encode_text(content)
         view = memoryview(old_data)
         data = b"".join((view[:byte_start], raw, view[byte_end:]))
