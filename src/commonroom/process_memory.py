@@ -19,6 +19,16 @@ from functools import cache
 
 M_ARENA_MAX = -8
 """glibc's `mallopt` parameter: the most arenas the process may create (malloc.h)."""
+M_TRIM_THRESHOLD = -1
+"""glibc's `mallopt` parameter: free memory at the heap's top kept before it is given back."""
+M_MMAP_THRESHOLD = -3
+"""glibc's `mallopt` parameter: blocks this large or larger get pages of their own (mmap)."""
+
+LARGE_BLOCKS_IN_HEAP_BYTES = 32 * 1024 * 1024
+"""The mmap threshold set: glibc's largest (half its 64 MiB heap size on 64-bit systems)."""
+HEAP_TOP_KEPT_BYTES = 256 * 1024 * 1024
+"""The trim threshold set: while a room commits, its freed versions stay for the next ones;
+once it is quiet, `give_back_free_memory` returns them (`service`)."""
 
 
 def use_one_malloc_arena() -> bool:
@@ -35,6 +45,28 @@ def use_one_malloc_arena() -> bool:
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
     return bool(mallopt(M_ARENA_MAX, 1))
+
+
+def keep_large_blocks_in_heap() -> bool:
+    """Serve blocks up to 32 MiB from the heap and keep its free top while the room is busy;
+    False where there is no glibc to ask.
+
+    Every version of a 10 MB document allocates its bytes anew. glibc's own thresholds move
+    with the blocks freed: the text and bytes of a version went to fresh pages now and then
+    (1,650 page faults a version, measured), and the kernel zeroed them while the interpreter
+    lock was held: 5-9 ms joins of the new bytes in which no read of the room could run
+    (`read_during_commits`, docs/benchmarks.md). Fixed thresholds reuse the freed blocks'
+    pages (no fault a version, `tests/unit/test_process_memory.py`); the quiet trim gives them
+    back once the document stops changing.
+    """
+    libc = _libc()
+    mallopt = getattr(libc, "mallopt", None) if libc is not None else None
+    if mallopt is None:
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, LARGE_BLOCKS_IN_HEAP_BYTES)
+                and mallopt(M_TRIM_THRESHOLD, HEAP_TOP_KEPT_BYTES))
 
 
 @cache

@@ -72,7 +72,11 @@ from commonroom.http.serving import (
 )
 from commonroom.mcp.endpoint import register as register_mcp
 from commonroom.mcp.endpoint import register_owner_configs
-from commonroom.process_memory import give_back_free_memory, use_one_malloc_arena
+from commonroom.process_memory import (
+    give_back_free_memory,
+    keep_large_blocks_in_heap,
+    use_one_malloc_arena,
+)
 from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
 from commonroom.protocol.invitation import TransportHint
@@ -87,6 +91,7 @@ from commonroom.protocol.limits import (
 )
 from commonroom.protocol.operations import BODY_LIMITS
 from commonroom.protocol.timefmt import Clock, system_clock
+from commonroom.room.background import lower_this_thread, run_in_background
 from commonroom.room.core import Room
 from commonroom.room.slots import StreamSlots
 from commonroom.store.document import DocumentFile
@@ -211,6 +216,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
     serving = _serving_limits(options)
     open_files = raise_open_file_limit()
     use_one_malloc_arena()  # before the room's threads: one reserve of freed memory, not one a thread
+    keep_large_blocks_in_heap()  # a version's blocks reuse the last one's pages, not fresh ones
     try:
         credentials = credentials_path(doc)
     except OSError as exc:
@@ -237,6 +243,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
             git=_git_options(options),
             # Most writes run on the event loop (`Room._runs_here`); checkpoints do not.
             caller_checkpoints=True,
+            writer_thread_start=lower_this_thread,  # the trio thread answers reads first
         )
         engine = open_engine(doc, config, sidecar=sidecar, clock=options.clock)
         try:
@@ -445,7 +452,7 @@ async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOp
 
 
 async def _trim_on_a_thread() -> None:
-    await trio.to_thread.run_sync(give_back_free_memory)
+    await run_in_background(give_back_free_memory)
 
 
 async def _give_back_memory_when_quiet(

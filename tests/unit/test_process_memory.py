@@ -72,3 +72,38 @@ def test_freed_memory_is_given_back_when_asked() -> None:
     assert after > before - 20_000  # without the trim the ~60 MB freed stays resident
     before, after = _rss_around("trim")
     assert after < before - 40_000
+
+
+FAULT_PROBE = """
+import resource, sys
+from commonroom.process_memory import keep_large_blocks_in_heap, use_one_malloc_arena
+use_one_malloc_arena()
+if sys.argv[1] == "kept":
+    assert keep_large_blocks_in_heap()
+size = 10_000_000
+versions = [bytes(size)]
+for n in range(30):
+    if n == 5:
+        start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    view = memoryview(versions[-1])  # a commit: the new bytes around the change, and their text
+    new = b"".join((view[: size // 2], b"x", view[size // 2 + 1 :]))
+    text = new.decode()
+    versions.append(new)
+    del text, view
+    if len(versions) > 2:
+        versions.pop(0)  # the version before the last leaves memory
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start) / 25)
+"""
+
+
+def _faults_per_version(mode: str) -> float:
+    done = subprocess.run([sys.executable, "-c", FAULT_PROBE, mode], capture_output=True,
+                          text=True, timeout=60, check=True)
+    return float(done.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_a_new_version_reuses_the_freed_ones_pages() -> None:
+    # what the setting changes: by glibc's moving thresholds, fresh pages now and then
+    assert _faults_per_version("default") > 500
+    assert _faults_per_version("kept") < 20
