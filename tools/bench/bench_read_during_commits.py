@@ -80,13 +80,19 @@ def read_loop(port: int, bearer: str, seconds: float) -> list[float]:
 
 
 def commit_loop(port: int, writers: list[str], reviewers: list[str], stop: threading.Event,
-                commits: list[float]) -> None:
-    """Commit one-line edits to random regions (never the reader's) until `stop`."""
+                commits: list[float], rate: float | None = None) -> None:
+    """Commit one-line edits to random regions (never the reader's) until `stop`: back to
+    back, or `rate` cycles a second at most."""
     http = loadgen.Http(port)
     rng = random.Random(7)
     n = 0
+    start = time.perf_counter()
     try:
         while not stop.is_set():
+            if rate is not None:
+                pause = start + n / rate - time.perf_counter()
+                if pause > 0:
+                    time.sleep(pause)
             agent, reviewer = writers[n % len(writers)], reviewers[n % len(reviewers)]
             region = READ_REGION
             while region == READ_REGION:
@@ -117,6 +123,8 @@ def summary(latencies: list[float]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--seconds", type=float, default=15.0, help="each phase's length")
+    parser.add_argument("--commits-per-second", type=float, default=None,
+                        help="pace the writer (default: back to back, the figure's setting)")
     args = parser.parse_args()
     pinned = loadgen.pinning_available()
     if pinned:
@@ -161,7 +169,8 @@ def main() -> None:
             stop = threading.Event()
             commit_ms: list[float] = []
             writer = threading.Thread(target=commit_loop,
-                                      args=(port, writers, reviewers, stop, commit_ms), daemon=True)
+                                      args=(port, writers, reviewers, stop, commit_ms,
+                                            args.commits_per_second), daemon=True)
             writer.start()
             while not commit_ms and writer.is_alive():
                 time.sleep(0.01)  # the loop is committing before the timed reads start
@@ -185,6 +194,7 @@ def main() -> None:
         "max_ms": {"alone": quiet["max"], "while_committing": busy["max"]},
         "commits": made,
         "seconds": args.seconds,
+        "commits_per_second": args.commits_per_second or "back to back",
         "pinning": pinning,
         "load_average": os.getloadavg()[0],
     }), flush=True)

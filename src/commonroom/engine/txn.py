@@ -90,7 +90,8 @@ class Transactions:
     def _doc_writer(self) -> ThreadPoolExecutor:
         """The one thread that writes temp files of new versions (started on first use)."""
         if self._writer is None:
-            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-doc")
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-doc",
+                                              initializer=self.engine.config.writer_thread_start)
         return self._writer
 
     @contextmanager
