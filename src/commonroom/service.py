@@ -91,10 +91,10 @@ from commonroom.protocol.limits import (
 )
 from commonroom.protocol.operations import BODY_LIMITS
 from commonroom.protocol.timefmt import Clock, system_clock
-from commonroom.room.background import lower_this_thread, run_in_background
 from commonroom.room.core import Room
 from commonroom.room.slots import StreamSlots
 from commonroom.store.document import DocumentFile
+from commonroom.thread_priority import lower_this_thread
 from commonroom.transport import registry
 
 RATE_SWEEP_SECONDS = 60.0
@@ -243,7 +243,7 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
             git=_git_options(options),
             # Most writes run on the event loop (`Room._runs_here`); checkpoints do not.
             caller_checkpoints=True,
-            writer_thread_start=lower_this_thread,  # the trio thread answers reads first
+            bulk_thread_start=lower_this_thread,  # the threads that answer reads keep the core
         )
         engine = open_engine(doc, config, sidecar=sidecar, clock=options.clock)
         try:
@@ -452,7 +452,7 @@ async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOp
 
 
 async def _trim_on_a_thread() -> None:
-    await run_in_background(give_back_free_memory)
+    await trio.to_thread.run_sync(give_back_free_memory)
 
 
 async def _give_back_memory_when_quiet(

@@ -32,10 +32,28 @@ def latest(room: Room) -> int:
     return int(room.ok("GET", "/workspace/room", room.host_session)["latest_event_id"])
 
 
+def announced(room: Room, participant_id: str, since: int) -> int:
+    """The cursor once the sweeper announced `participant_id` present (it does so after the
+    join, on its own time): a long-poll from an earlier cursor would answer at once with
+    that event and give its stream slot back."""
+    cursor = since
+    while True:
+        answer = room.ok("GET", f"/workspace/wait?cursor={cursor}&timeout_seconds=10",
+                         room.host_session)
+        assert answer["events"], "no participant.present within 10 s"
+        cursor = int(answer["cursor"])
+        if any(event["type"] == "participant.present"
+               and event["payload"].get("participant_id") == participant_id
+               for event in answer["events"]):
+            return latest(room)
+
+
 def test_every_kind_of_stream_counts_toward_one_cap_per_session(served: Room) -> None:
     room = served
-    bearer = room.join("hoarder")["session_id"]
-    cursor = latest(room)
+    before = latest(room)
+    hoarder = room.join("hoarder")
+    bearer = hoarder["session_id"]
+    cursor = announced(room, hoarder["participant_id"], before)
     held: list[Opened] = []
     try:
         for n in range(CAP):  # every kind, until the cap: all open

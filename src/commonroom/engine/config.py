@@ -39,9 +39,10 @@ class EngineConfig:
     """The caller checkpoints the sidecar's WAL (`Engine.checkpoint` when
     `Engine.checkpoint_due`), SQLite never does by itself: the room runs most writes on
     its event loop and a checkpoint fsyncs, so it runs them on its store thread."""
-    writer_thread_start: Callable[[], object] | None = None
-    """Run first on the writer thread (`engine.txn`), which writes and fsyncs new versions'
-    temp files: the room lowers its CPU priority there (`room.background`)."""
+    bulk_thread_start: Callable[[], object] | None = None
+    """Run first on the engine's bulk threads (`engine.txn`: the writer thread, which writes
+    and fsyncs new versions' temp files, and the hash thread): the room lowers their CPU
+    priority there (`commonroom.thread_priority`)."""
 
 
 DEFAULT_CONFIG: Final = EngineConfig()

@@ -216,7 +216,7 @@ def _measure(outline: Outline, region: str, content: str) -> tuple[int, set[str]
     ops = linediff.opcodes(old_lines, new_lines, autojunk=False)
     if ops is None:  # too costly to measure: nobody measured it, a person reviews it
         return len(old_lines) + len(new_lines), {WHOLE}, after
-    last = max(len(outline.text) - 1, 0)  # once: a stored outline builds its text at each ask
+    last = max(outline.text_length() - 1, 0)  # not `len(text)`: that would join or load it
     for tag, i1, i2, j1, j2 in ops:
         if tag == "equal":
             continue

@@ -77,7 +77,7 @@ def regions(tx: Tx, p: Any = None) -> Regions:
 def summary(tx: Tx, p: Any = None) -> Summary:
     snap = tx.engine.current()
     outline = [OutlineEntry(h.path, h.title, h.level) for h in snap.outline.headings]
-    return Summary(snap.version, outline, snap.text[:400], len(snap.data))
+    return Summary(snap.version, outline, snap.outline.window(0, 400), len(snap.data))
 
 
 def read(tx: Tx, p: ReadParams) -> ReadAnswer:

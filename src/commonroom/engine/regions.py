@@ -256,6 +256,10 @@ class Outline:
         """``text[start:end]`` (``0 <= start``, ``0 <= end``), without the whole text."""
         return self._doc.window(start, end)
 
+    def text_length(self) -> int:
+        """``len(text)``, without the whole text."""
+        return self._size()
+
     @property
     def document_text(self) -> DocumentText:
         """The text as it is held (`document_text`): for reading it a stretch at a time."""

@@ -76,10 +76,13 @@ class Transactions:
         # last write, the caller should run `checkpoint` (off its event loop).
         self.checkpoint_due = False
         self._writer: ThreadPoolExecutor | None = None
+        self._hasher: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
         if self._writer is not None:
             self._writer.shutdown(wait=True)
+        if self._hasher is not None:
+            self._hasher.shutdown(wait=True)
 
     def drain_writer(self) -> None:
         """Wait until the writer thread has done what commits left it (closing replaced
@@ -91,8 +94,18 @@ class Transactions:
         """The one thread that writes temp files of new versions (started on first use)."""
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-doc",
-                                              initializer=self.engine.config.writer_thread_start)
+                                              initializer=self.engine.config.bulk_thread_start)
         return self._writer
+
+    def hash_thread(self) -> ThreadPoolExecutor:
+        """The one thread that hashes new versions' bytes (started on first use), beside the
+        writer thread: like it, it works outside the interpreter lock, and the room lowers
+        its priority (`EngineConfig.bulk_thread_start`) so the threads that answer reads
+        keep the core."""
+        if self._hasher is None:
+            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-hash",
+                                              initializer=self.engine.config.bulk_thread_start)
+        return self._hasher
 
     @contextmanager
     def open(self, now: datetime, *, write: bool = True, writes_document: bool = False) -> Iterator[Tx]:

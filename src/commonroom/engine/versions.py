@@ -304,17 +304,14 @@ class Versions:
             # it, and runs this operation again (`room.core.Room.execute`).
             raise FileSettling(engine.settle.deadline or tx.now)
         if source != "external" and engine.file_problem is None and tx.prepared is None:
-            # The temp file is written and fsynced on the writer thread while this
-            # one hashes the bytes and stores them; the transaction waits for it
-            # before COMMIT. (Hashing on a second writer thread was tried: no gain
-            # on two cores, the write itself is CPU in the kernel.)
+            # The temp file is written and fsynced on the writer thread while the hash
+            # thread hashes the bytes and this one builds the outline and stores them;
+            # the transaction waits for the file before COMMIT.
             tx.prepared = engine.txn.prepare_on_writer(data)
-        # The hash first: it releases the interpreter lock at once, so the writer thread,
-        # just handed the temp file, takes it to start its write (Python here would keep
-        # it up to the switch interval, 5 ms). Then the outline, when it is still to build.
-        marks = self.hash_of(data, edit)
+        hashing = engine.txn.hash_thread().submit(self.hash_of, data, edit)
         if callable(outline):
             outline = outline()
+        marks = hashing.result()
         snap = self.insert(
             tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit,
             text_edit=text_edit, marks=marks,

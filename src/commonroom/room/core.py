@@ -61,7 +61,6 @@ from commonroom.protocol.records import AppReply, ProposalWaited, ThreadWaited, 
 from commonroom.protocol.timefmt import parse_ts
 from commonroom.ratelimit import RateLimiter, heavy_reads_refused
 from commonroom.room.app_hosts import AppHosts
-from commonroom.room.background import run_in_background
 from commonroom.room.hub import EventHub
 from commonroom.room.pumps import RoomStream, StreamWriter, open_pumped, pump_to_writer
 from commonroom.room.slots import StreamSlots
@@ -136,7 +135,7 @@ class Room:
             await trio.lowlevel.checkpoint()
             result = fn(*args)
         else:
-            result = await run_in_background(fn, *args, limiter=self.limiter)
+            result = await trio.to_thread.run_sync(fn, *args, limiter=self.limiter)
         self._checkpoint_if_due()
         return result
 
@@ -176,7 +175,7 @@ class Room:
                     if self._runs_here(name):
                         outcome = run()
                     else:
-                        outcome = await run_in_background(run)
+                        outcome = await trio.to_thread.run_sync(run)
                 self._checkpoint_if_due()
             if publish:
                 self.publish(outcome.events)
@@ -222,11 +221,11 @@ class Room:
                 outcome = await self._read(name, bearer, params, from_query, later=True)
             if outcome is None:
                 async with self.limiter:
-                    outcome = await run_in_background(run)
+                    outcome = await trio.to_thread.run_sync(run)
                 self._checkpoint_if_due()
             if outcome.error is not None:
                 return outcome
-            result = await run_in_background(facade.resolve_later, outcome.result)
+            result = await trio.to_thread.run_sync(facade.resolve_later, outcome.result)
         return Outcome(result, None, outcome.events)
 
     async def _read(self, name: str, bearer: str | None, params: Mapping[str, Any],
@@ -244,11 +243,11 @@ class Room:
             await trio.lowlevel.checkpoint()
             answer = run(True)
         elif later:  # its own connection, one at a time already (`heavy_limiter`)
-            answer = await run_in_background(run, True)
+            answer = await trio.to_thread.run_sync(run, True)
         else:
             answer = run(False)
             if answer is facade.NOT_READY:
-                answer = await run_in_background(run, True, limiter=self.reader_limiter)
+                answer = await trio.to_thread.run_sync(run, True, limiter=self.reader_limiter)
         assert not isinstance(answer, facade.NotReady)  # a blocking read always ran
         return answer
 

@@ -1,0 +1,48 @@
+"""The room's bulk threads run below its other threads' CPU priority.
+
+A commit on a 10 MB document hashes its bytes and writes them to a temp file: CPU work
+outside the interpreter lock, on the engine's hash thread and writer thread
+(`engine.txn`). On a busy core that work took turns with the trio thread that answers
+every request, and a read waited for its turn: beside an agent committing back to back, a
+region read's p99 was 7-11 ms against ~3 ms alone (`read_during_commits`,
+docs/benchmarks.md). At 10 steps of niceness below the rest of the room, those threads
+give the core to a thread with work as soon as it has some.
+
+Only those two: they hold the interpreter lock for moments (entering and leaving their C
+calls), so a machine busy elsewhere, which gives a lowered thread little of the core, never
+leaves the room's other threads waiting behind one of them for the lock. The store thread
+keeps its priority for that reason.
+
+Linux only: there a niceness is a thread's own (`setpriority` on its thread id); elsewhere
+it is the process's, and nothing is changed. A process already niced keeps its own
+niceness as the floor (an unprivileged thread may only lower its priority).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Final
+
+BACKGROUND_NICENESS: Final = 10
+"""Steps of niceness a bulk thread takes below the process's own."""
+
+_lowered = threading.local()
+
+
+def lower_this_thread() -> bool:
+    """Lower the calling thread's CPU priority by `BACKGROUND_NICENESS`, once per thread;
+    False where that is not a thread's own setting or the system refused."""
+    if getattr(_lowered, "done", False):
+        return True
+    if not sys.platform.startswith("linux"):
+        return False
+    thread = threading.get_native_id()
+    try:
+        own = os.getpriority(os.PRIO_PROCESS, thread)
+        os.setpriority(os.PRIO_PROCESS, thread, min(own + BACKGROUND_NICENESS, 19))
+    except OSError:
+        return False
+    _lowered.done = True
+    return True
