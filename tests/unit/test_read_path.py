@@ -61,7 +61,11 @@ def held_commit(room: Driver, point: str, content: str) -> Iterator[tuple[thread
 
 def test_a_read_answers_its_snapshot_while_a_commit_sits_in_its_fsync(room: Driver) -> None:
     before = room.engine.path.read_text()
-    with held_commit(room, "after_fsync", before + "\nadded\n"):
+    inserted = threading.Event()  # the store thread's memory holds version 2 (the temp file's
+    # write runs beside it on the writer thread, its hash on the hash thread: either first)
+    with faults.holding("after_version_row", inserted.set), \
+            held_commit(room, "after_fsync", before + "\nadded\n"):
+        assert inserted.wait(GUARD)
         # The writer's memory holds version 2 already; its transaction is not committed.
         assert room.engine.current_version == 2
         status = _read(room, "workspace.status", block=False)

@@ -161,8 +161,8 @@ class Versions:
                 previous if edit is not None else None,
             ),
         )
+        self.current_version = version  # (in memory only: the point below is the same on disk)
         faults.reached("after_version_row")
-        self.current_version = version
         if before is not None:
             # the version it supersedes leaves memory with its text; read again, it
             # comes back as a stored outline (its heading index, a chunk at a time)
