@@ -12,6 +12,7 @@ import pytest
 
 from commonroom.engine.config import EngineConfig
 from commonroom.engine.dispatch import open_engine
+from commonroom.engine.txn import BULK_BYTES
 from commonroom.protocol.timefmt import ManualClock
 from commonroom.thread_priority import BACKGROUND_NICENESS, lower_this_thread
 
@@ -38,19 +39,24 @@ def test_a_thread_is_lowered_once_and_alone() -> None:
     assert _niceness() == main  # the calling thread's own, not the process's
 
 
-def test_the_engines_writer_and_hash_threads_start_lowered(tmp_path: Path) -> None:
+def test_the_engines_bulk_work_runs_lowered_and_a_small_documents_does_not(tmp_path: Path) -> None:
     doc = tmp_path / "idea.md"
     doc.write_text("# Idea\n")
     engine = open_engine(doc, EngineConfig(bulk_thread_start=lower_this_thread),
                          sidecar=tmp_path / "idea.md.commonroom", clock=ManualClock())
     try:
-        lowered = min(_niceness() + BACKGROUND_NICENESS, 19)
-        assert engine.txn._doc_writer().submit(_niceness).result() == lowered
-        assert engine.txn.hash_thread().submit(_niceness).result() == lowered
+        own = _niceness()
+        small = engine.txn.as_bulk(BULK_BYTES - 1, _niceness)
+        assert engine.txn.hash_thread().submit(small).result() == own
+        large = engine.txn.as_bulk(BULK_BYTES, _niceness)
+        lowered = min(own + BACKGROUND_NICENESS, 19)
+        assert engine.txn.hash_thread().submit(large).result() == lowered
+        assert engine.txn._doc_writer().submit(large).result() == lowered
     finally:
         engine.close()
     plain = open_engine(doc, sidecar=tmp_path / "plain.commonroom", clock=ManualClock())
-    try:  # without the setting (tests, the host's CLI): the process's own
-        assert plain.txn.hash_thread().submit(_niceness).result() == _niceness()
+    try:  # without the setting (tests, the host's CLI): the process's own, whatever the size
+        large = plain.txn.as_bulk(BULK_BYTES, _niceness)
+        assert plain.txn.hash_thread().submit(large).result() == _niceness()
     finally:
         plain.close()

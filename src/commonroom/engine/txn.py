@@ -45,7 +45,7 @@ from contextlib import contextmanager, suppress
 from datetime import datetime
 from pathlib import Path
 from threading import Lock
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from commonroom.engine.settle import FileSettling
 from commonroom.engine.storage_errors import is_storage_fault, sidecar_refused, write_refused
@@ -54,6 +54,14 @@ from commonroom.protocol.errors import CommonroomError
 from commonroom.store import faults
 from commonroom.store.document import FileStamp
 from commonroom.store.undo import UndoLog
+
+BULK_BYTES: Final = 1024 * 1024
+"""A new version this large or larger: its hash runs on the hash thread, and its hash and
+file write on threads the room lowers (`Transactions.as_bulk`); below it, the thread hop and
+the lowered priority would cost more than the work (a small commit's file write is on its
+critical path)."""
+
+_T = TypeVar("_T")
 
 if TYPE_CHECKING:
     from commonroom.engine.core import Engine
@@ -93,19 +101,29 @@ class Transactions:
     def _doc_writer(self) -> ThreadPoolExecutor:
         """The one thread that writes temp files of new versions (started on first use)."""
         if self._writer is None:
-            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-doc",
-                                              initializer=self.engine.config.bulk_thread_start)
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-doc")
         return self._writer
 
     def hash_thread(self) -> ThreadPoolExecutor:
-        """The one thread that hashes new versions' bytes (started on first use), beside the
-        writer thread: like it, it works outside the interpreter lock, and the room lowers
-        its priority (`EngineConfig.bulk_thread_start`) so the threads that answer reads
-        keep the core."""
+        """The one thread that hashes a large new version's bytes (`BULK_BYTES`; started on
+        first use), beside the writer thread."""
         if self._hasher is None:
-            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-hash",
-                                              initializer=self.engine.config.bulk_thread_start)
+            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="commonroom-hash")
         return self._hasher
+
+    def as_bulk(self, size: int, work: Callable[..., _T]) -> Callable[..., _T]:
+        """`work` for the writer or the hash thread: for `size` bytes from `BULK_BYTES` on,
+        it first runs `EngineConfig.bulk_thread_start` there (the room lowers that thread's
+        priority, so the threads that answer reads keep the core; once lowered, it stays)."""
+        start = self.engine.config.bulk_thread_start
+        if start is None or size < BULK_BYTES:
+            return work
+
+        def started(*args: Any) -> _T:
+            start()
+            return work(*args)
+
+        return started
 
     @contextmanager
     def open(self, now: datetime, *, write: bool = True, writes_document: bool = False) -> Iterator[Tx]:
@@ -326,7 +344,7 @@ class Transactions:
         except OSError:
             return None
         try:
-            filled = self._doc_writer().submit(doc.fill_temp, fd, data)
+            filled = self._doc_writer().submit(self.as_bulk(len(data), doc.fill_temp), fd, data)
         except BaseException:
             os.close(fd)
             doc.discard(temp)

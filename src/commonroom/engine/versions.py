@@ -32,6 +32,7 @@ from commonroom.engine.settle import FileSettling
 from commonroom.engine.snapshot import SNAPSHOT_CACHE_BYTES, Snapshot
 from commonroom.engine.text import decode_text, encode_text
 from commonroom.engine.tx import StagedWrite, Tx
+from commonroom.engine.txn import BULK_BYTES
 from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
 from commonroom.store import blobs, faults
@@ -308,10 +309,16 @@ class Versions:
             # thread hashes the bytes and this one builds the outline and stores them;
             # the transaction waits for the file before COMMIT.
             tx.prepared = engine.txn.prepare_on_writer(data)
-        hashing = engine.txn.hash_thread().submit(self.hash_of, data, edit)
-        if callable(outline):
-            outline = outline()
-        marks = hashing.result()
+        if len(data) >= BULK_BYTES:  # hashed beside the outline's build, on the hash thread
+            hashing = engine.txn.hash_thread().submit(engine.txn.as_bulk(len(data), self.hash_of),
+                                                      data, edit)
+            if callable(outline):
+                outline = outline()
+            marks = hashing.result()
+        else:  # a small one: a thread hop would cost more than its hash
+            marks = self.hash_of(data, edit)
+            if callable(outline):
+                outline = outline()
         snap = self.insert(
             tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit,
             text_edit=text_edit, marks=marks,
