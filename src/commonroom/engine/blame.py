@@ -31,7 +31,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from commonroom.engine import linediff
-from commonroom.engine.document_text import DocumentText, find_char, rfind_char
+from commonroom.engine.document_text import DocumentText
 from commonroom.engine.history import StoredOutline
 from commonroom.engine.regions import WHOLE, Outline, Span
 from commonroom.engine.snapshot import Snapshot
@@ -74,7 +74,10 @@ def line_start(text: str, position: int) -> int:
 
 def _lines_in(text: DocumentText, start: int, end: int) -> int:
     """`line_count` of a stretch of a `DocumentText`."""
-    return line_count(text.window(start, end), 0, max(end - start, 0)) if start < end else 0
+    if start >= end:
+        return 0
+    newlines = text.count("\n", start, end)
+    return newlines if text.window(end - 1, end) == "\n" else newlines + 1
 
 
 _MARGIN: Final = 1 << 16
@@ -124,7 +127,7 @@ class Sections:
         return PREAMBLE if k == 0 else self.paths[k - 1]
 
     def start(self, k: int) -> int:
-        return 0 if k == 0 else rfind_char(self.text, "\n", self.starts[k - 1]) + 1
+        return 0 if k == 0 else self.text.rfind("\n", self.starts[k - 1]) + 1
 
     def end(self, k: int) -> int:
         return self.start(k + 1) if k < len(self.starts) else len(self.text)
@@ -208,10 +211,10 @@ def _advance(rows: _Rows, before: Outline, after: Outline, version: int, amended
     old, new = Sections(before), Sections(after)
     old_text, new_text = old.text, new.text
     start, old_end, new_end = _changed_range(old_text, new_text, within)
-    line_start = rfind_char(old_text, "\n", start) + 1
+    line_start = old_text.rfind("\n", start) + 1
     if not (_at_line_end(old_text, line_start, old_end) and _at_line_end(new_text, line_start, new_end)):
         # take the rest of the line: the tail after both ends is common, so the same length
-        newline = find_char(old_text, "\n", old_end)
+        newline = old_text.find("\n", old_end)
         stretch = (len(old_text) if newline < 0 else newline + 1) - old_end
         old_end += stretch
         new_end += stretch
@@ -222,11 +225,11 @@ def _advance(rows: _Rows, before: Outline, after: Outline, version: int, amended
     low, high = new.start(first), new.end(last)
     shift = new_end - old_end
     origins = _gather(rows, old, version - 1, low, high - shift)
-    head = old_text.window(low, line_start).count("\n")
+    head = old_text.count("\n", low, line_start)
     old_lines = split_lines(old_text.window(line_start, old_end))
     new_lines = split_lines(new_text.window(line_start, new_end))
     kept = origins[head : head + len(old_lines)]
-    first_line = new_text.window(0, line_start).count("\n") if amended else 0
+    first_line = new_text.count("\n", 0, line_start) if amended else 0
     window = [version * 2 + (first_line + i in amended) for i in range(len(new_lines))]
     # Past the diff bound the window is all new: blame stays cheap at a commit.
     for a, b, size in linediff.matching_blocks(old_lines, new_lines, autojunk=False) or ():
@@ -281,7 +284,7 @@ def _amended_lines(conn: sqlite3.Connection, before: Outline, after: Outline, ve
         return set(), None
     region, content, original, reviewer = row
     start = 0 if region == WHOLE else before.resolve(region).start
-    first = after.window(0, start).count("\n")
+    first = after.document_text.count("\n", 0, start)
     theirs, ours = split_lines(original), split_lines(content)
     written = set(range(len(ours)))
     for _, b, size in linediff.matching_blocks(theirs, ours, autojunk=False) or ():
