@@ -216,7 +216,11 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
     serving = _serving_limits(options)
     open_files = raise_open_file_limit()
     use_one_malloc_arena()  # before the room's threads: one reserve of freed memory, not one a thread
-    keep_large_blocks_in_heap()  # a version's blocks reuse the last one's pages, not fresh ones
+    if _is_large(doc):
+        # A version's blocks reuse the last one's pages, not fresh ones; the quiet trim (for
+        # such a document only) gives them back. A small document keeps glibc's own thresholds,
+        # which give a freed large block (an upload, a diff) back at once.
+        keep_large_blocks_in_heap()
     try:
         credentials = credentials_path(doc)
     except OSError as exc:
@@ -449,6 +453,15 @@ async def _start_owner(listeners: trio.Nursery, owner_app: Any, options: ServeOp
         notes.append(f"owner port {wanted} was taken; bound {port} (open the new link)")
     await room.run_sync(room.engine.ports.save_port, "owner_port", port)
     return port
+
+
+def _is_large(doc: Path) -> bool:
+    """Is the document at least `TRIM_MIN_DOCUMENT_BYTES` (False if it cannot be looked at:
+    the start's own checks say why)?"""
+    try:
+        return doc.stat().st_size >= TRIM_MIN_DOCUMENT_BYTES
+    except OSError:
+        return False
 
 
 async def _trim_on_a_thread() -> None:

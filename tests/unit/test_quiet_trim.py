@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import trio
 import trio.testing
 
@@ -46,3 +48,13 @@ async def test_freed_memory_is_given_back_once_per_quiet_period(
         await trio.sleep(2)
         assert len(trims) == 2
         nursery.cancel_scope.cancel()
+
+
+def test_only_a_large_document_gets_the_fixed_heap_thresholds(tmp_path: Path) -> None:
+    # (a small one keeps glibc's own, which give a freed upload or diff back at once: the
+    # quiet trim, which would give them back otherwise, runs for a large document only)
+    small, large = tmp_path / "small.md", tmp_path / "large.md"
+    small.write_bytes(b"# S\n" * 100)
+    large.write_bytes(b"x" * service.TRIM_MIN_DOCUMENT_BYTES)
+    assert service._is_large(large) and not service._is_large(small)
+    assert not service._is_large(tmp_path / "missing.md")
