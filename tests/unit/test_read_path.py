@@ -59,6 +59,18 @@ def held_commit(room: Driver, point: str, content: str) -> Iterator[tuple[thread
     assert not writer.is_alive()
 
 
+def refuse_the_rename(room: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rename of a new version onto the document fails (its commit is undone)."""
+    real_replace = os.replace
+
+    def refuse(src: Any, dst: Any) -> None:
+        if Path(str(dst)) == room.engine.path:
+            raise PermissionError(1, "Operation not permitted", str(dst))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse)
+
+
 def test_a_read_answers_its_snapshot_while_a_commit_sits_in_its_fsync(room: Driver) -> None:
     before = room.engine.path.read_text()
     inserted = threading.Event()  # the store thread's memory holds version 2 (the temp file's
@@ -78,14 +90,7 @@ def test_a_read_answers_its_snapshot_while_a_commit_sits_in_its_fsync(room: Driv
 def test_no_reader_begins_between_commit_and_rename_nor_sees_an_undone_version(
         room: Driver, monkeypatch: pytest.MonkeyPatch) -> None:
     before = room.engine.path.read_text()
-    real_replace = os.replace
-
-    def refuse(src: Any, dst: Any) -> None:
-        if Path(str(dst)) == room.engine.path:
-            raise PermissionError(1, "Operation not permitted", str(dst))
-        real_replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", refuse)
+    refuse_the_rename(room, monkeypatch)
     answers: list[Any] = []
     standby = room.engine.reads.standby
     standby.lock.acquire()  # in use: the writer pins no snapshot before its COMMIT
@@ -112,14 +117,7 @@ def test_a_light_read_during_a_landing_answers_the_version_before_it(
     answers from the snapshot the writer pinned before its COMMIT (`readpath.Standby`),
     the version whose file is still in place; a heavy read waits for the gate."""
     before = room.engine.path.read_text()
-    real_replace = os.replace
-
-    def refuse(src: Any, dst: Any) -> None:
-        if Path(str(dst)) == room.engine.path:
-            raise PermissionError(1, "Operation not permitted", str(dst))
-        real_replace(src, dst)
-
-    monkeypatch.setattr(os, "replace", refuse)
+    refuse_the_rename(room, monkeypatch)
     with held_commit(room, "after_commit", before + "\nnever lands\n") as (_, outcomes):
         assert room.engine.reads.standby.pinned is not None
         status = _read(room, "workspace.status", block=False)
@@ -130,7 +128,7 @@ def test_a_light_read_during_a_landing_answers_the_version_before_it(
     assert outcomes[0].error is not None and outcomes[0].error.code == "storage_unavailable"
     assert room.engine.reads.standby.pinned is None  # ended with the landing
     assert not room.engine.reads.standby.conn.in_transaction
-    monkeypatch.setattr(os, "replace", real_replace)
+    monkeypatch.undo()  # the rename works again
     with held_commit(room, "after_commit", before + "\nlands\n"):
         assert _read(room, "workspace.status", block=False)["version"] == 1
     assert _read(room, "workspace.status", block=False)["version"] == 2
