@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from unittest import mock
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
@@ -39,6 +40,24 @@ def test_store_replacement_equals_a_full_store(old: bytes, new: bytes, data: st.
     assert blobs.load_layout(conn, after.manifest(conn))[0] == replaced
     _, layout = blobs.load_layout(conn, after.manifest(conn))
     assert layout == after
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(old=lines, new=lines, data=st.data(), chunk=st.sampled_from([1, 2, 3, 5]))
+def test_a_replacements_manifest_is_the_full_stores(old: bytes, new: bytes, data: st.DataObject,
+                                                     chunk: int) -> None:
+    # Built from the previous manifest, only the pieces around the change are looked at:
+    # the bytes are the same as encoding every piece again (small pieces, so a document
+    # of a few blocks has many).
+    with mock.patch.object(blobs, "MANIFEST_CHUNK", chunk):
+        conn = database()
+        before = blobs.store_blocks(conn, old)
+        before.manifest(conn)
+        start = data.draw(st.integers(0, len(old)))
+        end = data.draw(st.integers(start, len(old)))
+        replaced = old[:start] + new + old[end:]
+        after = blobs.store_replacement(conn, before, replaced, start, end, start + len(new))
+        assert after.manifest(conn, before) == blobs.store_blocks(conn, replaced).manifest(conn)
 
 
 def test_only_the_changed_blocks_are_hashed_and_looked_up() -> None:

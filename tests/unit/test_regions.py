@@ -835,6 +835,24 @@ def test_chained_incremental_outlines_equal_the_full_scan(cases: list[tuple[str,
         same_outline(outline, text)
 
 
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(replacement())
+# Found by this test with the headings before the span left uncompared: the change
+# breaks the setext heading (or the ATX heading) it starts inside of.
+@example(("alpha\n=", 6, 6, "\n"))
+@example(("## ", 1, 2, ""))
+def test_the_outline_rule_on_an_incremental_outline_equals_it_on_the_full_scan(
+    case: tuple[str, int, int, str],
+) -> None:
+    # `changes_outside` compares only the headings `replaced` scanned again; on an outline
+    # built from the whole new text it compares them all: the answers must agree
+    text, start, end, content = case
+    outline, span = Outline(text), Span("x", start, end)
+    full = Outline(text[:start] + content + text[end:])
+    assert (outline.changes_outside(span, content, outline.replaced(span, content))
+            == outline.changes_outside(span, content, full))
+
+
 @pytest.mark.parametrize(
     ("text", "start", "end", "content"),
     [

@@ -65,6 +65,7 @@ are).
 from __future__ import annotations
 
 import hashlib
+import weakref
 from bisect import bisect_left
 from itertools import repeat
 from operator import add
@@ -195,10 +196,12 @@ class Outline:
     """
 
     __slots__ = (
+        "__weakref__",
         "_by_folded",
         "_by_path",
         "_by_title",
         "_changed",
+        "_changed_from",
         "_doc",
         "_ends",
         "_headings",
@@ -243,8 +246,10 @@ class Outline:
         self._set_paths()
         self._headings: tuple[Heading, ...] | None = None
         # (first, tail, rejoin) after `replaced`: headings [first, tail) were
-        # scanned again, those from `tail` on are the old ones from `rejoin` on
+        # scanned again, those from `tail` on are the old ones from `rejoin` on;
+        # `_changed_from` is the outline that was replaced (not kept alive by this one)
         self._changed: tuple[int, int, int] | None = None
+        self._changed_from: weakref.ref[Outline] | None = None
 
     @property
     def text(self) -> str:
@@ -410,6 +415,7 @@ class Outline:
         outline._starts = starts[:first] + new_starts + list(map(add, starts[rejoin:], repeat(delta)))
         outline._headings = None
         outline._changed = (first, first + len(found), rejoin)
+        outline._changed_from = weakref.ref(self)
         outline._ends = self._ends_after(outline, first, first + len(found), rejoin, delta)
         if same_headings:
             # same titles and levels everywhere: paths (and their indices) stand
@@ -502,20 +508,31 @@ class Outline:
             new = self.replaced(span, content)
         old_starts, new_starts = self._starts, new._starts
         before = bisect_left(old_starts, span.start)
-        if (new_starts[:before] != old_starts[:before] or new._levels[:before] != self._levels[:before]
-                or new._titles[:before] != self._titles[:before]
-                or new._paths[:before] != self._paths[:before]):
-            return True
         after_old = bisect_left(old_starts, span.end)
         after_new = bisect_left(new_starts, span.start + len(content))
         if len(new_starts) - after_new != len(old_starts) - after_old:
             return True
         delta = len(content) - (span.end - span.start)
-        if (new._levels[after_new:] != self._levels[after_old:]
-                or new._titles[after_new:] != self._titles[after_old:]
-                or new._paths[after_new:] != self._paths[after_old:]
-                or any(a - b != delta for a, b in zip(new_starts[after_new:], old_starts[after_old:],
-                                                      strict=True))):
+        # Headings [head, before) and, from `after_old` on, the old ones [after_old, tail)
+        # are compared. `replaced` built `new` from this outline keeping the headings
+        # before `first` and, shifted, those from `rejoin` on: only the rest can differ,
+        # and a path depends only on the headings up to its own (`_set_paths`).
+        head, tail, same_paths = 0, len(old_starts), new._paths is self._paths
+        made_from = new._changed_from
+        if (new._changed is not None and made_from is not None and made_from() is self
+                and new.text_length() - self.text_length() == delta):
+            head, _, tail = new._changed
+            tail = max(tail, after_old)
+        if before > head and (new_starts[head:before] != old_starts[head:before]
+                              or new._levels[head:before] != self._levels[head:before]
+                              or new._titles[head:before] != self._titles[head:before]
+                              or new._paths[head:before] != self._paths[head:before]):
+            return True
+        moved = after_new - after_old
+        if (new._levels[after_old + moved : tail + moved] != self._levels[after_old:tail]
+                or new._titles[after_old + moved : tail + moved] != self._titles[after_old:tail]
+                or any(new_starts[j + moved] - old_starts[j] != delta for j in range(after_old, tail))
+                or (not same_paths and new._paths[after_new:] != self._paths[after_old:])):
             return True
         if not content.strip():
             return False

@@ -31,6 +31,7 @@ import hashlib
 import sqlite3
 import struct
 import sys
+import weakref
 import zlib
 from array import array
 from bisect import bisect_left
@@ -83,14 +84,19 @@ class Layout:
     changed: tuple[int, int, int] | None = attrs.field(default=None, eq=False)
     """(first, tail, rejoin) after `store_replacement`: blocks [first, tail) are new,
     those from `tail` on are the old ones from `rejoin` on."""
+    changed_from: weakref.ref[Layout] | None = attrs.field(default=None, eq=False, repr=False)
+    """The layout `changed` is relative to (not kept alive by this one)."""
     _pieces: list[int] = attrs.field(factory=list, eq=False, init=False, repr=False)
     _wide: bool = attrs.field(default=False, eq=False, init=False, repr=False)
 
     def manifest(self, conn: sqlite3.Connection, previous: Layout | None = None) -> bytes:
         """Encoded, its pieces stored (those the same as in `previous`'s manifest are reused)."""
         reuse = previous if previous is not self else None
+        derived = (reuse is not None and self.changed_from is not None
+                   and self.changed_from() is reuse)
         self._pieces.clear()
-        encoded = encode_manifest(conn, self.ids, reuse, self._pieces)
+        encoded = encode_manifest(conn, self.ids, reuse, self._pieces,
+                                  self.changed if derived else None)
         object.__setattr__(self, "_wide", encoded[:1] == b"\x04")
         return encoded
 
@@ -128,6 +134,7 @@ def encode_manifest(
     ids: Sequence[int],
     reuse: Layout | None = None,
     pieces_out: list[int] | None = None,
+    changed: tuple[int, int, int] | None = None,
 ) -> bytes:
     """The manifest of `ids`, its pieces stored as blocks.
 
@@ -135,17 +142,34 @@ def encode_manifest(
     before, byte-shuffled) are content-addressed blocks, so versions share
     them; a piece equal to one of `reuse`'s manifest is not even hashed. The
     manifest itself is the compressed list of piece ids.
+
+    `changed`, (first, tail, rejoin) of `ids` against `reuse.ids` (`Layout.changed`):
+    ids before `first` are `reuse`'s, those from `tail` on are `reuse`'s from `rejoin`
+    on. Then only the pieces around the change are looked at (a commit's cost follows
+    its change); the manifest is the same.
     """
     size = MANIFEST_CHUNK
-    wide = bool(ids) and (max(ids) >= 2**31 or min(ids) < 0)
-    typecode = "q" if wide else "i"
     starts = range(0, len(ids), size)
     known: list[int | None] = [None] * len(starts)
-    if reuse is not None and reuse._pieces and reuse._wide == wide:
-        old = reuse.ids
-        for number, start in enumerate(starts):
-            if number < len(reuse._pieces) and old[start : start + size] == ids[start : start + size]:
-                known[number] = reuse._pieces[number]
+    if reuse is not None and changed is not None and not reuse._wide and reuse._pieces:
+        first, tail, rejoin = changed
+        new_ids = ids[first:tail]
+        wide = bool(new_ids) and (max(new_ids) >= 2**31 or min(new_ids) < 0)
+        if not wide:
+            old_pieces = reuse._pieces
+            for number in range(min(first // size, len(old_pieces))):  # wholly before the change
+                known[number] = old_pieces[number]
+            if tail == rejoin:  # the same count: the pieces wholly after it are the same too
+                for number in range(-(-tail // size), min(len(starts), len(old_pieces))):
+                    known[number] = old_pieces[number]
+    else:
+        wide = bool(ids) and (max(ids) >= 2**31 or min(ids) < 0)
+        if reuse is not None and reuse._pieces and reuse._wide == wide:
+            old = reuse.ids
+            for number, start in enumerate(starts):
+                if number < len(reuse._pieces) and old[start : start + size] == ids[start : start + size]:
+                    known[number] = reuse._pieces[number]
+    typecode = "q" if wide else "i"
     todo = [number for number, piece in enumerate(known) if piece is None]
     raws = []
     for number in todo:
@@ -314,7 +338,7 @@ def store_replacement(
     blocks = [data[a:b] for a, b in zip([restart, *new_ends], new_ends, strict=False)]
     ids = before.ids[:first] + _store_blocks(conn, blocks) + before.ids[rejoin:]
     ends = old_ends[:first] + new_ends + list(map(add, old_ends[rejoin:], repeat(delta)))
-    return Layout(ids, ends, (first, first + len(new_ends), rejoin))
+    return Layout(ids, ends, (first, first + len(new_ends), rejoin), weakref.ref(before))
 
 
 _Text = TypeVar("_Text", bytes, str)
