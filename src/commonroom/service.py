@@ -94,7 +94,7 @@ from commonroom.protocol.timefmt import Clock, system_clock
 from commonroom.room.core import Room
 from commonroom.room.slots import StreamSlots
 from commonroom.store.document import DocumentFile
-from commonroom.thread_priority import lower_this_thread
+from commonroom.thread_priority import lower_this_thread, step_aside
 from commonroom.transport import registry
 
 RATE_SWEEP_SECONDS = 60.0
@@ -247,7 +247,8 @@ async def _serve_room(options: ServeOptions, *, on_ready: Callable[[Ready], None
             git=_git_options(options),
             # Most writes run on the event loop (`Room._runs_here`); checkpoints do not.
             caller_checkpoints=True,
-            bulk_thread_start=lower_this_thread,  # the threads that answer reads keep the core
+            # The threads that answer reads keep the core.
+            bulk_thread_start=lower_this_thread, bulk_step_aside=step_aside,
         )
         engine = open_engine(doc, config, sidecar=sidecar, clock=options.clock)
         try:

@@ -43,6 +43,10 @@ class EngineConfig:
     """Run first on the engine's bulk threads (`engine.txn`: the writer thread, which writes
     and fsyncs new versions' temp files, and the hash thread): the room lowers their CPU
     priority there (`commonroom.thread_priority`)."""
+    bulk_step_aside: Callable[[], object] | None = None
+    """Called by a bulk thread between steps of a large version's hash and temp-file
+    write (`HASH_PAUSE_MARKS`, `WRITE_STEP_BYTES`): the room leaves the core for a moment
+    there, so a thread with a request to answer gets it (`commonroom.thread_priority`)."""
 
 
 DEFAULT_CONFIG: Final = EngineConfig()

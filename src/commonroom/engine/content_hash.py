@@ -11,6 +11,7 @@ content hash): a region commit on a large document hashes, on average, half of i
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
 HASH_MARK_BYTES: Final = 128 * 1024
 """How far apart the kept states lie: at most this many unchanged bytes are hashed again.
 (A state is ~200 bytes: a 10 MB version keeps 78 of them.)"""
+
+HASH_PAUSE_MARKS: Final = 4
+"""With a `pause`, it is called after every this many marks hashed (half a megabyte)."""
 
 
 @attrs.frozen(eq=False)
@@ -36,12 +40,15 @@ class HashMarks:
     states: tuple[_Hash, ...]
 
 
-def hash_marked(data: bytes, previous: HashMarks | None = None, unchanged: int = 0) -> HashMarks:
+def hash_marked(data: bytes, previous: HashMarks | None = None, unchanged: int = 0, *,
+                pause: Callable[[], object] | None = None) -> HashMarks:
     """The sha256 of `data`, with its marks.
 
     `previous`: the marks of bytes equal to `data` in their first `unchanged` bytes
     (the version `data` replaces, and where its change begins); hashing resumes
-    from the last of their states inside that head.
+    from the last of their states inside that head. `pause`, when given, is called
+    between steps of `HASH_PAUSE_MARKS` marks (a bulk thread steps aside there:
+    `EngineConfig.bulk_step_aside`).
     """
     step = HASH_MARK_BYTES
     if previous is None or not previous.states:
@@ -57,5 +64,7 @@ def hash_marked(data: bytes, previous: HashMarks | None = None, unchanged: int =
         state.update(view[position : position + step])
         position += step
         states.append(state.copy())
+        if pause is not None and len(states) % HASH_PAUSE_MARKS == 0:
+            pause()
     state.update(view[position:])
     return HashMarks(state.hexdigest(), len(data), tuple(states))

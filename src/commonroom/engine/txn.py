@@ -114,14 +114,17 @@ class Transactions:
     def as_bulk(self, size: int, work: Callable[..., _T]) -> Callable[..., _T]:
         """`work` for the writer or the hash thread: for `size` bytes from `BULK_BYTES` on,
         it first runs `EngineConfig.bulk_thread_start` there (the room lowers that thread's
-        priority, so the threads that answer reads keep the core; once lowered, it stays)."""
-        start = self.engine.config.bulk_thread_start
-        if start is None or size < BULK_BYTES:
+        priority, so the threads that answer reads keep the core; once lowered, it stays),
+        and it is given `EngineConfig.bulk_step_aside` as its ``pause``."""
+        config = self.engine.config
+        if size < BULK_BYTES:
             return work
+        start, pause = config.bulk_thread_start, config.bulk_step_aside
 
         def started(*args: Any) -> _T:
-            start()
-            return work(*args)
+            if start is not None:
+                start()
+            return work(*args, pause=pause)
 
         return started
 

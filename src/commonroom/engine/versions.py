@@ -172,13 +172,14 @@ class Versions:
             Snapshot(version, data, content_hash, outline, layout, index, text_edit, hash_marks=marks)
         )
 
-    def hash_of(self, data: bytes, edit: tuple[int, int, int] | None) -> HashMarks:
+    def hash_of(self, data: bytes, edit: tuple[int, int, int] | None, *,
+                pause: Callable[[], object] | None = None) -> HashMarks:
         """The content hash of `data`, the next version: only the bytes from `edit`'s
-        start on are hashed again (`engine.content_hash`)."""
+        start on are hashed again (`engine.content_hash`; `pause` as there)."""
         before = self.cache.get(self.current_version)
         if before is None or edit is None:
-            return hash_marked(data)
-        return hash_marked(data, before.hash_marks, edit[0])
+            return hash_marked(data, pause=pause)
+        return hash_marked(data, before.hash_marks, edit[0], pause=pause)
 
     def write_version(
         self,
