@@ -126,7 +126,9 @@ def test_a_large_commit_steps_aside_on_both_bulk_threads(tmp_path: Path) -> None
     finally:
         engine.close()
     assert {name.rsplit("_", 1)[0] for name in threads} == {"commonroom-doc", "commonroom-hash"}
-    assert threads.count("commonroom-doc_0") == -(-len(on_disk) // WRITE_STEP_BYTES) - 1
+    # between the writes: a megabyte at a time of the head, the new text and the tail
+    writes = -(-len(on_disk) // WRITE_STEP_BYTES)
+    assert writes - 1 <= threads.count("commonroom-doc_0") <= writes + 1
 
 
 def test_a_small_documents_work_never_steps_aside(tmp_path: Path) -> None:

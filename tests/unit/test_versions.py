@@ -13,8 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from commonroom.engine import dispatch, sessions
+from commonroom.engine.core import Engine
 from commonroom.engine.dispatch import open_engine
 from commonroom.engine.ids import sha256_hex
+from commonroom.engine.tx import Outcome
 from commonroom.protocol.timefmt import ManualClock
 from commonroom.store import blobs
 from commonroom.store.document import DocumentFile
@@ -220,6 +222,73 @@ def test_failed_temp_write_commits_nothing(doc_path: Path, clock: ManualClock) -
     assert doc_path.read_text() == SAMPLE
     assert not list(doc_path.parent.glob(f".{doc_path.name}.*.tmp"))  # its temp file is gone
     engine.close()
+
+
+def _large_region_commit(engine: Engine, text: str) -> Outcome:
+    host = sessions.mint_host_session(engine)
+    proposed = dispatch.execute(engine, "workspace.propose", host, {
+        "region": "Idea/Section 7", "base_version": engine.current_version, "summary": "x",
+        "content": text})
+    assert proposed.error is None, proposed.error
+    assert dispatch.execute(engine, "workspace.review", host, {
+        "proposal_id": proposed.result.proposal_id, "revision": 1, "decision": "approve",
+    }).error is None
+    return dispatch.execute(engine, "workspace.commit", host,
+                            {"proposal_id": proposed.result.proposal_id})
+
+
+def _large_document(tmp_path: Path) -> Path:
+    doc = tmp_path / "idea.md"
+    doc.write_text("# Idea\n\n" + "".join(
+        f"## Section {i}\n\n" + "words " * 170 + "\n\n" for i in range(1200)))
+    assert doc.stat().st_size >= 1024 * 1024  # written as pieces, read back by the writer
+    return doc
+
+
+def test_a_large_region_commit_lands_the_bytes_its_writer_read_back(tmp_path: Path,
+                                                                   clock: ManualClock) -> None:
+    doc = _large_document(tmp_path)
+    before = doc.read_bytes()
+    engine = open_engine(doc, clock=clock)
+    try:
+        committed = _large_region_commit(engine, "## Section 7\n\nnew words\n\n")
+        assert committed.error is None, committed.error
+        expected = before.replace(b"## Section 7\n\n" + b"words " * 170 + b"\n\n",
+                                  b"## Section 7\n\nnew words\n\n", 1)
+        assert doc.read_bytes() == expected == engine.current().data
+        assert committed.result.content_hash == sha256_hex(expected)
+    finally:
+        engine.close()
+    reopened = open_engine(doc, clock=clock)  # and the sidecar's blocks hold them too
+    assert reopened.current().data == expected and reopened.current_version == 2
+    reopened.close()
+
+
+def test_a_large_region_commit_whose_temp_write_fails_commits_nothing(
+    tmp_path: Path, clock: ManualClock,
+) -> None:
+    doc = _large_document(tmp_path)
+    before = doc.read_bytes()
+    engine = open_engine(doc, clock=clock)
+    written = engine.doc.fill_temp
+
+    def full_disk(fd: int, data: object, **options: object) -> None:
+        os.write(fd, b"half of it")
+        raise OSError(28, "No space left on device")
+
+    engine.doc.fill_temp = full_disk  # type: ignore[method-assign]
+    try:
+        committed = _large_region_commit(engine, "## Section 7\n\nlost words\n\n")
+        assert committed.error is not None and committed.error.code == "storage_unavailable"
+        assert engine.current_version == 1
+        assert engine.conn.execute("SELECT max(version) FROM versions").fetchone()[0] == 1
+        assert doc.read_bytes() == before
+        assert not list(tmp_path.glob(".idea.md.*.tmp"))  # its temp file is gone
+        engine.doc.fill_temp = written  # type: ignore[method-assign]
+        assert _large_region_commit(engine, "## Section 7\n\nkept words\n\n").error is None
+        assert b"kept words" in doc.read_bytes()
+    finally:
+        engine.close()
 
 
 def test_install_hands_over_the_replaced_file_still_open(tmp_path: Path) -> None:

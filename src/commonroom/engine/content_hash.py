@@ -11,7 +11,7 @@ content hash): a region commit on a large document hashes, on average, half of i
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 import attrs
@@ -40,9 +40,9 @@ class HashMarks:
     states: tuple[_Hash, ...]
 
 
-def hash_marked(data: bytes, previous: HashMarks | None = None, unchanged: int = 0, *,
-                pause: Callable[[], object] | None = None) -> HashMarks:
-    """The sha256 of `data`, with its marks.
+def hash_marked(data: bytes | Sequence[memoryview | bytes], previous: HashMarks | None = None,
+                unchanged: int = 0, *, pause: Callable[[], object] | None = None) -> HashMarks:
+    """The sha256 of `data` (bytes, or the pieces they are the concatenation of), with its marks.
 
     `previous`: the marks of bytes equal to `data` in their first `unchanged` bytes
     (the version `data` replaces, and where its change begins); hashing resumes
@@ -50,21 +50,29 @@ def hash_marked(data: bytes, previous: HashMarks | None = None, unchanged: int =
     between steps of `HASH_PAUSE_MARKS` marks (a bulk thread steps aside there:
     `EngineConfig.bulk_step_aside`).
     """
+    pieces = (data,) if isinstance(data, bytes) else data
+    size = sum(map(len, pieces))
     step = HASH_MARK_BYTES
     if previous is None or not previous.states:
         states = [hashlib.sha256()]
     else:
-        head = min(unchanged, previous.size, len(data))
+        head = min(unchanged, previous.size, size)
         states = list(previous.states[: head // step + 1])
     state = states[-1].copy()
-    position = (len(states) - 1) * step
-    view = memoryview(data)
-    # 128 KiB at a time: each update releases the interpreter lock (hashlib does above 2 KiB)
-    while position + step <= len(data):
-        state.update(view[position : position + step])
-        position += step
-        states.append(state.copy())
-        if pause is not None and len(states) % HASH_PAUSE_MARKS == 0:
-            pause()
-    state.update(view[position:])
-    return HashMarks(state.hexdigest(), len(data), tuple(states))
+    position = (len(states) - 1) * step  # hashed up to here
+    offset = 0  # where the piece starts
+    # up to a mark at a time: each update releases the interpreter lock (hashlib does
+    # above 2 KiB)
+    for piece in pieces:
+        view = memoryview(piece)
+        at = position - offset
+        while at < len(view):
+            take = min(len(view) - at, step - position % step)
+            state.update(view[at : at + take])
+            at, position = at + take, position + take
+            if position % step == 0:
+                states.append(state.copy())
+                if pause is not None and len(states) % HASH_PAUSE_MARKS == 0:
+                    pause()
+        offset += len(view)
+    return HashMarks(state.hexdigest(), size, tuple(states))

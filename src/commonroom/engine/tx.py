@@ -93,12 +93,32 @@ class StagedWrite:
 class PreparedFile:
     """A new version's temp file: opened on the committing thread, filled and fsynced on
     the engine's writer thread (`filled`) while the committing thread hashes and stores
-    the bytes (`Engine._write_version`)."""
+    the bytes (`Versions._write`).
 
-    data: bytes
+    `data` is the bytes being written, or, when they were given as pieces, the bytes
+    the writer thread reads back from the file once written (`DocumentFile.fill_temp`).
+    """
+
+    data: bytes | Future[bytes]
     fd: int
     temp: Path
     filled: Future[None]
+
+    def read_back(self) -> bytes | None:
+        """The bytes read back from the file (waiting for them), or None: the write failed
+        (`filled` raises why) or `data` was given whole."""
+        if isinstance(self.data, bytes):
+            return None
+        try:
+            return self.data.result()
+        except OSError:
+            return None
+
+    def holds(self, data: bytes) -> bool:
+        """Is the file being written `data` (this very object)?"""
+        if isinstance(self.data, bytes):
+            return self.data is data
+        return self.data.done() and self.data.exception() is None and self.data.result() is data
 
 
 class Tx:

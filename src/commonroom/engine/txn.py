@@ -40,9 +40,10 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from threading import Lock
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -309,7 +310,7 @@ class Transactions:
         """The staged bytes' fsynced temp file: the one being written, or a new one."""
         prepared, tx.prepared = tx.prepared, None
         if prepared is not None:
-            if prepared.data is data:
+            if prepared.holds(data):
                 try:
                     prepared.filled.result()  # raises the write's OSError
                 except BaseException:
@@ -335,8 +336,12 @@ class Transactions:
             os.close(prepared.fd)
             self.engine.doc.discard(prepared.temp)
 
-    def prepare_on_writer(self, data: bytes) -> PreparedFile | None:
+    def prepare_on_writer(self, data: bytes | tuple[memoryview | bytes, ...]) -> PreparedFile | None:
         """Start writing `data` to a temp file on the writer thread (`DocumentFile.fill_temp`).
+
+        `data` may be pieces (a replacement's head, new bytes and tail): then the writer
+        thread also reads the file back into one `bytes` (`PreparedFile.read_back`), and
+        nobody joins them holding the interpreter lock.
 
         None when the folder refuses the temp file: `_take_prepared` writes it again
         before COMMIT, where the refusal is reported as a refused write.
@@ -346,13 +351,24 @@ class Transactions:
             fd, temp = doc.open_temp()
         except OSError:
             return None
+        read_back: Future[bytes] | None = None
+        fill: Callable[..., None] = doc.fill_temp
+        held: bytes | Future[bytes]
+        if isinstance(data, bytes):
+            size, held = len(data), data
+        else:
+            read_back = Future()
+            size, held = sum(map(len, data)), read_back
+            fill = partial(doc.fill_temp, read_back=read_back)
         try:
-            filled = self._doc_writer().submit(self.as_bulk(len(data), doc.fill_temp), fd, data)
+            filled = self._doc_writer().submit(self.as_bulk(size, fill), fd, data)
         except BaseException:
             os.close(fd)
             doc.discard(temp)
             raise
-        return PreparedFile(data, fd, temp, filled)
+        if read_back is not None:
+            filled.add_done_callback(partial(_never_left_waiting, read_back))
+        return PreparedFile(held, fd, temp, filled)
 
     def _close_later(self, fd: int) -> None:
         """Close `fd` on the writer thread: closing the last descriptor of a replaced
@@ -373,3 +389,10 @@ class Transactions:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _never_left_waiting(read_back: Future[bytes], filled: Future[None]) -> None:
+    """The writer's job ended: if it never got to read the file back (it failed before
+    `DocumentFile.fill_temp` ran), say so, so the committing thread does not wait."""
+    if not read_back.done():
+        read_back.set_exception(OSError("the temp file was not written"))

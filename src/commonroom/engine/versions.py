@@ -172,7 +172,7 @@ class Versions:
             Snapshot(version, data, content_hash, outline, layout, index, text_edit, hash_marks=marks)
         )
 
-    def hash_of(self, data: bytes, edit: tuple[int, int, int] | None, *,
+    def hash_of(self, data: bytes | tuple[memoryview | bytes, ...], edit: tuple[int, int, int] | None, *,
                 pause: Callable[[], object] | None = None) -> HashMarks:
         """The content hash of `data`, the next version: only the bytes from `edit`'s
         start on are hashed again (`engine.content_hash`; `pause` as there)."""
@@ -251,11 +251,14 @@ class Versions:
             byte_end = byte_start + len(encode_text(old_outline.window(span.start, span.end)))
         raw = encode_text(content)
         view = memoryview(old_data)
-        data = b"".join((view[:byte_start], raw, view[byte_end:]))
+        pieces = (view[:byte_start], raw, view[byte_end:])
+        # A large version's bytes are joined by the writer thread reading its temp file
+        # back (`Transactions.prepare_on_writer`): no 10 MB copy holding the lock here.
+        data = pieces if len(old_data) - len(view[byte_start:byte_end]) + len(raw) >= BULK_BYTES \
+            else b"".join(pieces)
         return self._write(
             tx, data,
-            outline if outline is not None
-            else lambda: before.outline.replaced(span, content, text=decode_text(data)),
+            outline if outline is not None else lambda: before.outline.replaced(span, content),
             (byte_start, byte_end, byte_start + len(raw)),
             (span.start, span.end, span.start + len(content)), summary=summary,
             participant_id=participant_id, region=region, source=source, proposal_id=proposal_id,
@@ -282,7 +285,7 @@ class Versions:
     def _write(
         self,
         tx: Tx,
-        data: bytes,
+        data: bytes | tuple[memoryview | bytes, ...],
         outline: Outline | Callable[[], Outline] | None,
         edit: tuple[int, int, int] | None,
         text_edit: tuple[int, int, int] | None,
@@ -296,9 +299,10 @@ class Versions:
         restores: int | None = None,
         undoes: list[ev.UndoneChange] | None = None,
     ) -> Snapshot:
-        """Store and stage the new bytes; `edit` and `text_edit` hold the changed stretch
-        in bytes and in characters when the caller knows it (`insert`). `outline` is the new
-        outline, or what builds it once the temp file is being written (`write_replacement`)."""
+        """Store and stage the new bytes (or the pieces they are, from `write_replacement`);
+        `edit` and `text_edit` hold the changed stretch in bytes and in characters when the
+        caller knows it (`insert`). `outline` is the new outline, or what builds it once
+        the temp file is being written (`write_replacement`)."""
         engine = self.engine
         before = self.current()
         if source != "external" and engine.settle.settling:
@@ -310,8 +314,11 @@ class Versions:
             # thread hashes the bytes and this one builds the outline and stores them;
             # the transaction waits for the file before COMMIT.
             tx.prepared = engine.txn.prepare_on_writer(data)
-        if len(data) >= BULK_BYTES:  # hashed beside the outline's build, on the hash thread
-            hashing = engine.txn.hash_thread().submit(engine.txn.as_bulk(len(data), self.hash_of),
+        if not isinstance(data, bytes) and tx.prepared is None:  # no temp file on the writer
+            data = b"".join(data)
+        size = len(data) if isinstance(data, bytes) else sum(map(len, data))
+        if size >= BULK_BYTES:  # hashed beside the outline's build, on the hash thread
+            hashing = engine.txn.hash_thread().submit(engine.txn.as_bulk(size, self.hash_of),
                                                       data, edit)
             if callable(outline):
                 outline = outline()
@@ -320,6 +327,11 @@ class Versions:
             marks = self.hash_of(data, edit)
             if callable(outline):
                 outline = outline()
+        if not isinstance(data, bytes):  # the bytes the writer read back from the file
+            assert tx.prepared is not None
+            read = tx.prepared.read_back()
+            # None: the write failed, and is refused at COMMIT (`Transactions._take_prepared`)
+            data = b"".join(data) if read is None else read
         snap = self.insert(
             tx, data, summary, participant_id, region, source, proposal_id, outline=outline, edit=edit,
             text_edit=text_edit, marks=marks,
