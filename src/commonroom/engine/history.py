@@ -163,7 +163,9 @@ def build_index(
         middle = [bisect_right(ends, b) for b in starts[lo:hi]]
         ordinals = array("i", previous.ordinals[:lo])
         ordinals.extend(middle)
-        ordinals.extend(map(add, previous.ordinals[hi - moved :], repeat(shift)))
+        after = previous.ordinals[hi - moved :]
+        # (the same block count, the usual case: the ordinals after it are the old ones)
+        ordinals.extend(map(add, after, repeat(shift)) if shift else after)
         offsets = array("i", previous.offsets[:lo])
         offsets.extend(b - (ends[o - 1] if o else 0) for b, o in zip(starts[lo:hi], middle, strict=True))
         offsets.extend(previous.offsets[hi - moved :])
