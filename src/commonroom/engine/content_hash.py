@@ -11,10 +11,12 @@ content hash): a region commit on a large document hashes, on average, half of i
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 import attrs
+
+from commonroom.store.document import BytePieces, as_pieces, byte_size
 
 if TYPE_CHECKING:
     from hashlib import _Hash
@@ -40,7 +42,7 @@ class HashMarks:
     states: tuple[_Hash, ...]
 
 
-def hash_marked(data: bytes | Sequence[memoryview | bytes], previous: HashMarks | None = None,
+def hash_marked(data: bytes | BytePieces, previous: HashMarks | None = None,
                 unchanged: int = 0, *, pause: Callable[[], object] | None = None) -> HashMarks:
     """The sha256 of `data` (bytes, or the pieces they are the concatenation of), with its marks.
 
@@ -50,8 +52,7 @@ def hash_marked(data: bytes | Sequence[memoryview | bytes], previous: HashMarks 
     between steps of `HASH_PAUSE_MARKS` marks (a bulk thread steps aside there:
     `EngineConfig.bulk_step_aside`).
     """
-    pieces = (data,) if isinstance(data, bytes) else data
-    size = sum(map(len, pieces))
+    size = byte_size(data)
     step = HASH_MARK_BYTES
     if previous is None or not previous.states:
         states = [hashlib.sha256()]
@@ -63,7 +64,7 @@ def hash_marked(data: bytes | Sequence[memoryview | bytes], previous: HashMarks 
     offset = 0  # where the piece starts
     # up to a mark at a time: each update releases the interpreter lock (hashlib does
     # above 2 KiB)
-    for piece in pieces:
+    for piece in as_pieces(data):
         view = memoryview(piece)
         at = position - offset
         while at < len(view):

@@ -53,7 +53,7 @@ from commonroom.engine.storage_errors import is_storage_fault, sidecar_refused, 
 from commonroom.engine.tx import CommitThenFail, PreparedFile, Tx
 from commonroom.protocol.errors import CommonroomError
 from commonroom.store import faults
-from commonroom.store.document import FileStamp
+from commonroom.store.document import BytePieces, FileStamp, byte_size
 from commonroom.store.undo import UndoLog
 
 BULK_BYTES: Final = 1024 * 1024
@@ -336,7 +336,7 @@ class Transactions:
             os.close(prepared.fd)
             self.engine.doc.discard(prepared.temp)
 
-    def prepare_on_writer(self, data: bytes | tuple[memoryview | bytes, ...]) -> PreparedFile | None:
+    def prepare_on_writer(self, data: bytes | BytePieces) -> PreparedFile | None:
         """Start writing `data` to a temp file on the writer thread (`DocumentFile.fill_temp`).
 
         `data` may be pieces (a replacement's head, new bytes and tail): then the writer
@@ -355,13 +355,13 @@ class Transactions:
         fill: Callable[..., None] = doc.fill_temp
         held: bytes | Future[bytes]
         if isinstance(data, bytes):
-            size, held = len(data), data
+            held = data
         else:
             read_back = Future()
-            size, held = sum(map(len, data)), read_back
+            held = read_back
             fill = partial(doc.fill_temp, read_back=read_back)
         try:
-            filled = self._doc_writer().submit(self.as_bulk(size, fill), fd, data)
+            filled = self._doc_writer().submit(self.as_bulk(byte_size(data), fill), fd, data)
         except BaseException:
             os.close(fd)
             doc.discard(temp)

@@ -36,6 +36,7 @@ from commonroom.engine.txn import BULK_BYTES
 from commonroom.protocol import events as ev
 from commonroom.protocol.errors import CommonroomError
 from commonroom.store import blobs, faults
+from commonroom.store.document import BytePieces, byte_size
 from commonroom.store.versions import VersionRow, store_index, store_version
 
 if TYPE_CHECKING:
@@ -172,7 +173,7 @@ class Versions:
             Snapshot(version, data, content_hash, outline, layout, index, text_edit, hash_marks=marks)
         )
 
-    def hash_of(self, data: bytes | tuple[memoryview | bytes, ...], edit: tuple[int, int, int] | None, *,
+    def hash_of(self, data: bytes | BytePieces, edit: tuple[int, int, int] | None, *,
                 pause: Callable[[], object] | None = None) -> HashMarks:
         """The content hash of `data`, the next version: only the bytes from `edit`'s
         start on are hashed again (`engine.content_hash`; `pause` as there)."""
@@ -254,7 +255,7 @@ class Versions:
         pieces = (view[:byte_start], raw, view[byte_end:])
         # A large version's bytes are joined by the writer thread reading its temp file
         # back (`Transactions.prepare_on_writer`): no 10 MB copy holding the lock here.
-        data = pieces if len(old_data) - len(view[byte_start:byte_end]) + len(raw) >= BULK_BYTES \
+        data = pieces if len(old_data) - (byte_end - byte_start) + len(raw) >= BULK_BYTES \
             else b"".join(pieces)
         return self._write(
             tx, data,
@@ -285,7 +286,7 @@ class Versions:
     def _write(
         self,
         tx: Tx,
-        data: bytes | tuple[memoryview | bytes, ...],
+        data: bytes | BytePieces,
         outline: Outline | Callable[[], Outline] | None,
         edit: tuple[int, int, int] | None,
         text_edit: tuple[int, int, int] | None,
@@ -316,7 +317,7 @@ class Versions:
             tx.prepared = engine.txn.prepare_on_writer(data)
         if not isinstance(data, bytes) and tx.prepared is None:  # no temp file on the writer
             data = b"".join(data)
-        size = len(data) if isinstance(data, bytes) else sum(map(len, data))
+        size = byte_size(data)
         if size >= BULK_BYTES:  # hashed beside the outline's build, on the hash thread
             hashing = engine.txn.hash_thread().submit(engine.txn.as_bulk(size, self.hash_of),
                                                       data, edit)
