@@ -264,6 +264,45 @@ def test_a_large_region_commit_lands_the_bytes_its_writer_read_back(tmp_path: Pa
     reopened.close()
 
 
+def test_a_large_region_commit_among_many_byte_characters_lands_exact_bytes(
+    tmp_path: Path, clock: ManualClock,
+) -> None:
+    """Characters of two to four bytes before the region: its byte offsets are not its
+    character offsets, and the pieces written (head, new text, tail) must still be cut at
+    the region's bytes."""
+    doc = tmp_path / "idea.md"
+    doc.write_text("# Idée\n\n" + "".join(
+        f"## Section {i}\n\n" + "mots é ✓ 𝄞 " * 90 + "\n\n" for i in range(1200)), encoding="utf-8")
+    assert doc.stat().st_size >= 1024 * 1024
+    before = doc.read_bytes()
+    engine = open_engine(doc, clock=clock)
+    try:
+        host = sessions.mint_host_session(engine)
+        region = "Idée/Section 600"  # its head: 600 sections of many-byte characters
+        new = "## Section 600\n\nnouveaux mots, ça ✓ 𝄞\n\n"
+        proposed = dispatch.execute(engine, "workspace.propose", host, {
+            "region": region, "base_version": 1, "summary": "x", "content": new})
+        assert proposed.error is None, proposed.error
+        assert dispatch.execute(engine, "workspace.review", host, {
+            "proposal_id": proposed.result.proposal_id, "revision": 1, "decision": "approve",
+        }).error is None
+        committed = dispatch.execute(engine, "workspace.commit", host,
+                                     {"proposal_id": proposed.result.proposal_id})
+        assert committed.error is None, committed.error
+        old_section = ("## Section 600\n\n" + "mots é ✓ 𝄞 " * 90 + "\n\n").encode()
+        assert before.count(old_section) == 1
+        expected = before.replace(old_section, new.encode(), 1)
+        assert doc.read_bytes() == expected == engine.current().data
+        assert committed.result.content_hash == sha256_hex(expected)
+        read = dispatch.execute(engine, "workspace.read", host, {"region": "Idée/Section 601"})
+        assert read.error is None and read.result.content.startswith("## Section 601\n")
+    finally:
+        engine.close()
+    reopened = open_engine(doc, clock=clock)
+    assert reopened.current().data == expected
+    reopened.close()
+
+
 def test_a_large_region_commit_whose_temp_write_fails_commits_nothing(
     tmp_path: Path, clock: ManualClock,
 ) -> None:
