@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import sqlite3
 import stat
@@ -18,7 +19,7 @@ from commonroom.engine.dispatch import open_engine
 from commonroom.engine.ids import sha256_hex
 from commonroom.engine.tx import Outcome
 from commonroom.protocol.timefmt import ManualClock
-from commonroom.store import blobs
+from commonroom.store import blobs, document
 from commonroom.store.document import DocumentFile
 from tests.conftest import SAMPLE, Driver
 from tests.editing import let_settle
@@ -328,6 +329,33 @@ def test_a_large_region_commit_whose_temp_write_fails_commits_nothing(
         assert b"kept words" in doc.read_bytes()
     finally:
         engine.close()
+
+
+def test_the_read_back_gathers_short_reads_and_refuses_a_short_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`pread` may return less than asked (a signal, some file systems): the writer's read
+    back goes on until it has every byte, and a file shorter than what was written is an
+    error, never a version cut short."""
+    data = bytes(range(256)) * 40
+    (tmp_path / "temp").write_bytes(data)
+    reads: list[int] = []
+    pread = os.pread
+
+    def short_pread(fd: int, size: int, offset: int) -> bytes:
+        reads.append(offset)
+        return pread(fd, min(size, 1000), offset)
+
+    monkeypatch.setattr(document.os, "pread", short_pread)
+    fd = os.open(tmp_path / "temp", os.O_RDONLY)
+    try:
+        assert document._read_whole(fd, len(data)) == data
+        assert reads == list(range(0, len(data), 1000))
+        with pytest.raises(OSError) as refused:
+            document._read_whole(fd, len(data) + 1)
+        assert refused.value.errno == errno.EIO
+    finally:
+        os.close(fd)
 
 
 def test_install_hands_over_the_replaced_file_still_open(tmp_path: Path) -> None:
