@@ -57,12 +57,13 @@ def _read_whole(fd: int, size: int) -> bytes:
     """The first `size` bytes of the file `fd`, all of them (`OSError` if it is shorter)."""
     data = os.pread(fd, size, 0)
     if len(data) < size:  # a short read: gather the rest (one copy more, and rare)
-        parts = [data]
-        while size > (done := sum(map(len, parts))):
+        parts, done = [data], len(data)
+        while done < size:
             more = os.pread(fd, size - done, done)
             if not more:
                 raise OSError(errno.EIO, "the temp file is shorter than what was written")
             parts.append(more)
+            done += len(more)
         data = b"".join(parts)
     return data
 
